@@ -1,0 +1,278 @@
+// Package db is strata's one seam to PostgreSQL: the only package that imports pgx.
+//
+// It owns the connection pool, the transaction helper, the embedded schema migrations, and
+// the translation of driver errors into strata's own error categories (ErrNotFound,
+// ErrConflict, …), so that the capability packages above it never see an SQLSTATE. Capability
+// packages keep their SQL in .sql files next to their code, parsed with ParseQueries; every
+// statement is sent with bound parameters. The only text substituted into SQL is an
+// identifier (strata's schema, a Terraform project's schema), always quoted by
+// pgx.Identifier, because PostgreSQL cannot bind identifiers.
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultSchema is the PostgreSQL schema that holds strata's own tables unless configured
+// otherwise.
+const DefaultSchema = "strata"
+
+// identRE is what strata accepts as its schema name: a plain lower-case PostgreSQL
+// identifier, so that quoting never changes its meaning.
+var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Options configure Open. The zero value of every field but URL is usable.
+type Options struct {
+	// URL is a PostgreSQL connection string (URL or key=value form). Pool settings such as
+	// pool_max_conns may be given in it.
+	URL string
+	// Schema holds strata's tables; DefaultSchema when empty.
+	Schema string
+	// Logger receives slow-query and lifecycle messages; slog.Default() when nil.
+	Logger *slog.Logger
+	// Tracer, when set, observes every query (metrics); see QueryObserver.
+	Observer QueryObserver
+	// MaxConns overrides the pool size when the URL does not set pool_max_conns.
+	MaxConns int32
+}
+
+// QueryObserver is told the name and outcome of every query, for metrics. Name is taken from
+// the query's "-- name: X" header, or "other".
+type QueryObserver interface {
+	ObserveQuery(name string, code string, d time.Duration)
+}
+
+// DB is a pool of connections to one database, bound to strata's schema.
+type DB struct {
+	pool   *pgxpool.Pool
+	schema string
+	key    int32
+	logger *slog.Logger
+	url    string
+}
+
+// Open connects a pool and checks that the server answers. It does not migrate.
+func Open(ctx context.Context, opts Options) (*DB, error) {
+	schema := opts.Schema
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	if !identRE.MatchString(schema) {
+		return nil, fmt.Errorf("schema name %q: must match %s", schema, identRE)
+	}
+	cfg, err := pgxpool.ParseConfig(opts.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	if opts.MaxConns > 0 && !hasPoolMaxConns(opts.URL) {
+		cfg.MaxConns = opts.MaxConns
+	}
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "strata"
+	}
+	if opts.Observer != nil {
+		cfg.ConnConfig.Tracer = &tracer{obs: opts.Observer}
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database: %w", interpretError(err))
+	}
+	return &DB{pool: pool, schema: schema, key: SchemaKey(schema), logger: logger, url: opts.URL}, nil
+}
+
+func hasPoolMaxConns(url string) bool {
+	return regexp.MustCompile(`pool_max_conns=`).MatchString(url)
+}
+
+// Close closes every connection of the pool.
+func (d *DB) Close() { d.pool.Close() }
+
+// Schema is the schema that holds strata's tables.
+func (d *DB) Schema() string { return d.schema }
+
+// URL is the connection string the pool was opened with (it may hold a password: never log it).
+func (d *DB) URL() string { return d.url }
+
+// Ping checks that the database answers.
+func (d *DB) Ping(ctx context.Context) error { return interpretError(d.pool.Ping(ctx)) }
+
+// PoolStats reports the pool's connection counts, for metrics.
+func (d *DB) PoolStats() PoolStats {
+	s := d.pool.Stat()
+	return PoolStats{
+		Total: s.TotalConns(), Idle: s.IdleConns(), Acquired: s.AcquiredConns(), Max: s.MaxConns(),
+		AcquireCount: s.AcquireCount(), AcquireDuration: s.AcquireDuration(),
+		EmptyAcquireCount: s.EmptyAcquireCount(),
+	}
+}
+
+// PoolStats is a snapshot of the pool's counters.
+type PoolStats struct {
+	Total, Idle, Acquired, Max int32
+	AcquireCount              int64
+	AcquireDuration           time.Duration
+	EmptyAcquireCount         int64
+}
+
+// SchemaKey derives the first int4 of strata's two-int4 advisory keys from the schema name
+// (FNV-1a, 32 bits). Two strata installations in two schemas of one database therefore take
+// different keys and never block each other; and because the two-int4 key space
+// (pg_advisory_xact_lock(int4, int4)) is disjoint from the single-bigint space, these keys
+// cannot collide with the ones Terraform's and OpenTofu's pg backend take.
+func SchemaKey(schema string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(schema))
+	return int32(h.Sum32())
+}
+
+// The second int4 of strata's advisory keys says what the lock protects.
+const (
+	lockMigrations      int32 = 1
+	lockResourceVersion int32 = 2
+)
+
+// Querier runs queries; both *DB and *Tx implement it, so capability code is written once
+// for either.
+type Querier interface {
+	Exec(ctx context.Context, q *Query, args ...any) (int64, error)
+	Query(ctx context.Context, q *Query, args ...any) (Rows, error)
+	QueryRow(ctx context.Context, q *Query, args ...any) Row
+}
+
+// Row is one result row; Scan returns ErrNotFound when there was none.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// Rows iterates a result set. Always Close it (Next returning false closes it too).
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+type pgxQuerier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func exec(ctx context.Context, c pgxQuerier, schema string, q *Query, args []any) (int64, error) {
+	tag, err := c.Exec(ctx, q.render(schema), args...)
+	if err != nil {
+		return 0, interpretError(err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+func query(ctx context.Context, c pgxQuerier, schema string, q *Query, args []any) (Rows, error) {
+	rows, err := c.Query(ctx, q.render(schema), args...)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return &rowsWrap{rows}, nil
+}
+
+func queryRow(ctx context.Context, c pgxQuerier, schema string, q *Query, args []any) Row {
+	return rowWrap{c.QueryRow(ctx, q.render(schema), args...)}
+}
+
+type rowWrap struct{ r pgx.Row }
+
+func (r rowWrap) Scan(dest ...any) error { return interpretError(r.r.Scan(dest...)) }
+
+type rowsWrap struct{ r pgx.Rows }
+
+func (r *rowsWrap) Next() bool             { return r.r.Next() }
+func (r *rowsWrap) Scan(dest ...any) error { return interpretError(r.r.Scan(dest...)) }
+func (r *rowsWrap) Err() error             { return interpretError(r.r.Err()) }
+func (r *rowsWrap) Close()                 { r.r.Close() }
+
+// Exec runs a statement and reports the number of rows it affected.
+func (d *DB) Exec(ctx context.Context, q *Query, args ...any) (int64, error) {
+	return exec(ctx, d.pool, d.schema, q, args)
+}
+
+// Query runs a query returning rows.
+func (d *DB) Query(ctx context.Context, q *Query, args ...any) (Rows, error) {
+	return query(ctx, d.pool, d.schema, q, args)
+}
+
+// QueryRow runs a query returning at most one row.
+func (d *DB) QueryRow(ctx context.Context, q *Query, args ...any) Row {
+	return queryRow(ctx, d.pool, d.schema, q, args)
+}
+
+// Tx is a transaction; it is only valid inside the function given to InTx.
+type Tx struct {
+	tx     pgx.Tx
+	schema string
+	key    int32
+}
+
+// Exec runs a statement in the transaction.
+func (t *Tx) Exec(ctx context.Context, q *Query, args ...any) (int64, error) {
+	return exec(ctx, t.tx, t.schema, q, args)
+}
+
+// Query runs a query in the transaction.
+func (t *Tx) Query(ctx context.Context, q *Query, args ...any) (Rows, error) {
+	return query(ctx, t.tx, t.schema, q, args)
+}
+
+// QueryRow runs a single-row query in the transaction.
+func (t *Tx) QueryRow(ctx context.Context, q *Query, args ...any) Row {
+	return queryRow(ctx, t.tx, t.schema, q, args)
+}
+
+// InTx runs fn in a transaction, committing when fn returns nil and rolling back otherwise.
+// The rollback runs even when ctx is cancelled, so a cancelled request never leaves a
+// transaction open on a pooled connection.
+func (d *DB) InTx(ctx context.Context, fn func(tx *Tx) error) (err error) {
+	ptx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return interpretError(err)
+	}
+	defer func() {
+		if err != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = ptx.Rollback(rctx)
+		}
+	}()
+	if err := fn(&Tx{tx: ptx, schema: d.schema, key: d.key}); err != nil {
+		return err
+	}
+	return interpretError(ptx.Commit(ctx))
+}
+
+// errorsIsAny reports whether err matches any of targets.
+func errorsIsAny(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}

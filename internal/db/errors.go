@@ -1,0 +1,120 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
+)
+
+// Error categories. Every error that leaves this package wraps one of them (or is a plain
+// context error), so callers decide with errors.Is and never look at SQLSTATEs.
+var (
+	// ErrNotFound is returned by Row.Scan when the query returned no row.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means a unique constraint refused the write: the thing exists already, or a
+	// concurrent writer got there first. Error.Constraint names the constraint.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid means the database refused a value: a check or foreign-key constraint, a
+	// value out of range, text that is not valid for its type.
+	ErrInvalid = errors.New("invalid value")
+	// ErrLockNotAvailable means a lock could not be taken without waiting (NOWAIT, or a
+	// lock_timeout), or a serialization failure or deadlock made PostgreSQL abort the
+	// transaction; the operation may be retried.
+	ErrLockNotAvailable = errors.New("lock not available")
+	// ErrUnavailable means the database could not be reached or is shutting down.
+	ErrUnavailable = errors.New("database unavailable")
+	// ErrPermission means the database role lacks a privilege.
+	ErrPermission = errors.New("insufficient privilege")
+)
+
+// Error carries the category, the constraint it came from when there is one, and the
+// driver's own error (for logs, never for clients).
+type Error struct {
+	Kind       error
+	Constraint string
+	Code       string
+	Err        error
+}
+
+func (e *Error) Error() string {
+	if e.Constraint != "" {
+		return fmt.Sprintf("%v (%s): %v", e.Kind, e.Constraint, e.Err)
+	}
+	return fmt.Sprintf("%v: %v", e.Kind, e.Err)
+}
+
+// Unwrap lets errors.Is match both the category and the cause.
+func (e *Error) Unwrap() []error { return []error{e.Kind, e.Err} }
+
+// ConstraintOf returns the name of the constraint behind err, or "".
+func ConstraintOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Constraint
+	}
+	return ""
+}
+
+// interpretError is the one place driver errors become strata's.
+func interpretError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var already *Error
+	if errors.As(err, &already) {
+		return err
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return &Error{Kind: ErrNotFound, Err: err}
+	}
+	if errorsIsAny(err, context.Canceled, context.DeadlineExceeded) {
+		return err
+	}
+	if errors.Is(err, puddle.ErrClosedPool) {
+		return &Error{Kind: ErrUnavailable, Err: err}
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		kind := classify(pgErr.Code)
+		if kind == nil {
+			return err
+		}
+		return &Error{Kind: kind, Constraint: pgErr.ConstraintName, Code: pgErr.Code, Err: err}
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) {
+		return &Error{Kind: ErrUnavailable, Err: err}
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return &Error{Kind: ErrUnavailable, Err: err}
+	}
+	return err
+}
+
+func classify(code string) error {
+	switch code {
+	case pgerrcode.UniqueViolation, pgerrcode.ExclusionViolation:
+		return ErrConflict
+	case pgerrcode.CheckViolation, pgerrcode.ForeignKeyViolation, pgerrcode.NotNullViolation,
+		pgerrcode.InvalidTextRepresentation, pgerrcode.NumericValueOutOfRange,
+		pgerrcode.StringDataRightTruncationDataException, pgerrcode.InvalidParameterValue,
+		pgerrcode.UntranslatableCharacter, pgerrcode.CharacterNotInRepertoire,
+		pgerrcode.InvalidDatetimeFormat, pgerrcode.DatetimeFieldOverflow:
+		return ErrInvalid
+	case pgerrcode.LockNotAvailable, pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected:
+		return ErrLockNotAvailable
+	case pgerrcode.InsufficientPrivilege:
+		return ErrPermission
+	case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow,
+		pgerrcode.TooManyConnections, pgerrcode.ConnectionException, pgerrcode.ConnectionFailure:
+		return ErrUnavailable
+	}
+	return nil
+}
