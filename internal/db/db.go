@@ -129,9 +129,9 @@ func (d *DB) PoolStats() PoolStats {
 // PoolStats is a snapshot of the pool's counters.
 type PoolStats struct {
 	Total, Idle, Acquired, Max int32
-	AcquireCount              int64
-	AcquireDuration           time.Duration
-	EmptyAcquireCount         int64
+	AcquireCount               int64
+	AcquireDuration            time.Duration
+	EmptyAcquireCount          int64
 }
 
 // SchemaKey derives the first int4 of strata's two-int4 advisory keys from the schema name
