@@ -1,0 +1,91 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Object is the shape of every strata resource on the wire: orgs, groups, nodes and user
+// kinds.
+type Object struct {
+	Kind     string          `json:"kind"`
+	Metadata ObjectMeta      `json:"metadata"`
+	Spec     json.RawMessage `json:"spec,omitempty"`
+}
+
+// ObjectMeta is an object's identity and metadata. ResourceVersion is a decimal string, as
+// in Kubernetes: compare it only for equality, and pass it back for optimistic concurrency.
+type ObjectMeta struct {
+	Name            string            `json:"name"`
+	Org             string            `json:"org,omitempty"`
+	Labels          map[string]string `json:"labels"`
+	Annotations     map[string]string `json:"annotations"`
+	ResourceVersion string            `json:"resourceVersion,omitempty"`
+	CreatedAt       *time.Time        `json:"createdAt,omitempty"`
+	UpdatedAt       *time.Time        `json:"updatedAt,omitempty"`
+}
+
+// ObjectList is one page of a list.
+type ObjectList struct {
+	Items           []Object `json:"items"`
+	ResourceVersion string   `json:"resourceVersion"`
+	Continue        string   `json:"continue,omitempty"`
+}
+
+// Problem is an RFC 9457 problem document, the body of every strata error response.
+type Problem struct {
+	Type     string       `json:"type"`
+	Title    string       `json:"title"`
+	Status   int          `json:"status"`
+	Detail   string       `json:"detail,omitempty"`
+	Instance string       `json:"instance,omitempty"`
+	Errors   []FieldError `json:"errors,omitempty"`
+}
+
+// FieldError names an offending field by JSON pointer and says why it was refused.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// TokenCreateRequest asks for a new API token.
+type TokenCreateRequest struct {
+	Name      string     `json:"name"`
+	Scopes    []string   `json:"scopes"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Token describes an API token. Secret is set only in the response that created it.
+type Token struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Scopes     []string   `json:"scopes"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	CreatedBy  string     `json:"createdBy"`
+	ExpiresAt  *time.Time `json:"expiresAt,omitempty"`
+	RevokedAt  *time.Time `json:"revokedAt,omitempty"`
+	LastUsedAt *time.Time `json:"lastUsedAt,omitempty"`
+	Secret     string     `json:"secret,omitempty"`
+}
+
+// TokenList is the answer of GET /v1/tokens.
+type TokenList struct {
+	Items []Token `json:"items"`
+}
+
+// AuditRecord is one audit log entry.
+type AuditRecord struct {
+	ID         int64           `json:"id"`
+	At         time.Time       `json:"at"`
+	Actor      string          `json:"actor"`
+	Action     string          `json:"action"`
+	Target     string          `json:"target"`
+	RemoteAddr string          `json:"remoteAddr"`
+	Detail     json.RawMessage `json:"detail"`
+}
+
+// AuditList is one page of the audit log, newest first; pass Next as ?before= for the next.
+type AuditList struct {
+	Items []AuditRecord `json:"items"`
+	Next  int64         `json:"next,omitempty"`
+}

@@ -1,0 +1,485 @@
+// Package auth owns API tokens, scopes and the audit log.
+//
+// A token is 256 random bits, shown once at creation and stored only as its SHA-256. A slow
+// password hash would buy nothing for a secret that cannot be guessed, and Terraform and
+// Salt authenticate on every request, so verification must be cheap; verified tokens are
+// also cached for a few seconds (CacheTTL), which is how long a revocation may take to
+// reach other replicas.
+//
+// A scope is "admin" or family:verb:name, e.g. orgs:read:acme, pillars:render:*,
+// projects:write:net, state:force-unlock:net, kinds:register:*. Allows decides whether a
+// principal's scopes grant one (family, verb, name); the implications between verbs are
+// listed in Allows.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
+)
+
+//go:embed queries.sql
+var queryFS embed.FS
+
+var q = db.MustParseQueries(queryFS, "queries.sql")
+
+// TokenPrefix starts every strata token, so secret scanners and people can recognise one.
+const TokenPrefix = "strata_"
+
+// CacheTTL is how long a verified token is trusted without asking the database again.
+const CacheTTL = 10 * time.Second
+
+// Families are the resource families scopes name.
+var Families = []string{"orgs", "groups", "nodes", "pillars", "projects", "state", "kinds", "resources", "tokens", "audit"}
+
+// Verbs are the verbs scopes name; "*" grants every verb.
+var Verbs = []string{"read", "write", "delete", "render", "lock", "force-unlock", "register", "credentials", "*"}
+
+var scopeNameRE = regexp.MustCompile(`^(\*|[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}\*?)$`)
+
+// Scope is one parsed grant.
+type Scope struct {
+	Admin  bool
+	Family string
+	Verb   string
+	Name   string
+}
+
+// String is the scope's canonical text form.
+func (s Scope) String() string {
+	if s.Admin {
+		return "admin"
+	}
+	return s.Family + ":" + s.Verb + ":" + s.Name
+}
+
+// ParseScope parses "admin" or family:verb:name. Family and verb may be "*"; name may be "*",
+// an exact name, or a prefix ending in "*".
+func ParseScope(s string) (Scope, error) {
+	if s == "admin" {
+		return Scope{Admin: true}, nil
+	}
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
+		return Scope{}, fmt.Errorf("scope %q: want admin or family:verb:name", s)
+	}
+	sc := Scope{Family: parts[0], Verb: parts[1], Name: parts[2]}
+	if sc.Family != "*" && !contains(Families, sc.Family) {
+		return Scope{}, fmt.Errorf("scope %q: unknown family %q (known: %s)", s, sc.Family, strings.Join(Families, ", "))
+	}
+	if !contains(Verbs, sc.Verb) {
+		return Scope{}, fmt.Errorf("scope %q: unknown verb %q (known: %s)", s, sc.Verb, strings.Join(Verbs, ", "))
+	}
+	if !scopeNameRE.MatchString(sc.Name) {
+		return Scope{}, fmt.Errorf("scope %q: name must be *, a name, or a prefix ending in *", s)
+	}
+	return sc, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// impliedVerbs lists, for a granted verb, the other verbs it also grants. Writing a thing
+// needs reading it (Terraform reads before it writes), and state writers must lock. force-unlock
+// and credentials are never implied: they override other people's work or hand out database
+// access, so they are granted by name only.
+var impliedVerbs = map[string][]string{
+	"write":  {"read", "lock", "delete"},
+	"delete": {"read"},
+	"lock":   {"read"},
+	"render": {"read"},
+}
+
+func (s Scope) grants(family, verb, name string) bool {
+	if s.Admin {
+		return true
+	}
+	if s.Family != "*" && s.Family != family {
+		return false
+	}
+	if s.Verb != "*" && s.Verb != verb && !contains(impliedVerbs[s.Verb], verb) {
+		return false
+	}
+	switch {
+	case s.Name == "*":
+		return true
+	case strings.HasSuffix(s.Name, "*"):
+		return strings.HasPrefix(name, strings.TrimSuffix(s.Name, "*"))
+	default:
+		return s.Name == name
+	}
+}
+
+// Principal is the authenticated caller of a request.
+type Principal struct {
+	TokenID string
+	Name    string
+	Scopes  []Scope
+}
+
+// IsAdmin reports whether the principal holds the admin scope.
+func (p *Principal) IsAdmin() bool {
+	for _, s := range p.Scopes {
+		if s.Admin {
+			return true
+		}
+	}
+	return false
+}
+
+// Allows reports whether any scope grants verb on the named thing of family.
+func (p *Principal) Allows(family, verb, name string) bool {
+	if p == nil {
+		return false
+	}
+	for _, s := range p.Scopes {
+		if s.grants(family, verb, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Check returns a 403 naming the scope that would be needed, or nil.
+func (p *Principal) Check(family, verb, name string) error {
+	if p.Allows(family, verb, name) {
+		return nil
+	}
+	return fault.Forbidden("token %q lacks scope %s:%s:%s", p.Name, family, verb, name)
+}
+
+// Actor is how the principal is named in the audit log.
+func (p *Principal) Actor() string {
+	if p == nil {
+		return "system"
+	}
+	return p.Name + " (" + p.TokenID + ")"
+}
+
+type ctxKey struct{}
+
+// WithPrincipal returns a context carrying p.
+func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
+
+// FromContext returns the request's principal.
+func FromContext(ctx context.Context) (*Principal, bool) {
+	p, ok := ctx.Value(ctxKey{}).(*Principal)
+	return p, ok
+}
+
+// Token is a token's record, without its secret.
+type Token struct {
+	ID         string
+	Name       string
+	Scopes     []string
+	CreatedAt  time.Time
+	CreatedBy  string
+	ExpiresAt  *time.Time
+	RevokedAt  *time.Time
+	LastUsedAt *time.Time
+}
+
+// Service verifies and manages tokens.
+type Service struct {
+	db *db.DB
+
+	mu    sync.Mutex
+	cache map[[32]byte]cacheEntry
+}
+
+type cacheEntry struct {
+	p       *Principal
+	expires time.Time
+}
+
+// NewService returns a token service over d.
+func NewService(d *db.DB) *Service {
+	return &Service{db: d, cache: map[[32]byte]cacheEntry{}}
+}
+
+// ErrUnauthenticated is returned for a missing, unknown, expired or revoked token.
+var ErrUnauthenticated = &fault.Error{Kind: fault.KindUnauthenticated, Detail: "a valid API token is required (Authorization: Bearer <token>, or HTTP Basic auth with the token as password)"}
+
+// Verify resolves a presented secret to its principal.
+func (s *Service) Verify(ctx context.Context, secret string) (*Principal, error) {
+	if !strings.HasPrefix(secret, TokenPrefix) || len(secret) > 200 {
+		return nil, ErrUnauthenticated
+	}
+	h := sha256.Sum256([]byte(secret))
+	now := time.Now()
+	s.mu.Lock()
+	if e, ok := s.cache[h]; ok && now.Before(e.expires) {
+		s.mu.Unlock()
+		return e.p, nil
+	}
+	s.mu.Unlock()
+
+	var (
+		p       Principal
+		scopes  []string
+		expires *time.Time
+	)
+	err := s.db.QueryRow(ctx, q.Get("TokenGetByHash"), h[:]).Scan(&p.TokenID, &p.Name, &scopes, &expires)
+	if errors.Is(err, db.ErrNotFound) {
+		return nil, ErrUnauthenticated
+	}
+	if err != nil {
+		return nil, fmt.Errorf("verify token: %w", err)
+	}
+	for _, raw := range scopes {
+		sc, err := ParseScope(raw)
+		if err != nil {
+			continue // a scope this release does not know grants nothing
+		}
+		p.Scopes = append(p.Scopes, sc)
+	}
+	until := now.Add(CacheTTL)
+	if expires != nil && expires.Before(until) {
+		until = *expires
+	}
+	s.mu.Lock()
+	if len(s.cache) > 10000 {
+		s.cache = map[[32]byte]cacheEntry{}
+	}
+	s.cache[h] = cacheEntry{p: &p, expires: until}
+	s.mu.Unlock()
+	_, _ = s.db.Exec(ctx, q.Get("TokenTouch"), p.TokenID)
+	return &p, nil
+}
+
+// NewSecret returns a fresh token secret: the prefix and 256 random bits, base64url.
+func NewSecret() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return TokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+func newTokenID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "tok_" + hex.EncodeToString(b)
+}
+
+// CreateParams describe a new token.
+type CreateParams struct {
+	Name      string
+	Scopes    []string
+	ExpiresAt *time.Time
+	// Secret, when set, is used instead of a random one (STRATA_BOOTSTRAP_TOKEN).
+	Secret string
+}
+
+var tokenNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@\-]{0,99}$`)
+
+func (c *CreateParams) validate() error {
+	if !tokenNameRE.MatchString(c.Name) {
+		return fault.Invalid("/name", "token name must be 1-100 characters of letters, digits, '_', '.', '@', '-', starting with a letter or digit")
+	}
+	if len(c.Scopes) == 0 {
+		return fault.Invalid("/scopes", "at least one scope is required")
+	}
+	for i, s := range c.Scopes {
+		if _, err := ParseScope(s); err != nil {
+			return fault.Invalid(fmt.Sprintf("/scopes/%d", i), "%v", err)
+		}
+	}
+	if c.ExpiresAt != nil && !c.ExpiresAt.After(time.Now()) {
+		return fault.Invalid("/expiresAt", "expiry must be in the future")
+	}
+	if c.Secret != "" && (!strings.HasPrefix(c.Secret, TokenPrefix) || len(c.Secret) < len(TokenPrefix)+32 || len(c.Secret) > 200) {
+		return fault.Invalid("/secret", "a supplied token must start with %q and carry at least 32 more characters", TokenPrefix)
+	}
+	return nil
+}
+
+// Create stores a new token and returns its record and its secret, which is never shown
+// again. The creation is audited in the same transaction.
+func (s *Service) Create(ctx context.Context, actor AuditActor, p CreateParams) (Token, string, error) {
+	var tok Token
+	secret := p.Secret
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		var err error
+		tok, secret, err = createTx(ctx, tx, actor, p)
+		return err
+	})
+	return tok, secret, err
+}
+
+func createTx(ctx context.Context, tx *db.Tx, actor AuditActor, p CreateParams) (Token, string, error) {
+	if err := p.validate(); err != nil {
+		return Token{}, "", err
+	}
+	secret := p.Secret
+	if secret == "" {
+		secret = NewSecret()
+	}
+	h := sha256.Sum256([]byte(secret))
+	tok := Token{ID: newTokenID(), Name: p.Name, Scopes: p.Scopes, CreatedBy: actor.Actor, ExpiresAt: p.ExpiresAt}
+	if err := tx.QueryRow(ctx, q.Get("TokenInsert"), tok.ID, tok.Name, h[:], tok.Scopes, tok.CreatedBy, tok.ExpiresAt).Scan(&tok.CreatedAt); err != nil {
+		if errors.Is(err, db.ErrConflict) {
+			return Token{}, "", fault.Conflict("a token with this secret exists already")
+		}
+		return Token{}, "", fmt.Errorf("insert token: %w", err)
+	}
+	err := RecordAudit(ctx, tx, AuditEntry{Actor: actor.Actor, RemoteAddr: actor.RemoteAddr, Action: "token.create",
+		Target: tok.ID, Detail: map[string]any{"name": tok.Name, "scopes": tok.Scopes, "expiresAt": tok.ExpiresAt}})
+	return tok, secret, err
+}
+
+// List returns every token, revoked ones included, oldest first.
+func (s *Service) List(ctx context.Context) ([]Token, error) {
+	rows, err := s.db.Query(ctx, q.Get("TokenList"))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Token
+	for rows.Next() {
+		var t Token
+		if err := rows.Scan(&t.ID, &t.Name, &t.Scopes, &t.CreatedAt, &t.CreatedBy, &t.ExpiresAt, &t.RevokedAt, &t.LastUsedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Revoke revokes a token. Its cached verification on this replica is dropped at once; other
+// replicas drop theirs within CacheTTL.
+func (s *Service) Revoke(ctx context.Context, actor AuditActor, id string) error {
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		n, err := tx.Exec(ctx, q.Get("TokenRevoke"), id)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			var revoked bool
+			err := tx.QueryRow(ctx, q.Get("TokenExists"), id).Scan(&revoked)
+			if errors.Is(err, db.ErrNotFound) {
+				return fault.NotFound("token %q not found", id)
+			}
+			if err != nil {
+				return err
+			}
+			return nil // revoking twice is not an error
+		}
+		return RecordAudit(ctx, tx, AuditEntry{Actor: actor.Actor, RemoteAddr: actor.RemoteAddr, Action: "token.revoke", Target: id})
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for h, e := range s.cache {
+		if e.p.TokenID == id {
+			delete(s.cache, h)
+		}
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Bootstrap creates the first admin token exactly once per installation, however many
+// replicas start at the same moment: the replica whose claim row lands creates it, in the
+// same transaction. It returns the secret when this call created it ("" otherwise). When
+// secret is given (STRATA_BOOTSTRAP_TOKEN) it is used instead of a random one, so every
+// replica can be handed the same admin token.
+func (s *Service) Bootstrap(ctx context.Context, secret string) (string, error) {
+	var created string
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		n, err := tx.Exec(ctx, q.Get("BootstrapClaim"), "admin-token", time.Now().UTC().Format(time.RFC3339))
+		if err != nil || n == 0 {
+			return err
+		}
+		_, sec, err := createTx(ctx, tx, AuditActor{Actor: "system"}, CreateParams{Name: "admin", Scopes: []string{"admin"}, Secret: secret})
+		created = sec
+		return err
+	})
+	return created, err
+}
+
+// AuditActor names who acts and from where.
+type AuditActor struct {
+	Actor      string
+	RemoteAddr string
+}
+
+// AuditEntry is one audit record.
+type AuditEntry struct {
+	Actor      string
+	Action     string
+	Target     string
+	RemoteAddr string
+	Detail     any
+}
+
+// RecordAudit writes e in the caller's transaction, so the record exists exactly when the
+// change it describes does.
+func RecordAudit(ctx context.Context, qr db.Querier, e AuditEntry) error {
+	detail := []byte("{}")
+	if e.Detail != nil {
+		b, err := json.Marshal(e.Detail)
+		if err != nil {
+			return fmt.Errorf("audit detail: %w", err)
+		}
+		detail = b
+	}
+	if _, err := qr.Exec(ctx, q.Get("AuditInsert"), e.Actor, e.Action, e.Target, e.RemoteAddr, detail); err != nil {
+		return fmt.Errorf("record audit: %w", err)
+	}
+	return nil
+}
+
+// AuditRecord is a stored audit entry.
+type AuditRecord struct {
+	ID         int64
+	At         time.Time
+	Actor      string
+	Action     string
+	Target     string
+	RemoteAddr string
+	Detail     json.RawMessage
+}
+
+// ListAudit returns up to limit records older than before (0: newest), newest first,
+// optionally only actions starting with actionPrefix.
+func (s *Service) ListAudit(ctx context.Context, before int64, actionPrefix string, limit int) ([]AuditRecord, error) {
+	rows, err := s.db.Query(ctx, q.Get("AuditList"), before, actionPrefix, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []AuditRecord
+	for rows.Next() {
+		var r AuditRecord
+		var detail []byte
+		if err := rows.Scan(&r.ID, &r.At, &r.Actor, &r.Action, &r.Target, &r.RemoteAddr, &detail); err != nil {
+			return nil, err
+		}
+		r.Detail = detail
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,354 @@
+// Package resource owns strata's object model: orgs, groups, nodes and user kinds, stored in
+// one resources table with their labels and annotations.
+//
+// Every change runs in one transaction that ends with ResourceStamp: it draws the change's
+// resourceVersion from next_resource_version() (which serializes writers only from that
+// point to commit, so versions become visible in increasing order) and appends the change to
+// the changes table that watch resumes from. Optimistic concurrency compares the stored
+// resourceVersion under a row lock (SELECT … FOR UPDATE), so a stale writer gets a conflict,
+// never a lost update; creation races end on the (kind, org, name) unique constraint.
+package resource
+
+import (
+	"context"
+	"embed"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/metadata"
+)
+
+//go:embed queries.sql
+var queryFS embed.FS
+
+var q = db.MustParseQueries(queryFS, "queries.sql")
+
+// KindOrg is the kind of organisations, a global kind (org '').
+const KindOrg = "Org"
+
+// MaxListLimit caps one page of a list.
+const MaxListLimit = 1000
+
+var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// ValidateName checks a resource name: a DNS label (lower-case alphanumerics and '-', at most
+// 63 characters), so names are safe in URLs, scopes and label values.
+func ValidateName(name string) error {
+	if len(name) > 63 || !dnsLabelRE.MatchString(name) {
+		return fault.Invalid("/metadata/name", "name %q must be 1-63 lower-case alphanumerics or '-', starting and ending with an alphanumeric", truncate(name, 80))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Ref identifies one object.
+type Ref struct {
+	Kind string
+	Org  string
+	Name string
+}
+
+// Service reads and writes objects.
+type Service struct {
+	db *db.DB
+}
+
+// NewService returns a Service over d.
+func NewService(d *db.DB) *Service { return &Service{db: d} }
+
+// normalize validates an incoming object for ref and fills defaults.
+func normalize(ref Ref, obj *client.Object) error {
+	if obj.Kind != "" && obj.Kind != ref.Kind {
+		return fault.Invalid("/kind", "kind %q does not match the endpoint's kind %q", truncate(obj.Kind, 80), ref.Kind)
+	}
+	obj.Kind = ref.Kind
+	if obj.Metadata.Name == "" {
+		obj.Metadata.Name = ref.Name
+	}
+	if obj.Metadata.Name != ref.Name {
+		return fault.Invalid("/metadata/name", "name %q does not match the name in the URL %q", truncate(obj.Metadata.Name, 80), ref.Name)
+	}
+	if err := ValidateName(ref.Name); err != nil {
+		return err
+	}
+	if obj.Metadata.Org != "" && obj.Metadata.Org != ref.Org {
+		return fault.Invalid("/metadata/org", "org %q does not match %q", truncate(obj.Metadata.Org, 80), ref.Org)
+	}
+	obj.Metadata.Org = ref.Org
+	if obj.Metadata.Labels == nil {
+		obj.Metadata.Labels = map[string]string{}
+	}
+	if obj.Metadata.Annotations == nil {
+		obj.Metadata.Annotations = map[string]string{}
+	}
+	if err := metadata.Validate(obj.Metadata.Labels, obj.Metadata.Annotations); err != nil {
+		return err
+	}
+	if len(obj.Spec) == 0 || string(obj.Spec) == "null" {
+		obj.Spec = json.RawMessage("{}")
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(obj.Spec, &probe); err != nil {
+		return fault.Invalid("/spec", "spec must be a JSON object")
+	}
+	return nil
+}
+
+// Create stores a new object; 409 when it exists.
+func (s *Service) Create(ctx context.Context, ref Ref, obj client.Object) (client.Object, error) {
+	if err := normalize(ref, &obj); err != nil {
+		return client.Object{}, err
+	}
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		var id int64
+		err := tx.QueryRow(ctx, q.Get("ResourceInsert"), ref.Kind, ref.Org, ref.Name, []byte(obj.Spec)).Scan(&id)
+		if errors.Is(err, db.ErrConflict) {
+			return fault.Conflict("%s %q already exists", ref.Kind, ref.Name)
+		}
+		if err != nil {
+			return err
+		}
+		return writeMetaAndStamp(ctx, tx, id, "ADDED", obj)
+	})
+	if err != nil {
+		return client.Object{}, err
+	}
+	return s.Get(ctx, ref)
+}
+
+func writeMetaAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, obj client.Object) error {
+	p, n, v := metadata.Split(obj.Metadata.Labels)
+	if _, err := tx.Exec(ctx, q.Get("LabelsReplace"), id, p, n, v); err != nil {
+		return fmt.Errorf("write labels: %w", err)
+	}
+	p, n, v = metadata.Split(obj.Metadata.Annotations)
+	if _, err := tx.Exec(ctx, q.Get("AnnotationsReplace"), id, p, n, v); err != nil {
+		return fmt.Errorf("write annotations: %w", err)
+	}
+	obj.Metadata.ResourceVersion = ""
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	var rv int64
+	if err := tx.QueryRow(ctx, q.Get("ResourceStamp"), id, changeType, body).Scan(&rv); err != nil {
+		return fmt.Errorf("stamp change: %w", err)
+	}
+	return nil
+}
+
+// Get reads one object.
+func (s *Service) Get(ctx context.Context, ref Ref) (client.Object, error) {
+	return get(ctx, s.db, ref)
+}
+
+func get(ctx context.Context, qr db.Querier, ref Ref) (client.Object, error) {
+	obj, err := scanObject(ref.Kind, qr.QueryRow(ctx, q.Get("ResourceGet"), ref.Kind, ref.Org, ref.Name))
+	if errors.Is(err, db.ErrNotFound) {
+		return client.Object{}, fault.NotFound("%s %q not found", ref.Kind, ref.Name)
+	}
+	return obj, err
+}
+
+func scanObject(kind string, row db.Row) (client.Object, error) {
+	var (
+		obj                 client.Object
+		spec, labels, annos []byte
+		rv                  int64
+		created, updated    time.Time
+	)
+	if err := row.Scan(&obj.Metadata.Name, &obj.Metadata.Org, &spec, &rv, &created, &updated, &labels, &annos); err != nil {
+		return client.Object{}, err
+	}
+	obj.Kind = kind
+	obj.Spec = spec
+	obj.Metadata.ResourceVersion = strconv.FormatInt(rv, 10)
+	created, updated = created.UTC(), updated.UTC()
+	obj.Metadata.CreatedAt, obj.Metadata.UpdatedAt = &created, &updated
+	if err := json.Unmarshal(labels, &obj.Metadata.Labels); err != nil {
+		return client.Object{}, err
+	}
+	if err := json.Unmarshal(annos, &obj.Metadata.Annotations); err != nil {
+		return client.Object{}, err
+	}
+	return obj, nil
+}
+
+// ListOptions page through a list.
+type ListOptions struct {
+	Limit    int
+	Continue string
+}
+
+// List returns a page of objects of kind in org, ordered by name (bytewise).
+func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) (client.ObjectList, error) {
+	limit := opts.Limit
+	if limit <= 0 || limit > MaxListLimit {
+		limit = MaxListLimit
+	}
+	after := ""
+	if opts.Continue != "" {
+		b, err := base64.RawURLEncoding.DecodeString(opts.Continue)
+		if err != nil {
+			return client.ObjectList{}, fault.Invalid("continue", "continue token is not one this server issued")
+		}
+		after = string(b)
+	}
+	out := client.ObjectList{Items: []client.Object{}}
+	var rv int64
+	if err := s.db.QueryRow(ctx, q.Get("ResourceVersionCurrent")).Scan(&rv); err != nil {
+		return out, err
+	}
+	out.ResourceVersion = strconv.FormatInt(rv, 10)
+	rows, err := s.db.Query(ctx, q.Get("ResourceList"), kind, org, after, limit+1)
+	if err != nil {
+		return out, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		obj, err := scanObject(kind, rows)
+		if err != nil {
+			return out, err
+		}
+		out.Items = append(out.Items, obj)
+	}
+	if err := rows.Err(); err != nil {
+		return out, err
+	}
+	if len(out.Items) > limit {
+		out.Items = out.Items[:limit]
+		out.Continue = base64.RawURLEncoding.EncodeToString([]byte(out.Items[limit-1].Metadata.Name))
+	}
+	return out, nil
+}
+
+// lockForWrite locks the stored row and checks the caller's expected resourceVersion ("" =
+// no precondition).
+func lockForWrite(ctx context.Context, tx *db.Tx, ref Ref, expected string) (int64, error) {
+	var id, rv int64
+	err := tx.QueryRow(ctx, q.Get("ResourceGetForUpdate"), ref.Kind, ref.Org, ref.Name).Scan(&id, &rv)
+	if errors.Is(err, db.ErrNotFound) {
+		return 0, fault.NotFound("%s %q not found", ref.Kind, ref.Name)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if expected != "" && expected != strconv.FormatInt(rv, 10) {
+		return 0, fault.Conflict("%s %q has been modified: resourceVersion is %d, the request expected %s; read it again and retry", ref.Kind, ref.Name, rv, truncate(expected, 40))
+	}
+	return id, nil
+}
+
+// Replace overwrites an existing object (PUT). A non-empty metadata.resourceVersion must
+// match the stored one (409 otherwise).
+func (s *Service) Replace(ctx context.Context, ref Ref, obj client.Object) (client.Object, error) {
+	if err := normalize(ref, &obj); err != nil {
+		return client.Object{}, err
+	}
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		id, err := lockForWrite(ctx, tx, ref, obj.Metadata.ResourceVersion)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, q.Get("ResourceUpdateSpec"), id, []byte(obj.Spec)); err != nil {
+			return err
+		}
+		return writeMetaAndStamp(ctx, tx, id, "MODIFIED", obj)
+	})
+	if err != nil {
+		return client.Object{}, err
+	}
+	return s.Get(ctx, ref)
+}
+
+// Patch applies an RFC 7396 JSON merge patch to the object's metadata (labels,
+// annotations) and spec, under the row lock, so concurrent patches compose instead of
+// overwriting each other. A resourceVersion in the patch is a precondition.
+func (s *Service) Patch(ctx context.Context, ref Ref, patch []byte) (client.Object, error) {
+	var pre struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(patch, &pre); err != nil {
+		return client.Object{}, fault.Invalid("", "the merge patch must be a JSON object: %v", err)
+	}
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		id, err := lockForWrite(ctx, tx, ref, pre.Metadata.ResourceVersion)
+		if err != nil {
+			return err
+		}
+		cur, err := get(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		doc, err := json.Marshal(map[string]any{
+			"kind":     cur.Kind,
+			"metadata": map[string]any{"name": cur.Metadata.Name, "org": cur.Metadata.Org, "labels": cur.Metadata.Labels, "annotations": cur.Metadata.Annotations},
+			"spec":     cur.Spec,
+		})
+		if err != nil {
+			return err
+		}
+		merged, err := MergePatch(doc, patch)
+		if err != nil {
+			return fault.Invalid("", "%v", err)
+		}
+		var next client.Object
+		dec := json.NewDecoder(bytesReader(merged))
+		if err := dec.Decode(&next); err != nil {
+			return fault.Invalid("/metadata", "the patched object is not valid: %v", err)
+		}
+		next.Metadata.ResourceVersion = ""
+		if err := normalize(ref, &next); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, q.Get("ResourceUpdateSpec"), id, []byte(next.Spec)); err != nil {
+			return err
+		}
+		return writeMetaAndStamp(ctx, tx, id, "MODIFIED", next)
+	})
+	if err != nil {
+		return client.Object{}, err
+	}
+	return s.Get(ctx, ref)
+}
+
+// Delete removes an object (its labels and annotations cascade). A non-empty expected
+// resourceVersion is a precondition.
+func (s *Service) Delete(ctx context.Context, ref Ref, expected string) error {
+	return s.db.InTx(ctx, func(tx *db.Tx) error {
+		id, err := lockForWrite(ctx, tx, ref, expected)
+		if err != nil {
+			return err
+		}
+		last, err := get(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, q.Get("ResourceDelete"), id); err != nil {
+			return err
+		}
+		last.Metadata.ResourceVersion = ""
+		body, err := json.Marshal(last)
+		if err != nil {
+			return err
+		}
+		var rv int64
+		return tx.QueryRow(ctx, q.Get("ResourceStampDeleted"), ref.Kind, ref.Org, ref.Name, body).Scan(&rv)
+	})
+}
