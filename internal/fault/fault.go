@@ -25,6 +25,7 @@ const (
 	KindUnprocessable                  // 422
 	KindLocked                         // 423
 	KindUnavailable                    // 503
+	KindMethodNotAllowed               // 405
 )
 
 // FieldError names one offending field by JSON pointer and says why.

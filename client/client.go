@@ -1,0 +1,313 @@
+// Package client is strata's public Go client. The strata CLI uses it for every command
+// except serve and migrate, so anything the CLI can do, a Go program can do the same way.
+//
+// Errors from the server are returned as *Error, which carries the HTTP status and the
+// server's RFC 9457 problem document; use IsNotFound, IsConflict and friends to decide.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// DefaultServer is where the CLI looks for strata when neither --server nor STRATA_SERVER
+// is given.
+const DefaultServer = "http://127.0.0.1:7400"
+
+// Client talks to one strata server with one token.
+type Client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+	// UserAgent is sent with every request.
+	UserAgent string
+}
+
+// New returns a client for server (e.g. http://127.0.0.1:7400) authenticating with token.
+// httpClient may be nil.
+func New(server, token string, httpClient *http.Client) (*Client, error) {
+	if server == "" {
+		server = DefaultServer
+	}
+	u, err := url.Parse(strings.TrimRight(server, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("server URL %q: %w", server, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("server URL %q: scheme must be http or https", server)
+	}
+	if httpClient == nil {
+		httpClient = &http.Client{Timeout: 5 * time.Minute}
+	}
+	return &Client{base: u, token: token, http: httpClient, UserAgent: "strata-client"}, nil
+}
+
+// Error is a non-2xx answer from the server.
+type Error struct {
+	Status  int
+	Problem Problem
+	// Body is the raw body when it was not a problem document (e.g. a 423 LockInfo).
+	Body []byte
+}
+
+func (e *Error) Error() string {
+	if e.Problem.Detail != "" {
+		msg := fmt.Sprintf("%s (HTTP %d)", e.Problem.Detail, e.Status)
+		for _, f := range e.Problem.Errors {
+			if f.Field != "" {
+				msg += fmt.Sprintf("\n  %s: %s", f.Field, f.Message)
+			}
+		}
+		return msg
+	}
+	if len(e.Body) > 0 {
+		return fmt.Sprintf("HTTP %d: %s", e.Status, strings.TrimSpace(string(e.Body)))
+	}
+	return fmt.Sprintf("HTTP %d %s", e.Status, http.StatusText(e.Status))
+}
+
+func statusIs(err error, status int) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == status
+}
+
+// IsNotFound reports a 404.
+func IsNotFound(err error) bool { return statusIs(err, http.StatusNotFound) }
+
+// IsConflict reports a 409.
+func IsConflict(err error) bool { return statusIs(err, http.StatusConflict) }
+
+// IsUnauthorized reports a 401.
+func IsUnauthorized(err error) bool { return statusIs(err, http.StatusUnauthorized) }
+
+// IsForbidden reports a 403.
+func IsForbidden(err error) bool { return statusIs(err, http.StatusForbidden) }
+
+// IsLocked reports a 423.
+func IsLocked(err error) bool { return statusIs(err, http.StatusLocked) }
+
+// Request is one API call, for the methods this package does not wrap yet.
+type Request struct {
+	Method      string
+	Path        string // e.g. /v1/orgs/acme
+	Query       url.Values
+	Body        any    // marshalled as JSON unless RawBody is set
+	RawBody     []byte // sent verbatim
+	ContentType string
+	Header      http.Header
+}
+
+// Do sends req and decodes a JSON answer into out (which may be nil). It returns the
+// response headers.
+func (c *Client) Do(ctx context.Context, req Request, out any) (http.Header, error) {
+	resp, body, err := c.send(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if out != nil && len(body) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		if err := dec.Decode(out); err != nil {
+			return resp.Header, fmt.Errorf("decode %s %s response: %w", req.Method, req.Path, err)
+		}
+	}
+	return resp.Header, nil
+}
+
+// DoRaw sends req and returns the raw answer body.
+func (c *Client) DoRaw(ctx context.Context, req Request) ([]byte, http.Header, error) {
+	resp, body, err := c.send(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	return body, resp.Header, nil
+}
+
+func (c *Client) send(ctx context.Context, req Request) (*http.Response, []byte, error) {
+	u := *c.base
+	u.Path = c.base.Path + req.Path
+	if req.Query != nil {
+		u.RawQuery = req.Query.Encode()
+	}
+	var body io.Reader
+	ct := req.ContentType
+	switch {
+	case req.RawBody != nil:
+		body = bytes.NewReader(req.RawBody)
+	case req.Body != nil:
+		b, err := json.Marshal(req.Body)
+		if err != nil {
+			return nil, nil, fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+		if ct == "" {
+			ct = "application/json"
+		}
+	}
+	hr, err := http.NewRequestWithContext(ctx, req.Method, u.String(), body)
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			hr.Header.Add(k, v)
+		}
+	}
+	if ct != "" {
+		hr.Header.Set("Content-Type", ct)
+	}
+	hr.Header.Set("Accept", "application/json")
+	hr.Header.Set("User-Agent", c.UserAgent)
+	if c.token != "" {
+		hr.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(hr)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s %s response: %w", req.Method, req.Path, err)
+	}
+	if resp.StatusCode >= 300 {
+		e := &Error{Status: resp.StatusCode}
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") && json.Unmarshal(b, &e.Problem) == nil {
+			return resp, nil, e
+		}
+		e.Body = b
+		return resp, nil, e
+	}
+	return resp, b, nil
+}
+
+func pathEscape(s string) string { return url.PathEscape(s) }
+
+// Health calls /healthz.
+func (c *Client) Health(ctx context.Context) error {
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/healthz"}, nil)
+	return err
+}
+
+// Ready calls /readyz and returns its warnings.
+func (c *Client) Ready(ctx context.Context) ([]string, error) {
+	var out struct {
+		Warnings []string `json:"warnings"`
+	}
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/readyz"}, &out)
+	return out.Warnings, err
+}
+
+// ListOptions page through lists.
+type ListOptions struct {
+	Limit    int
+	Continue string
+}
+
+func (o ListOptions) values() url.Values {
+	v := url.Values{}
+	if o.Limit > 0 {
+		v.Set("limit", fmt.Sprint(o.Limit))
+	}
+	if o.Continue != "" {
+		v.Set("continue", o.Continue)
+	}
+	return v
+}
+
+// OrgCreate creates an org.
+func (c *Client) OrgCreate(ctx context.Context, org Object) (Object, error) {
+	var out Object
+	_, err := c.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/orgs", Body: org}, &out)
+	return out, err
+}
+
+// OrgGet reads an org.
+func (c *Client) OrgGet(ctx context.Context, name string) (Object, error) {
+	var out Object
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/orgs/" + pathEscape(name)}, &out)
+	return out, err
+}
+
+// OrgList lists one page of orgs.
+func (c *Client) OrgList(ctx context.Context, opts ListOptions) (ObjectList, error) {
+	var out ObjectList
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/orgs", Query: opts.values()}, &out)
+	return out, err
+}
+
+// OrgReplace replaces (or creates) an org; a set Metadata.ResourceVersion is a precondition.
+func (c *Client) OrgReplace(ctx context.Context, org Object) (Object, error) {
+	var out Object
+	_, err := c.Do(ctx, Request{Method: http.MethodPut, Path: "/v1/orgs/" + pathEscape(org.Metadata.Name), Body: org}, &out)
+	return out, err
+}
+
+// OrgPatch applies a JSON merge patch to an org.
+func (c *Client) OrgPatch(ctx context.Context, name string, patch []byte) (Object, error) {
+	var out Object
+	_, err := c.Do(ctx, Request{Method: http.MethodPatch, Path: "/v1/orgs/" + pathEscape(name), RawBody: patch, ContentType: "application/merge-patch+json"}, &out)
+	return out, err
+}
+
+// OrgDelete deletes an org; a non-empty resourceVersion is a precondition.
+func (c *Client) OrgDelete(ctx context.Context, name, resourceVersion string) error {
+	q := url.Values{}
+	if resourceVersion != "" {
+		q.Set("resourceVersion", resourceVersion)
+	}
+	_, err := c.Do(ctx, Request{Method: http.MethodDelete, Path: "/v1/orgs/" + pathEscape(name), Query: q}, nil)
+	return err
+}
+
+// TokenCreate creates a token; the answer's Secret is shown only this once.
+func (c *Client) TokenCreate(ctx context.Context, req TokenCreateRequest) (Token, error) {
+	var out Token
+	_, err := c.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/tokens", Body: req}, &out)
+	return out, err
+}
+
+// TokenList lists tokens (never their secrets).
+func (c *Client) TokenList(ctx context.Context) ([]Token, error) {
+	var out TokenList
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/tokens"}, &out)
+	return out.Items, err
+}
+
+// TokenRevoke revokes a token by id.
+func (c *Client) TokenRevoke(ctx context.Context, id string) error {
+	_, err := c.Do(ctx, Request{Method: http.MethodDelete, Path: "/v1/tokens/" + pathEscape(id)}, nil)
+	return err
+}
+
+// AuditListOptions filter the audit log.
+type AuditListOptions struct {
+	Limit  int
+	Before int64
+	Action string
+}
+
+// AuditList reads the audit log, newest first.
+func (c *Client) AuditList(ctx context.Context, opts AuditListOptions) (AuditList, error) {
+	q := url.Values{}
+	if opts.Limit > 0 {
+		q.Set("limit", fmt.Sprint(opts.Limit))
+	}
+	if opts.Before > 0 {
+		q.Set("before", fmt.Sprint(opts.Before))
+	}
+	if opts.Action != "" {
+		q.Set("action", opts.Action)
+	}
+	var out AuditList
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/audit", Query: q}, &out)
+	return out, err
+}

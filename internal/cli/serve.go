@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/server"
+)
+
+// dbFlags are the flags serve and migrate share to find the database.
+type dbFlags struct {
+	databaseURL string
+	schema      string
+}
+
+func (f *dbFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.databaseURL, "database-url", os.Getenv("STRATA_DATABASE_URL"), "PostgreSQL URL; empty starts the embedded cluster in <data-dir>/pg (env STRATA_DATABASE_URL)")
+	fs.StringVar(&f.schema, "schema", envOr("STRATA_SCHEMA", db.DefaultSchema), "schema for strata's tables (env STRATA_SCHEMA)")
+}
+
+func envInt(name string, def int64) int64 {
+	if v := os.Getenv(name); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	}
+	return def
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+func newServeCmd(g *globals) *cobra.Command {
+	var (
+		dbf      dbFlags
+		cfg      server.Config
+		logLevel string
+		shutdown time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the strata API server",
+		Long: `Run the strata API server.
+
+With no --database-url, strata starts and owns a private PostgreSQL cluster in <data-dir>/pg
+(created on first start, reused afterwards, stopped when strata exits), using the PostgreSQL
+server binaries on PATH or in Debian's /usr/lib/postgresql/<version>/bin.
+With --database-url it uses that database; several replicas may share one.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := newLogger(logLevel)
+			if err != nil {
+				return err
+			}
+			cfg.DatabaseURL = dbf.databaseURL
+			cfg.Schema = dbf.schema
+			cfg.DataDir = g.dataDir
+			cfg.Logger = logger
+			cfg.Version = Version
+			cfg.BootstrapToken = os.Getenv("STRATA_BOOTSTRAP_TOKEN")
+			cfg.ShutdownTimeout = shutdown
+			return server.Run(cmd.Context(), cfg)
+		},
+	}
+	dbf.register(cmd.Flags())
+	f := cmd.Flags()
+	f.StringVar(&cfg.Listen, "listen", envOr("STRATA_LISTEN", server.DefaultListen), "HTTP listen address (env STRATA_LISTEN)")
+	f.StringVar(&cfg.SessionDatabaseURL, "session-database-url", os.Getenv("STRATA_SESSION_DATABASE_URL"), "direct or session-mode PostgreSQL URL for session features (pg-client lock exclusion, LISTEN) when --database-url is a transaction-mode pooler (env STRATA_SESSION_DATABASE_URL)")
+	f.StringVar(&cfg.TLSCert, "tls-cert", os.Getenv("STRATA_TLS_CERT"), "TLS certificate file (env STRATA_TLS_CERT)")
+	f.StringVar(&cfg.TLSKey, "tls-key", os.Getenv("STRATA_TLS_KEY"), "TLS key file (env STRATA_TLS_KEY)")
+	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", envInt("STRATA_MAX_BODY_BYTES", server.DefaultMaxBodyBytes), "request body limit in bytes; larger bodies get 413 (env STRATA_MAX_BODY_BYTES)")
+	f.IntVar(&cfg.KeepVersions, "keep-versions", int(envInt("STRATA_KEEP_VERSIONS", 0)), "state versions kept per workspace, 0 keeps all (env STRATA_KEEP_VERSIONS)")
+	f.StringVar(&logLevel, "log-level", envOr("STRATA_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env STRATA_LOG_LEVEL)")
+	f.DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on SIGINT/SIGTERM")
+	return cmd
+}
+
+func newMigrateCmd(g *globals) *cobra.Command {
+	var dbf dbFlags
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply or list database schema migrations (talks to the database directly)",
+	}
+	// The db flags live on the parent so both "migrate --database-url X up" and
+	// "migrate up --database-url X" work.
+	dbf.register(cmd.PersistentFlags())
+	open := func(cmd *cobra.Command) (*server.Database, error) {
+		logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		return server.OpenDatabase(cmd.Context(), server.Config{DatabaseURL: dbf.databaseURL, Schema: dbf.schema, DataDir: g.dataDir, Logger: logger}, nil)
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "up",
+		Short: "Apply every pending migration in one transaction",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := open(cmd)
+			if err != nil {
+				return err
+			}
+			defer d.Close(cmd.Context())
+			applied, err := d.DB.Migrate(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if len(applied) == 0 {
+				fmt.Fprintln(g.stdout, "database schema is current")
+			}
+			for _, m := range applied {
+				fmt.Fprintf(g.stdout, "applied %04d_%s\n", m.Version, m.Name)
+			}
+			return nil
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "status",
+		Short: "List applied and pending migrations",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := open(cmd)
+			if err != nil {
+				return err
+			}
+			defer d.Close(cmd.Context())
+			applied, err := d.DB.AppliedMigrations(cmd.Context())
+			if err != nil {
+				return err
+			}
+			known, err := db.Migrations()
+			if err != nil {
+				return err
+			}
+			type row struct {
+				Version   int64      `json:"version"`
+				Name      string     `json:"name"`
+				AppliedAt *time.Time `json:"appliedAt,omitempty"`
+				Status    string     `json:"status"`
+			}
+			var rows []row
+			seen := map[int64]bool{}
+			for _, a := range applied {
+				at := a.AppliedAt.UTC()
+				rows = append(rows, row{a.Version, a.Name, &at, "applied"})
+				seen[a.Version] = true
+			}
+			for _, m := range known {
+				if !seen[m.Version] {
+					rows = append(rows, row{m.Version, m.Name, nil, "pending"})
+				}
+			}
+			return g.print(rows, func(w io.Writer) error {
+				tw := newTable(w, "VERSION", "NAME", "STATUS", "APPLIED AT")
+				for _, r := range rows {
+					at := ""
+					if r.AppliedAt != nil {
+						at = r.AppliedAt.Format(time.RFC3339)
+					}
+					tw.row(fmt.Sprintf("%04d", r.Version), r.Name, r.Status, at)
+				}
+				return tw.flush()
+			})
+		},
+	})
+	return cmd
+}
+
+func newVersionCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print strata's version and the schema version it migrates to",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Fprintf(g.stdout, "strata %s (schema version %d)\n", Version, db.LatestVersion())
+			return nil
+		},
+	}
+}

@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratahq/strata/client"
+)
+
+func newTokenCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "token", Short: "Manage API tokens (admin)"}
+
+	var scopes []string
+	var expiresIn time.Duration
+	create := &cobra.Command{
+		Use:   "create NAME --scope SCOPE...",
+		Short: "Create a token; its secret is printed once",
+		Long: `Create a token; its secret is printed once and never stored.
+
+Scopes are "admin" or family:verb:name, for example orgs:read:acme, orgs:write:*,
+pillars:render:*, projects:write:net, state:write:net, state:force-unlock:net.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			req := client.TokenCreateRequest{Name: args[0], Scopes: scopes}
+			if expiresIn > 0 {
+				t := time.Now().Add(expiresIn).UTC()
+				req.ExpiresAt = &t
+			}
+			tok, err := c.TokenCreate(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return g.print(tok, func(w io.Writer) error {
+				fmt.Fprintf(w, "id:     %s\nscopes: %s\nsecret: %s\n(the secret is shown only now)\n", tok.ID, strings.Join(tok.Scopes, " "), tok.Secret)
+				return nil
+			})
+		},
+	}
+	create.Flags().StringArrayVar(&scopes, "scope", nil, "scope to grant (repeatable)")
+	create.Flags().DurationVar(&expiresIn, "expires-in", 0, "expire the token after this long (e.g. 720h); default never")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List tokens",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			toks, err := c.TokenList(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return g.print(toks, func(w io.Writer) error {
+				t := newTable(w, "ID", "NAME", "SCOPES", "CREATED", "EXPIRES", "REVOKED")
+				for _, tok := range toks {
+					t.row(tok.ID, tok.Name, strings.Join(tok.Scopes, " "), tok.CreatedAt.Format(time.RFC3339), fmtTime(tok.ExpiresAt), fmtTime(tok.RevokedAt))
+				}
+				return t.flush()
+			})
+		},
+	}
+
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a token",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			if err := c.TokenRevoke(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "token %s revoked\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func newAuditCmd(g *globals) *cobra.Command {
+	var opts client.AuditListOptions
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Show the audit log, newest first (admin)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.AuditList(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			return g.print(list, func(w io.Writer) error {
+				t := newTable(w, "ID", "AT", "ACTOR", "ACTION", "TARGET", "FROM")
+				for _, r := range list.Items {
+					t.row(strconv.FormatInt(r.ID, 10), r.At.Format(time.RFC3339), r.Actor, r.Action, r.Target, r.RemoteAddr)
+				}
+				return t.flush()
+			})
+		},
+	}
+	cmd.Flags().IntVar(&opts.Limit, "limit", 50, "how many records")
+	cmd.Flags().Int64Var(&opts.Before, "before", 0, "only records older than this id")
+	cmd.Flags().StringVar(&opts.Action, "action", "", "only actions starting with this (e.g. token., state.)")
+	return cmd
+}

@@ -1,0 +1,196 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stratahq/strata/internal/auth"
+	"github.com/stratahq/strata/internal/fault"
+)
+
+// statusRecorder remembers the status and size of a response for logs and metrics.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	n, err := s.ResponseWriter.Write(b)
+	s.bytes += n
+	return n, err
+}
+
+// Flush lets streaming handlers (watch) flush through the recorder.
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController access to the underlying writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// observe wraps the whole mux: request id, panic recovery (a panic is a bug: logged with its
+// stack, answered 500), a JSON request log line, and HTTP metrics labelled by the matched
+// route pattern (never the raw path, which would explode the label space).
+func (a *API) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		holder := &principalHolder{}
+		reqID := r.Header.Get("X-Request-Id")
+		if reqID == "" || len(reqID) > 64 {
+			b := make([]byte, 8)
+			_, _ = rand.Read(b)
+			reqID = hex.EncodeToString(b)
+		}
+		rec.Header().Set("X-Request-Id", reqID)
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				a.logger.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				if rec.status == 0 {
+					writeError(rec, r, a.logger, fmt.Errorf("panic: %v", p))
+				}
+			}
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			route := r.Pattern
+			if route == "" {
+				route = "unmatched"
+			}
+			d := time.Since(start)
+			a.metrics.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+			a.metrics.duration.WithLabelValues(route).Observe(d.Seconds())
+			actor := ""
+			if holder.p != nil {
+				actor = holder.p.TokenID
+			}
+			level := slog.LevelInfo
+			if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
+				level = slog.LevelDebug
+			}
+			a.logger.Log(r.Context(), level, "request",
+				"method", r.Method, "path", r.URL.Path, "route", route, "status", status,
+				"bytes", rec.bytes, "duration_ms", float64(d.Microseconds())/1000,
+				"remote", remoteAddr(r), "request_id", reqID, "token", actor)
+		}()
+		inner := r.WithContext(context.WithValue(r.Context(), principalSlot{}, holder))
+		defer func() { r.Pattern = inner.Pattern }() // runs first: the mux sets Pattern on inner
+		next.ServeHTTP(rec, inner)
+	})
+}
+
+// serve adapts a handlerFunc: it limits the body, runs the handler and writes its error.
+func (a *API) serve(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && a.maxBody > 0 {
+			r.Body = http.MaxBytesReader(w, r.Body, a.maxBody)
+		}
+		if err := h(w, r); err != nil {
+			writeError(w, r, a.logger, err)
+		}
+	})
+}
+
+// authed adapts a handler that needs an authenticated principal: 401 without a valid token.
+func (a *API) authed(h func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error) http.Handler {
+	return a.serve(func(w http.ResponseWriter, r *http.Request) error {
+		secret := bearerOrBasic(r)
+		if secret == "" {
+			return auth.ErrUnauthenticated
+		}
+		p, err := a.tokens.Verify(r.Context(), secret)
+		if err != nil {
+			return err
+		}
+		if slot, ok := r.Context().Value(principalSlot{}).(*principalHolder); ok {
+			slot.p = p
+		}
+		r = r.WithContext(auth.WithPrincipal(r.Context(), p))
+		return h(w, r, p)
+	})
+}
+
+// principalSlot lets the outer log line learn the principal an inner handler resolved.
+type principalSlot struct{}
+
+type principalHolder struct{ p *auth.Principal }
+
+// bearerOrBasic extracts the token from "Authorization: Bearer <token>" or from the
+// password of HTTP Basic auth (Terraform's http backend and Salt's http_json send Basic; the
+// user name is ignored).
+func bearerOrBasic(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
+		return strings.TrimSpace(tok)
+	}
+	if _, pass, ok := r.BasicAuth(); ok {
+		return pass
+	}
+	return ""
+}
+
+func remoteAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// auditActor names the caller for the audit log.
+func auditActor(r *http.Request, p *auth.Principal) auth.AuditActor {
+	return auth.AuditActor{Actor: p.Actor(), RemoteAddr: remoteAddr(r)}
+}
+
+// httpMetrics are the HTTP-level Prometheus metrics.
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_http_requests_total", Help: "HTTP requests by route pattern and status code.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "strata_http_request_duration_seconds", Help: "HTTP request durations by route pattern.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route"}),
+	}
+	reg.MustRegister(m.requests, m.duration)
+	return m
+}
+
+// notFound answers unmatched paths with a problem document.
+func notFound(w http.ResponseWriter, r *http.Request) error {
+	return fault.NotFound("no route for %s %s", r.Method, r.URL.Path)
+}

@@ -1,0 +1,177 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
+)
+
+// ProblemTypeBase prefixes every problem "type"; the suffix is stable and documented in
+// docs/api.md, so clients may switch on it.
+const ProblemTypeBase = "https://strata.dev/problems/"
+
+// handlerFunc is the shape of every handler: it writes a success response itself and
+// returns any error, which serve turns into exactly one problem response. There is no way
+// to forget a return after writing an error.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+type kindInfo struct {
+	status int
+	slug   string
+	title  string
+}
+
+var kinds = map[fault.Kind]kindInfo{
+	fault.KindInternal:           {http.StatusInternalServerError, "internal", "Internal server error"},
+	fault.KindInvalid:            {http.StatusBadRequest, "validation", "Invalid request"},
+	fault.KindUnauthenticated:    {http.StatusUnauthorized, "unauthenticated", "Authentication required"},
+	fault.KindForbidden:          {http.StatusForbidden, "forbidden", "Forbidden"},
+	fault.KindNotFound:           {http.StatusNotFound, "not-found", "Not found"},
+	fault.KindConflict:           {http.StatusConflict, "conflict", "Conflict"},
+	fault.KindPreconditionFailed: {http.StatusPreconditionFailed, "precondition-failed", "Precondition failed"},
+	fault.KindTooLarge:           {http.StatusRequestEntityTooLarge, "too-large", "Request body too large"},
+	fault.KindUnprocessable:      {http.StatusUnprocessableEntity, "unprocessable", "Unprocessable request"},
+	fault.KindLocked:             {http.StatusLocked, "locked", "Locked"},
+	fault.KindUnavailable:        {http.StatusServiceUnavailable, "unavailable", "Service unavailable"},
+	fault.KindMethodNotAllowed:   {http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"},
+}
+
+// classify maps any error to a fault.Error, so the one writer below has a single input.
+// Errors that are not categorised by the capability packages are recognised here: request
+// bodies that are too large or malformed (400/413), an unreachable database (503), a
+// cancelled request; everything else is a 500 whose cause is logged, never shown.
+func classify(err error) *fault.Error {
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return fe
+	}
+	var maxErr *http.MaxBytesError
+	if errors.As(err, &maxErr) {
+		return &fault.Error{Kind: fault.KindTooLarge, Detail: fmt.Sprintf("request body is larger than the limit of %d bytes", maxErr.Limit), Err: err}
+	}
+	switch {
+	case errors.Is(err, db.ErrUnavailable):
+		return &fault.Error{Kind: fault.KindUnavailable, Detail: "the database is not reachable; try again", Err: err}
+	case errors.Is(err, db.ErrLockNotAvailable):
+		return &fault.Error{Kind: fault.KindUnavailable, Detail: "the database could not complete the request because of concurrent activity; try again", Err: err}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &fault.Error{Kind: fault.KindUnavailable, Detail: "the request timed out", Err: err}
+	case errors.Is(err, context.Canceled):
+		return &fault.Error{Kind: fault.KindUnavailable, Detail: "the request was cancelled", Err: err}
+	}
+	return &fault.Error{Kind: fault.KindInternal, Detail: "internal error; the server log has the details", Err: err}
+}
+
+// writeError writes err as an RFC 9457 problem document (or, for protocol-specific errors
+// such as Terraform's 423, the body the protocol expects).
+func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	fe := classify(err)
+	info, ok := kinds[fe.Kind]
+	if !ok {
+		info = kinds[fault.KindInternal]
+	}
+	if fe.Kind == fault.KindInternal || fe.Kind == fault.KindUnavailable {
+		logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", info.status, "err", err)
+	}
+	if fe.Kind == fault.KindUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="strata", Basic realm="strata"`)
+	}
+	if fe.Body != nil {
+		ct := fe.ContentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		w.Header().Set("Content-Type", ct)
+		w.WriteHeader(info.status)
+		_, _ = w.Write(fe.Body)
+		return
+	}
+	p := client.Problem{
+		Type:     ProblemTypeBase + info.slug,
+		Title:    info.title,
+		Status:   info.status,
+		Detail:   fe.Detail,
+		Instance: r.URL.Path,
+	}
+	for _, f := range fe.Fields {
+		p.Errors = append(p.Errors, client.FieldError{Field: f.Field, Message: f.Message})
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(info.status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode response: %w", err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+	return nil
+}
+
+// decodeJSON reads a JSON request body into v. Unknown fields, trailing data, a wrong
+// content type and malformed JSON are 400s that say where the problem is; a body over the
+// limit is a 413. Numbers decode into json.RawMessage/json.Number fields verbatim, so large
+// integers keep their precision.
+func decodeJSON(r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSONContentType(ct) {
+		return &fault.Error{Kind: fault.KindInvalid, Detail: fmt.Sprintf("Content-Type must be application/json, not %q", ct)}
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var maxErr *http.MaxBytesError
+		if errors.As(err, &maxErr) {
+			return err
+		}
+		return fault.Invalid("", "the request body must hold exactly one JSON value")
+	}
+	return nil
+}
+
+func isJSONContentType(ct string) bool {
+	ct = strings.ToLower(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0]))
+	return ct == "application/json" || strings.HasSuffix(ct, "+json")
+}
+
+// jsonError turns a decoding error into a 400 (or passes a MaxBytesError through for 413).
+func jsonError(err error) error {
+	var maxErr *http.MaxBytesError
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &maxErr):
+		return err
+	case errors.Is(err, io.EOF):
+		return fault.Invalid("", "the request body is empty; a JSON object is required")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fault.Invalid("", "the request body ends in the middle of a JSON value")
+	case errors.As(err, &syntaxErr):
+		return fault.Invalid("", "malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+	case errors.As(err, &typeErr):
+		field := "/" + strings.ReplaceAll(typeErr.Field, ".", "/")
+		return fault.Invalid(field, "expected %s, got JSON %s", typeErr.Type, typeErr.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return fault.Invalid("/"+name, "unknown field %q", name)
+	}
+	return fault.Invalid("", "invalid JSON: %v", err)
+}
