@@ -2,7 +2,7 @@
 // resource carries.
 //
 // Keys follow Kubernetes: an optional DNS-subdomain prefix and a slash, then a name of at
-// most 63 characters. They are stored split into (key_prefix, key_name) with '' for "no
+// most 63 characters. They are stored split into (key_prefix, key_name) with ” for "no
 // prefix" (never NULL), under a unique constraint, so no interleaving of writers can ever
 // store a key twice (the Cloud Foundry lesson of seed 000).
 package metadata

@@ -31,7 +31,7 @@ var queryFS embed.FS
 
 var q = db.MustParseQueries(queryFS, "queries.sql")
 
-// KindOrg is the kind of organisations, a global kind (org '').
+// KindOrg is the kind of organisations, a global kind (org ”).
 const KindOrg = "Org"
 
 // MaxListLimit caps one page of a list.

@@ -1,0 +1,236 @@
+package db_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var testQueries = db.MustParseQueries(fstest.MapFS{"q.sql": {Data: []byte(`
+-- name: MakeTable
+CREATE TABLE {{schema}}.t (k text PRIMARY KEY, n int CHECK (n >= 0));
+
+-- name: Insert
+INSERT INTO {{schema}}.t (k, n) VALUES ($1, $2);
+
+-- name: Get
+SELECT n FROM {{schema}}.t WHERE k = $1;
+
+-- name: DrawVersion
+SELECT {{schema}}.next_resource_version();
+
+-- name: SetLockTimeout
+SELECT set_config('lock_timeout', $1, true);
+
+-- name: Versions
+SELECT version FROM {{schema}}.schema_migrations ORDER BY version;
+`)}}, "q.sql")
+
+func TestParseQueries(t *testing.T) {
+	t.Parallel()
+	_, err := db.ParseQueries(fstest.MapFS{"a.sql": {Data: []byte("-- name: A\nSELECT 1;\n-- name: A\nSELECT 2;")}}, "a.sql")
+	require.ErrorContains(t, err, "defined twice")
+	_, err = db.ParseQueries(fstest.MapFS{"a.sql": {Data: []byte("SELECT 1;")}}, "a.sql")
+	require.ErrorContains(t, err, "no queries")
+	qs, err := db.ParseQueries(fstest.MapFS{"a.sql": {Data: []byte("-- name: A\nSELECT 1;\n\n-- name: B\nSELECT 2;\n")}}, "a.sql")
+	require.NoError(t, err)
+	require.Equal(t, "-- name: B\nSELECT 2;", qs.Get("B").Text)
+	require.Panics(t, func() { qs.Get("C") })
+}
+
+func TestMigrationsContiguous(t *testing.T) {
+	t.Parallel()
+	ms, err := db.Migrations()
+	require.NoError(t, err)
+	require.NotEmpty(t, ms)
+	for i, m := range ms {
+		require.Equal(t, int64(i+1), m.Version)
+	}
+	require.Equal(t, ms[len(ms)-1].Version, db.LatestVersion())
+	require.Len(t, db.MigrationsHash(), 64)
+}
+
+func TestErrorTranslation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := pgtest.NewDB(t)
+	_, err := d.Exec(ctx, testQueries.Get("MakeTable"))
+	require.NoError(t, err)
+	_, err = d.Exec(ctx, testQueries.Get("Insert"), "a", 1)
+	require.NoError(t, err)
+
+	_, err = d.Exec(ctx, testQueries.Get("Insert"), "a", 2)
+	require.ErrorIs(t, err, db.ErrConflict)
+	require.Equal(t, "t_pkey", db.ConstraintOf(err))
+
+	_, err = d.Exec(ctx, testQueries.Get("Insert"), "b", -1)
+	require.ErrorIs(t, err, db.ErrInvalid)
+
+	var n int
+	err = d.QueryRow(ctx, testQueries.Get("Get"), "missing").Scan(&n)
+	require.ErrorIs(t, err, db.ErrNotFound)
+
+	// A failing function inside InTx rolls the transaction back.
+	sentinel := errors.New("stop")
+	err = d.InTx(ctx, func(tx *db.Tx) error {
+		_, err := tx.Exec(ctx, testQueries.Get("Insert"), "c", 3)
+		require.NoError(t, err)
+		return sentinel
+	})
+	require.ErrorIs(t, err, sentinel)
+	err = d.QueryRow(ctx, testQueries.Get("Get"), "c").Scan(&n)
+	require.ErrorIs(t, err, db.ErrNotFound)
+}
+
+// TestMigrateConcurrently starts many migrators at once on an empty database: every one
+// succeeds and each version is recorded exactly once.
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewEmptyDatabaseURL(t)
+	const n = 8
+	var wg sync.WaitGroup
+	applied := make([]int, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := db.Open(ctx, db.Options{URL: url, MaxConns: 2})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer d.Close()
+			ms, err := d.Migrate(ctx)
+			applied[i], errs[i] = len(ms), err
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for i := range n {
+		require.NoError(t, errs[i])
+		total += applied[i]
+	}
+	require.Equal(t, int(db.LatestVersion()), total, "the migrations were applied exactly once in all")
+
+	d, err := db.Open(ctx, db.Options{URL: url})
+	require.NoError(t, err)
+	defer d.Close()
+	got, err := d.AppliedMigrations(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, int(db.LatestVersion()))
+	again, err := d.Migrate(ctx)
+	require.NoError(t, err)
+	require.Empty(t, again)
+}
+
+// TestSchemaTooNew: a database migrated by a newer strata is refused with both versions named.
+func TestSchemaTooNew(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := pgtest.NewDB(t)
+	_, err := d.Exec(ctx, &db.Query{Name: "Future", Text: "INSERT INTO {{schema}}.schema_migrations (version, name) VALUES (9999, 'future')"})
+	require.NoError(t, err)
+	_, err = d.Migrate(ctx)
+	require.ErrorIs(t, err, db.ErrSchemaTooNew)
+	require.ErrorContains(t, err, "version 9999")
+	require.ErrorContains(t, err, fmt.Sprintf("up to %d", db.LatestVersion()))
+}
+
+// TestSchemasMigrateIndependently: the migration lock is keyed by the schema name, so a
+// migration held open in one schema does not block a migration in another.
+func TestSchemasMigrateIndependently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewEmptyDatabaseURL(t)
+	a, err := db.Open(ctx, db.Options{URL: url, Schema: "strata_a"})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := db.Open(ctx, db.Options{URL: url, Schema: "strata_b"})
+	require.NoError(t, err)
+	defer b.Close()
+	require.NotEqual(t, db.SchemaKey("strata_a"), db.SchemaKey("strata_b"))
+
+	hold := make(chan struct{})
+	held := make(chan struct{})
+	go func() {
+		_ = a.InTx(ctx, func(tx *db.Tx) error {
+			_, err := tx.Exec(ctx, &db.Query{Name: "Hold", Text: "SELECT pg_advisory_xact_lock($1, 1)"}, db.SchemaKey("strata_a"))
+			close(held)
+			<-hold
+			return err
+		})
+	}()
+	<-held
+	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = b.Migrate(bctx)
+	require.NoError(t, err, "schema b migrates while schema a's migration lock is held")
+
+	// Control: schema a's own migration waits on the held lock.
+	actx, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel2()
+	_, err = a.Migrate(actx)
+	require.Error(t, err, "schema a's migration must wait for its lock")
+	close(hold)
+	_, err = a.Migrate(ctx)
+	require.NoError(t, err)
+}
+
+// TestResourceVersionCommitOrder proves the resourceVersion scheme: while a transaction
+// holds a drawn version uncommitted, no other transaction can draw the next one, so a version
+// can never become visible after a higher one. The control shows that a plain sequence
+// does not have this property (the second draw succeeds at once and can commit first).
+func TestResourceVersionCommitOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := pgtest.NewDB(t)
+
+	drawn := make(chan int64)
+	release := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- d.InTx(ctx, func(tx *db.Tx) error {
+			var v int64
+			if err := tx.QueryRow(ctx, testQueries.Get("DrawVersion")).Scan(&v); err != nil {
+				return err
+			}
+			drawn <- v
+			<-release
+			return nil
+		})
+	}()
+	first := <-drawn
+
+	err := d.InTx(ctx, func(tx *db.Tx) error {
+		if _, err := tx.Exec(ctx, testQueries.Get("SetLockTimeout"), "200ms"); err != nil {
+			return err
+		}
+		var v int64
+		return tx.QueryRow(ctx, testQueries.Get("DrawVersion")).Scan(&v)
+	})
+	require.ErrorIs(t, err, db.ErrLockNotAvailable, "a second writer must wait until the first commits")
+
+	// Control: a plain sequence hands out the next value at once, out of commit order.
+	var plain int64
+	require.NoError(t, d.QueryRow(ctx, &db.Query{Name: "Plain", Text: "SELECT nextval('{{schema}}.resource_version_seq')"}).Scan(&plain))
+	require.Greater(t, plain, first)
+
+	close(release)
+	require.NoError(t, <-done)
+	var next int64
+	require.NoError(t, d.QueryRow(ctx, testQueries.Get("DrawVersion")).Scan(&next))
+	require.Greater(t, next, first)
+}

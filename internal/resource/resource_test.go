@@ -1,0 +1,272 @@
+package resource_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/pgtest"
+	"github.com/stratahq/strata/internal/resource"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+type testBundle struct {
+	db  *db.DB
+	svc *resource.Service
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	d := pgtest.NewDB(t)
+	return &testBundle{db: d, svc: resource.NewService(d)}
+}
+
+func org(name string) resource.Ref { return resource.Ref{Kind: resource.KindOrg, Name: name} }
+
+func TestCreateGetListDelete(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+
+	created, err := b.svc.Create(ctx, org("acme"), client.Object{
+		Metadata: client.ObjectMeta{Name: "acme", Labels: map[string]string{"env": "prod", "example.com/tier": "gold"},
+			Annotations: map[string]string{"note": "hello world"}},
+		Spec: json.RawMessage(`{"big": 12345678901234567890123, "f": 1.50}`),
+	})
+	require.NoError(t, err)
+	require.Equal(t, "Org", created.Kind)
+	require.Equal(t, map[string]string{"env": "prod", "example.com/tier": "gold"}, created.Metadata.Labels)
+	require.Equal(t, "hello world", created.Metadata.Annotations["note"])
+	require.JSONEq(t, `{"big": 12345678901234567890123, "f": 1.50}`, string(created.Spec))
+	require.Contains(t, string(created.Spec), "12345678901234567890123", "large integers keep their digits")
+	require.NotEmpty(t, created.Metadata.ResourceVersion)
+
+	_, err = b.svc.Create(ctx, org("acme"), client.Object{})
+	require.Equal(t, fault.KindConflict, fault.KindOf(err))
+
+	for i := range 5 {
+		_, err := b.svc.Create(ctx, org(fmt.Sprintf("org-%d", i)), client.Object{})
+		require.NoError(t, err)
+	}
+	page, err := b.svc.List(ctx, resource.KindOrg, "", resource.ListOptions{Limit: 4})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 4)
+	require.Equal(t, "acme", page.Items[0].Metadata.Name)
+	require.NotEmpty(t, page.Continue)
+	rest, err := b.svc.List(ctx, resource.KindOrg, "", resource.ListOptions{Limit: 4, Continue: page.Continue})
+	require.NoError(t, err)
+	require.Len(t, rest.Items, 2)
+	require.Empty(t, rest.Continue)
+	require.Equal(t, "org-4", rest.Items[1].Metadata.Name)
+
+	_, err = b.svc.List(ctx, resource.KindOrg, "", resource.ListOptions{Continue: "!!!"})
+	require.Equal(t, fault.KindInvalid, fault.KindOf(err))
+
+	require.NoError(t, b.svc.Delete(ctx, org("acme"), ""))
+	_, err = b.svc.Get(ctx, org("acme"))
+	require.Equal(t, fault.KindNotFound, fault.KindOf(err))
+	require.Equal(t, fault.KindNotFound, fault.KindOf(b.svc.Delete(ctx, org("acme"), "")))
+}
+
+func TestValidation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	cases := []struct {
+		name  string
+		obj   client.Object
+		field string
+	}{
+		{"Bad_Name", client.Object{}, "/metadata/name"},
+		{"ok", client.Object{Kind: "Node"}, "/kind"},
+		{"ok", client.Object{Metadata: client.ObjectMeta{Labels: map[string]string{"Bad Key": "x"}}}, "/metadata/labels/Bad Key"},
+		{"ok", client.Object{Metadata: client.ObjectMeta{Labels: map[string]string{"k": "bad value!"}}}, "/metadata/labels/k"},
+		{"ok", client.Object{Metadata: client.ObjectMeta{Labels: map[string]string{"a/b/c": "x"}}}, "/metadata/labels/a~1b~1c"},
+		{"ok", client.Object{Spec: json.RawMessage(`[1,2]`)}, "/spec"},
+		{"ok", client.Object{Metadata: client.ObjectMeta{Name: "other"}}, "/metadata/name"},
+	}
+	for _, c := range cases {
+		_, err := b.svc.Create(ctx, org(c.name), c.obj)
+		var fe *fault.Error
+		require.ErrorAs(t, err, &fe, c.field)
+		require.Equal(t, fault.KindInvalid, fe.Kind)
+		require.Equal(t, c.field, fe.Fields[0].Field)
+	}
+}
+
+func TestOptimisticConcurrency(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	v1, err := b.svc.Create(ctx, org("acme"), client.Object{Spec: json.RawMessage(`{"a":1}`)})
+	require.NoError(t, err)
+
+	upd := v1
+	upd.Spec = json.RawMessage(`{"a":2}`)
+	v2, err := b.svc.Replace(ctx, org("acme"), upd)
+	require.NoError(t, err)
+	require.NotEqual(t, v1.Metadata.ResourceVersion, v2.Metadata.ResourceVersion)
+
+	// A writer still holding v1 is refused and loses nothing.
+	stale := v1
+	stale.Spec = json.RawMessage(`{"a":3}`)
+	_, err = b.svc.Replace(ctx, org("acme"), stale)
+	require.Equal(t, fault.KindConflict, fault.KindOf(err))
+	got, err := b.svc.Get(ctx, org("acme"))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"a":2}`, string(got.Spec))
+
+	require.Equal(t, fault.KindConflict, fault.KindOf(b.svc.Delete(ctx, org("acme"), v1.Metadata.ResourceVersion)))
+	_, err = b.svc.Patch(ctx, org("acme"), []byte(`{"metadata":{"resourceVersion":"`+v1.Metadata.ResourceVersion+`"}}`))
+	require.Equal(t, fault.KindConflict, fault.KindOf(err))
+}
+
+func TestPatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	_, err := b.svc.Create(ctx, org("acme"), client.Object{
+		Metadata: client.ObjectMeta{Labels: map[string]string{"a": "1", "b": "2"}},
+		Spec:     json.RawMessage(`{"x":{"y":1,"z":2},"keep":true}`),
+	})
+	require.NoError(t, err)
+	got, err := b.svc.Patch(ctx, org("acme"), []byte(`{"metadata":{"labels":{"a":null,"c":"3"}},"spec":{"x":{"y":null,"n":99999999999999999999}}}`))
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"b": "2", "c": "3"}, got.Metadata.Labels)
+	require.JSONEq(t, `{"x":{"z":2,"n":99999999999999999999},"keep":true}`, string(got.Spec))
+	require.Contains(t, string(got.Spec), "99999999999999999999")
+
+	_, err = b.svc.Patch(ctx, org("acme"), []byte(`{"metadata":{"labels":{"bad key":"x"}}}`))
+	require.Equal(t, fault.KindInvalid, fault.KindOf(err))
+	_, err = b.svc.Patch(ctx, org("acme"), []byte(`not json`))
+	require.Equal(t, fault.KindInvalid, fault.KindOf(err))
+	_, err = b.svc.Patch(ctx, org("acme"), []byte(`{"kind":"Node"}`))
+	require.Equal(t, fault.KindInvalid, fault.KindOf(err))
+}
+
+// TestConcurrentPatchesCompose: concurrent label patches from many writers all land,
+// because each runs under the row lock; none overwrites another's key.
+func TestConcurrentPatchesCompose(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	_, err := b.svc.Create(ctx, org("acme"), client.Object{})
+	require.NoError(t, err)
+	const n = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := b.svc.Patch(ctx, org("acme"), []byte(fmt.Sprintf(`{"metadata":{"labels":{"k%d":"v"}}}`, i)))
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	got, err := b.svc.Get(ctx, org("acme"))
+	require.NoError(t, err)
+	require.Len(t, got.Metadata.Labels, n)
+}
+
+// TestChangesVisibleInOrder: many concurrent writers while a watcher polls the changes
+// table the way watch does (everything above the highest version it has seen). Afterwards
+// the watcher must have seen every committed change: a version that became visible after a
+// higher one would have been skipped.
+func TestChangesVisibleInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	const writers, each = 6, 15
+	poll := &db.Query{Name: "Poll", Text: "SELECT resource_version FROM {{schema}}.changes WHERE resource_version > $1 ORDER BY resource_version"}
+	read := func(after int64) ([]int64, error) {
+		rows, err := b.db.Query(ctx, poll, after)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []int64
+		for rows.Next() {
+			var v int64
+			if err := rows.Scan(&v); err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, rows.Err()
+	}
+	var before int64
+	if all, err := read(0); err == nil && len(all) > 0 {
+		before = all[len(all)-1]
+	}
+
+	stop := make(chan struct{})
+	type result struct {
+		seen map[int64]bool
+		err  error
+	}
+	watched := make(chan result, 1)
+	go func() {
+		seen := map[int64]bool{}
+		last := before
+		for {
+			select {
+			case <-stop:
+				vs, err := read(last)
+				for _, v := range vs {
+					seen[v] = true
+				}
+				watched <- result{seen, err}
+				return
+			default:
+			}
+			vs, err := read(last)
+			if err != nil {
+				watched <- result{nil, err}
+				return
+			}
+			for _, v := range vs {
+				seen[v] = true
+				last = v
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				_, err := b.svc.Create(ctx, org(fmt.Sprintf("w%d-%d", w, i)), client.Object{})
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	res := <-watched
+	require.NoError(t, res.err)
+	all, err := read(before)
+	require.NoError(t, err)
+	require.Len(t, all, writers*each)
+	for _, v := range all {
+		require.True(t, res.seen[v], "the watcher skipped resourceVersion %d", v)
+	}
+}

@@ -1,0 +1,252 @@
+// Package server runs a strata replica: it resolves the database (the embedded default
+// cluster or a given URL), applies migrations, creates the first admin token, and serves the
+// HTTP API until its context ends, then shuts down in order — HTTP first (in-flight requests
+// finish), then the pool, then the embedded cluster, so no PostgreSQL process outlives strata.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/stratahq/strata/internal/auth"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/httpapi"
+	"github.com/stratahq/strata/internal/pgembed"
+	"github.com/stratahq/strata/internal/resource"
+)
+
+// Config is everything a replica needs; cmd/strata fills it from flags and STRATA_*
+// environment variables. Zero values mean the documented defaults.
+type Config struct {
+	// Listen is the HTTP listen address (default 127.0.0.1:7400).
+	Listen string
+	// DatabaseURL selects an existing database; empty starts the embedded cluster in DataDir.
+	DatabaseURL string
+	// SessionDatabaseURL is an optional direct (or session-mode pooler) connection used for
+	// what needs a real session: holding pg clients' advisory keys and LISTEN. Needed only when
+	// DatabaseURL goes through a transaction-mode pooler.
+	SessionDatabaseURL string
+	// DataDir holds the embedded cluster and the admin-token file.
+	DataDir string
+	// Schema holds strata's tables (default "strata").
+	Schema string
+	// TLSCert and TLSKey enable HTTPS when both are set.
+	TLSCert, TLSKey string
+	// MaxBodyBytes limits request bodies (default 8 MiB); larger ones get 413.
+	MaxBodyBytes int64
+	// KeepVersions is how many state versions to keep per workspace (0: all).
+	KeepVersions int
+	// BootstrapToken, when set, is the first admin token instead of a random one.
+	BootstrapToken string
+	// Logger receives JSON logs; slog.Default() when nil.
+	Logger *slog.Logger
+	// Version is reported by /v1/version.
+	Version string
+	// ShutdownTimeout bounds the graceful shutdown (default 30s).
+	ShutdownTimeout time.Duration
+	// Ready, when set, is called with the listener's address once the server accepts requests.
+	Ready func(addr net.Addr)
+}
+
+// DefaultListen is the default HTTP address: loopback only, so a fresh install is not
+// exposed to the network.
+const DefaultListen = "127.0.0.1:7400"
+
+// DefaultMaxBodyBytes is the default request body limit.
+const DefaultMaxBodyBytes = 8 << 20
+
+func (c *Config) setDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.DataDir == "" {
+		c.DataDir = pgembed.DefaultDataDir()
+	}
+	if c.Schema == "" {
+		c.Schema = db.DefaultSchema
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+}
+
+// Database is an open database, with the embedded cluster behind it when there is one.
+type Database struct {
+	DB      *db.DB
+	cluster *pgembed.Cluster
+}
+
+// Close closes the pool and stops the embedded cluster.
+func (d *Database) Close(ctx context.Context) error {
+	if d.DB != nil {
+		d.DB.Close()
+	}
+	if d.cluster != nil {
+		return d.cluster.Stop(ctx)
+	}
+	return nil
+}
+
+// OpenDatabase opens cfg's database, starting the embedded cluster when no URL is given. It
+// does not migrate.
+func OpenDatabase(ctx context.Context, cfg Config, observer db.QueryObserver) (*Database, error) {
+	cfg.setDefaults()
+	out := &Database{}
+	url := cfg.DatabaseURL
+	if url == "" {
+		cluster, err := pgembed.Start(ctx, pgembed.Options{DataDir: cfg.DataDir, Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("embedded PostgreSQL: %w", err)
+		}
+		out.cluster = cluster
+		url = cluster.URL()
+		cfg.Logger.Info("embedded PostgreSQL running", "data_dir", cfg.DataDir)
+	}
+	d, err := db.Open(ctx, db.Options{URL: url, Schema: cfg.Schema, Logger: cfg.Logger, Observer: observer, MaxConns: 20})
+	if err != nil {
+		_ = out.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	out.DB = d
+	return out, nil
+}
+
+// Run serves until ctx is cancelled, then shuts down gracefully.
+func Run(ctx context.Context, cfg Config) (err error) {
+	cfg.setDefaults()
+	logger := cfg.Logger
+	if cfg.BootstrapToken != "" && cfg.DatabaseURL == "" {
+		logger.Info("STRATA_BOOTSTRAP_TOKEN is set; it becomes the admin token on first start")
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key must be given together")
+	}
+
+	reg, qm := newRegistry()
+	database, err := OpenDatabase(ctx, cfg, qm)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		if cerr := database.Close(stopCtx); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	d := database.DB
+	registerPoolMetrics(reg, d)
+
+	if _, err := d.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+
+	tokens := auth.NewService(d)
+	secret, err := tokens.Bootstrap(ctx, cfg.BootstrapToken)
+	if err != nil {
+		return fmt.Errorf("create the first admin token: %w", err)
+	}
+	if secret != "" {
+		path := filepath.Join(cfg.DataDir, "admin-token")
+		if cfg.BootstrapToken != "" {
+			logger.Info("created the admin token from STRATA_BOOTSTRAP_TOKEN")
+		} else if err := writeSecretFile(path, secret); err != nil {
+			return fmt.Errorf("write admin token: %w", err)
+		} else {
+			logger.Info("created the first admin token", "file", path)
+		}
+	}
+
+	latest := db.LatestVersion()
+	api := httpapi.New(httpapi.Options{
+		Logger:       logger,
+		Registry:     reg,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Tokens:       tokens,
+		Resources:    resource.NewService(d),
+		Version:      cfg.Version,
+		Ready: func(ctx context.Context) ([]string, error) {
+			if err := d.Ping(ctx); err != nil {
+				return nil, fmt.Errorf("database: %w", err)
+			}
+			v, err := d.SchemaVersion(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("schema version: %w", err)
+			}
+			if v != latest {
+				return nil, fmt.Errorf("database schema is at version %d, this strata expects %d", v, latest)
+			}
+			return nil, nil
+		},
+	})
+
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		WriteTimeout:      5 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("load TLS certificate: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
+	logger.Info("strata serving", "addr", ln.Addr().String(), "tls", cfg.TLSCert != "", "schema", cfg.Schema, "version", cfg.Version)
+	if cfg.Ready != nil {
+		cfg.Ready(ln.Addr())
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		logger.Warn("graceful shutdown incomplete", "err", err)
+	}
+	return nil
+}
+
+// writeSecretFile writes a secret readable only by its owner; it is replaced atomically so a
+// reader never sees half a token.
+func writeSecretFile(path, secret string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(secret+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
