@@ -12,6 +12,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -48,6 +49,7 @@ type API struct {
 	ready     Readiness
 	version   string
 	handler   http.Handler
+	mux       *http.ServeMux
 }
 
 // New builds the API and its routes.
@@ -68,7 +70,8 @@ func New(opts Options) *API {
 		a.registry = prometheus.NewRegistry()
 	}
 	a.metrics = newHTTPMetrics(a.registry)
-	a.handler = a.observe(a.problemForMuxErrors(a.routes()))
+	a.mux = a.routes()
+	a.handler = a.observe(a.mux)
 	return a
 }
 
@@ -104,45 +107,30 @@ func (a *API) routes() *http.ServeMux {
 	// Everything else under /v1 still needs a token (401 before 404, so the API's shape is
 	// not revealed to anonymous callers); outside /v1 it is a plain 404.
 	mux.Handle("/v1/", a.authed(func(w http.ResponseWriter, r *http.Request, _ *auth.Principal) error {
-		return notFound(w, r)
+		return a.unmatched(w, r)
 	}))
-	mux.Handle("/", a.serve(notFound))
+	mux.Handle("/", a.serve(a.unmatched))
 	return mux
 }
 
-// problemForMuxErrors makes the mux's own answers (405 with an Allow header) problem
-// documents too. Every path is matched by some pattern ("/" catches the rest), so a request
-// without a pattern is one the mux answers itself.
-func (a *API) problemForMuxErrors(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := mux.Handler(r); pattern != "" {
-			mux.ServeHTTP(w, r)
-			return
+// probeMethods are the methods the catch-all routes probe to tell "no such path" (404) from
+// "no such method on this path" (405 with Allow).
+var probeMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "LOCK", "UNLOCK"}
+
+// unmatched answers requests no specific route took. The catch-all patterns match every
+// method, so ServeMux never produces its own 405; this does, as a problem document.
+func (a *API) unmatched(w http.ResponseWriter, r *http.Request) error {
+	var allowed []string
+	for _, m := range probeMethods {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := a.mux.Handler(probe); pattern != "" && pattern != "/" && pattern != "/v1/" {
+			allowed = append(allowed, m)
 		}
-		mux.ServeHTTP(&muxErrorWriter{ResponseWriter: w, r: r, logger: a.logger}, r)
-	})
-}
-
-type muxErrorWriter struct {
-	http.ResponseWriter
-	r        *http.Request
-	logger   *slog.Logger
-	replaced bool
-}
-
-func (m *muxErrorWriter) WriteHeader(code int) {
-	if code == http.StatusMethodNotAllowed {
-		m.replaced = true
-		m.Header().Del("Content-Length")
-		writeError(m.ResponseWriter, m.r, m.logger, fault.New(fault.KindMethodNotAllowed, "method %s is not allowed on %s (allowed: %s)", m.r.Method, m.r.URL.Path, m.Header().Get("Allow")))
-		return
 	}
-	m.ResponseWriter.WriteHeader(code)
-}
-
-func (m *muxErrorWriter) Write(b []byte) (int, error) {
-	if m.replaced {
-		return len(b), nil
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		return fault.New(fault.KindMethodNotAllowed, "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", "))
 	}
-	return m.ResponseWriter.Write(b)
+	return notFound(w, r)
 }
