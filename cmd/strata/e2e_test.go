@@ -1,0 +1,371 @@
+package main_test
+
+// End-to-end tests: they build the real strata binary once and drive it as a user would —
+// `strata serve` on the embedded default and on a shared database URL, and the CLI against
+// a running server.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/pgtest"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "strata-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "strata")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build strata:", err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	pgtest.Main(m)
+}
+
+// server is a running `strata serve`.
+type server struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *syncBuffer
+	done   chan error
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// startServer runs `strata serve --listen 127.0.0.1:0 args…` and waits for /readyz.
+func startServer(t *testing.T, env []string, args ...string) *server {
+	t.Helper()
+	pr, pw := io.Pipe()
+	s := &server{stderr: &syncBuffer{}, done: make(chan error, 1)}
+	s.cmd = exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	s.cmd.Env = append(os.Environ(), env...)
+	s.cmd.Stderr = io.MultiWriter(s.stderr, pw)
+	require.NoError(t, s.cmd.Start())
+	go func() { s.done <- s.cmd.Wait(); pw.Close() }()
+	t.Cleanup(func() { s.stop(t) })
+
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			var line struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "strata serving" {
+				addr <- line.Addr
+			}
+		}
+		close(addr)
+	}()
+	select {
+	case a, ok := <-addr:
+		require.True(t, ok, "strata exited before serving:\n%s", s.stderr.String())
+		s.url = "http://" + a
+	case <-time.After(60 * time.Second):
+		t.Fatalf("strata did not start within 60s:\n%s", s.stderr.String())
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(s.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "not ready within 30s:\n%s", s.stderr.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+	return s
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		require.NoError(t, err, "strata exits cleanly on SIGTERM:\n%s", s.stderr.String())
+	case <-time.After(60 * time.Second):
+		_ = s.cmd.Process.Kill()
+		t.Fatalf("strata did not stop within 60s")
+	}
+}
+
+// cli runs the strata binary as a client and returns stdout.
+func cli(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("%w: %s", err, errb.String())
+	}
+	return out.String(), nil
+}
+
+// dataDir makes a data directory the unprivileged PostgreSQL user can reach when the tests
+// run as root (a plain t.TempDir is mode 0700).
+func dataDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "strata-e2e-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+// processAlive reports whether pid runs. A zombie counts as gone: it has exited, and on
+// machines whose init does not reap orphans it may linger as a process-table entry.
+func processAlive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z'
+	}
+	return true
+}
+
+// TestEmbeddedDefault follows the README: serve with only --data-dir and --listen, use the
+// admin token, restart, and leave no PostgreSQL process behind.
+func TestEmbeddedDefault(t *testing.T) {
+	t.Parallel()
+	dir := dataDir(t)
+	start := time.Now()
+	s := startServer(t, nil, "--data-dir", dir)
+	t.Logf("embedded strata ready in %v", time.Since(start))
+
+	fi, err := os.Stat(filepath.Join(dir, "admin-token"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	tokenBytes, err := os.ReadFile(filepath.Join(dir, "admin-token"))
+	require.NoError(t, err)
+	token := strings.TrimSpace(string(tokenBytes))
+	require.NotContains(t, s.stderr.String(), token, "the log never shows the token")
+	require.Contains(t, s.stderr.String(), filepath.Join(dir, "admin-token"), "the log names the token file")
+
+	c, err := client.New(s.url, token, nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = c.OrgCreate(ctx, client.Object{Metadata: client.ObjectMeta{Name: "acme", Labels: map[string]string{"env": "prod"}}})
+	require.NoError(t, err)
+
+	pidFile, err := os.ReadFile(filepath.Join(dir, "pg", "postmaster.pid"))
+	require.NoError(t, err)
+	pgPid, err := strconv.Atoi(strings.SplitN(string(pidFile), "\n", 2)[0])
+	require.NoError(t, err)
+	require.True(t, processAlive(pgPid))
+
+	s.stop(t)
+	require.False(t, processAlive(pgPid), "stopping strata stops its PostgreSQL")
+
+	// The CLI finds the token in the data dir; migrate status starts the cluster itself.
+	out, err := cli(t, nil, "migrate", "status", "--data-dir", dir)
+	require.NoError(t, err)
+	require.Contains(t, out, "0001")
+	require.Contains(t, out, "applied")
+
+	s2 := startServer(t, nil, "--data-dir", dir)
+	out, err = cli(t, nil, "org", "get", "acme", "--server", s2.url, "--data-dir", dir, "-o", "json")
+	require.NoError(t, err, "the org created before the restart is there")
+	var org client.Object
+	require.NoError(t, json.Unmarshal([]byte(out), &org))
+	require.Equal(t, "prod", org.Metadata.Labels["env"])
+	tokenAfter, err := os.ReadFile(filepath.Join(dir, "admin-token"))
+	require.NoError(t, err)
+	require.Equal(t, string(tokenBytes), string(tokenAfter), "a restart keeps the admin token")
+	s2.stop(t)
+}
+
+// TestCrashRecovery: after strata is killed (no clean shutdown), the next start takes over
+// the data dir again.
+func TestCrashRecovery(t *testing.T) {
+	t.Parallel()
+	dir := dataDir(t)
+	s := startServer(t, nil, "--data-dir", dir)
+	require.NoError(t, s.cmd.Process.Kill())
+	<-s.done
+	s2 := startServer(t, nil, "--data-dir", dir)
+	resp, err := http.Get(s2.url + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	s2.stop(t)
+	if b, err := os.ReadFile(filepath.Join(dir, "pg", "postmaster.pid")); err == nil {
+		pid, _ := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
+		require.False(t, pid > 0 && processAlive(pid), "no PostgreSQL left running")
+	}
+}
+
+// TestTwoServersOneDatabase: two replicas started together on a fresh database both come up,
+// the migrations are recorded once, and they serve the same data.
+func TestTwoServersOneDatabase(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewEmptyDatabaseURL(t)
+	token := "strata_" + strings.Repeat("e2eBootstrapToken", 3)
+	env := []string{"STRATA_BOOTSTRAP_TOKEN=" + token, "STRATA_DATABASE_URL=" + url}
+	var a, b *server
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); a = startServer(t, env, "--data-dir", dataDir(t)) }()
+	go func() { defer wg.Done(); b = startServer(t, env, "--data-dir", dataDir(t)) }()
+	wg.Wait()
+	require.NotNil(t, a)
+	require.NotNil(t, b)
+
+	ctx := context.Background()
+	d, err := db.Open(ctx, db.Options{URL: url})
+	require.NoError(t, err)
+	defer d.Close()
+	applied, err := d.AppliedMigrations(ctx)
+	require.NoError(t, err)
+	require.Len(t, applied, int(db.LatestVersion()), "each migration recorded exactly once")
+
+	ca, err := client.New(a.url, token, nil)
+	require.NoError(t, err)
+	cb, err := client.New(b.url, token, nil)
+	require.NoError(t, err)
+	_, err = ca.OrgCreate(ctx, client.Object{Metadata: client.ObjectMeta{Name: "shared"}})
+	require.NoError(t, err)
+	got, err := cb.OrgGet(ctx, "shared")
+	require.NoError(t, err)
+	require.Equal(t, "shared", got.Metadata.Name)
+	toks, err := cb.TokenList(ctx)
+	require.NoError(t, err)
+	require.Len(t, toks, 1, "one admin token however many replicas bootstrapped")
+
+	out, err := cli(t, nil, "migrate", "status", "--database-url", url, "-o", "json")
+	require.NoError(t, err)
+	var rows []struct {
+		Version int64  `json:"version"`
+		Status  string `json:"status"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	require.Len(t, rows, int(db.LatestVersion()))
+	for _, r := range rows {
+		require.Equal(t, "applied", r.Status)
+	}
+}
+
+// TestCLI drives the client commands against a running server.
+func TestCLI(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabaseURL(t)
+	token := "strata_" + strings.Repeat("cliBootstrapToken", 3)
+	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t))
+	env := []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + token}
+
+	out, err := cli(t, env, "org", "create", "acme", "--label", "env=prod", "--label", "team=net")
+	require.NoError(t, err)
+	require.Contains(t, out, "env=prod,team=net")
+	_, err = cli(t, env, "org", "create", "acme")
+	require.ErrorContains(t, err, "already exists")
+	_, err = cli(t, env, "org", "create", "Bad_Name")
+	require.ErrorContains(t, err, "/metadata/name")
+
+	out, err = cli(t, env, "org", "get", "acme", "-o", "yaml")
+	require.NoError(t, err)
+	require.Contains(t, out, "kind: Org")
+	require.Contains(t, out, "env: prod")
+
+	out, err = cli(t, env, "org", "list", "-o", "json")
+	require.NoError(t, err)
+	var list client.ObjectList
+	require.NoError(t, json.Unmarshal([]byte(out), &list))
+	require.Len(t, list.Items, 1)
+
+	out, err = cli(t, env, "token", "create", "reader", "--scope", "orgs:read:*", "-o", "json")
+	require.NoError(t, err)
+	var tok client.Token
+	require.NoError(t, json.Unmarshal([]byte(out), &tok))
+	readerEnv := []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + tok.Secret}
+	_, err = cli(t, readerEnv, "org", "list")
+	require.NoError(t, err)
+	_, err = cli(t, readerEnv, "org", "delete", "acme")
+	require.ErrorContains(t, err, "HTTP 403")
+
+	_, err = cli(t, []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN="}, "org", "list", "--data-dir", dataDir(t))
+	require.ErrorContains(t, err, "HTTP 401")
+
+	out, err = cli(t, env, "org", "delete", "acme")
+	require.NoError(t, err)
+	require.Contains(t, out, "deleted")
+	_, err = cli(t, env, "org", "get", "acme")
+	require.ErrorContains(t, err, "HTTP 404")
+
+	out, err = cli(t, env, "audit", "--action", "token.")
+	require.NoError(t, err)
+	require.Contains(t, out, "token.create")
+
+	out, err = cli(t, nil, "version")
+	require.NoError(t, err)
+	require.Contains(t, out, "schema version")
+}
+
+// TestBadConfig: clear errors for impossible configurations.
+func TestBadConfig(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(binary, "serve", "--database-url", "postgres://127.0.0.1:1/none?connect_timeout=2", "--data-dir", dataDir(t))
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "strata must fail: %s", out)
+	require.Contains(t, string(out), "connect to database")
+
+	cmd = exec.Command(binary, "serve", "--tls-cert", "x.pem", "--data-dir", dataDir(t))
+	out, err = cmd.CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "--tls-cert and --tls-key must be given together")
+}

@@ -1,0 +1,168 @@
+package auth_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/internal/auth"
+	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestParseScope(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"admin", "orgs:read:acme", "pillars:render:*", "projects:write:net", "state:force-unlock:net", "kinds:register:*", "*:read:*", "orgs:*:ac*"} {
+		s, err := auth.ParseScope(ok)
+		require.NoError(t, err, ok)
+		require.Equal(t, ok, s.String())
+	}
+	for _, bad := range []string{"", "orgs", "orgs:read", "orgs:read:a:b", "planets:read:*", "orgs:fly:*", "orgs:read:", "orgs:read:a b", "orgs:read:*x*"} {
+		_, err := auth.ParseScope(bad)
+		require.Error(t, err, bad)
+	}
+}
+
+func TestAllows(t *testing.T) {
+	t.Parallel()
+	p := func(scopes ...string) *auth.Principal {
+		var out auth.Principal
+		for _, s := range scopes {
+			sc, err := auth.ParseScope(s)
+			require.NoError(t, err)
+			out.Scopes = append(out.Scopes, sc)
+		}
+		return &out
+	}
+	cases := []struct {
+		scopes             []string
+		family, verb, name string
+		want               bool
+	}{
+		{[]string{"admin"}, "state", "force-unlock", "net", true},
+		{[]string{"orgs:read:acme"}, "orgs", "read", "acme", true},
+		{[]string{"orgs:read:acme"}, "orgs", "read", "other", false},
+		{[]string{"orgs:read:acme"}, "orgs", "write", "acme", false},
+		{[]string{"orgs:write:acme"}, "orgs", "read", "acme", true},
+		{[]string{"orgs:write:acme"}, "orgs", "delete", "acme", true},
+		{[]string{"state:write:net"}, "state", "lock", "net", true},
+		{[]string{"state:write:net"}, "state", "force-unlock", "net", false},
+		{[]string{"state:*:net"}, "state", "force-unlock", "net", true},
+		{[]string{"state:force-unlock:net"}, "state", "force-unlock", "net", true},
+		{[]string{"projects:write:net*"}, "projects", "write", "network", true},
+		{[]string{"projects:write:net*"}, "projects", "write", "dns", false},
+		{[]string{"*:read:*"}, "pillars", "read", "x", true},
+		{[]string{"*:read:*"}, "pillars", "write", "x", false},
+		{[]string{"pillars:render:*"}, "pillars", "read", "x", true},
+		{[]string{"projects:read:*"}, "projects", "credentials", "x", false},
+		{nil, "orgs", "read", "acme", false},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.want, p(c.scopes...).Allows(c.family, c.verb, c.name), "%v %s:%s:%s", c.scopes, c.family, c.verb, c.name)
+	}
+	require.False(t, (*auth.Principal)(nil).Allows("orgs", "read", "x"))
+}
+
+func TestTokenLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := auth.NewService(pgtest.NewDB(t))
+	actor := auth.AuditActor{Actor: "test", RemoteAddr: "127.0.0.1"}
+
+	tok, secret, err := svc.Create(ctx, actor, auth.CreateParams{Name: "ci", Scopes: []string{"orgs:read:*"}})
+	require.NoError(t, err)
+	require.Len(t, secret, len(auth.TokenPrefix)+43, "256 bits, base64url")
+	p, err := svc.Verify(ctx, secret)
+	require.NoError(t, err)
+	require.Equal(t, tok.ID, p.TokenID)
+	require.True(t, p.Allows("orgs", "read", "x"))
+
+	_, err = svc.Verify(ctx, secret+"x")
+	require.Equal(t, fault.KindUnauthenticated, fault.KindOf(err))
+	_, err = svc.Verify(ctx, "not-a-token")
+	require.Equal(t, fault.KindUnauthenticated, fault.KindOf(err))
+
+	require.NoError(t, svc.Revoke(ctx, actor, tok.ID))
+	_, err = svc.Verify(ctx, secret)
+	require.Equal(t, fault.KindUnauthenticated, fault.KindOf(err), "revocation drops the cached verification at once")
+	require.NoError(t, svc.Revoke(ctx, actor, tok.ID), "revoking twice is fine")
+	require.Equal(t, fault.KindNotFound, fault.KindOf(svc.Revoke(ctx, actor, "tok_nope")))
+
+	// Expiry.
+	soon := time.Now().Add(1500 * time.Millisecond)
+	_, short, err := svc.Create(ctx, actor, auth.CreateParams{Name: "short", Scopes: []string{"admin"}, ExpiresAt: &soon})
+	require.NoError(t, err)
+	_, err = svc.Verify(ctx, short)
+	require.NoError(t, err)
+	time.Sleep(time.Until(soon) + 100*time.Millisecond)
+	_, err = svc.Verify(ctx, short)
+	require.Equal(t, fault.KindUnauthenticated, fault.KindOf(err), "an expired token is refused even though it was cached")
+
+	past := time.Now().Add(-time.Hour)
+	_, _, err = svc.Create(ctx, actor, auth.CreateParams{Name: "old", Scopes: []string{"admin"}, ExpiresAt: &past})
+	require.Equal(t, fault.KindInvalid, fault.KindOf(err))
+	_, _, err = svc.Create(ctx, actor, auth.CreateParams{Name: "bad name!", Scopes: []string{"admin"}})
+	require.Equal(t, fault.KindInvalid, fault.KindOf(err))
+	_, _, err = svc.Create(ctx, actor, auth.CreateParams{Name: "none"})
+	require.Equal(t, fault.KindInvalid, fault.KindOf(err))
+
+	toks, err := svc.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, toks, 2)
+	recs, err := svc.ListAudit(ctx, 0, "token.", 10)
+	require.NoError(t, err)
+	require.Len(t, recs, 3)
+	require.Equal(t, "token.create", recs[0].Action)
+	require.Equal(t, "127.0.0.1", recs[0].RemoteAddr)
+}
+
+// TestBootstrapOnce: replicas starting together create exactly one admin token.
+func TestBootstrapOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := pgtest.NewDB(t)
+	const n = 8
+	secrets := make(chan string, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := auth.NewService(d).Bootstrap(ctx, "")
+			require.NoError(t, err)
+			secrets <- s
+		}()
+	}
+	wg.Wait()
+	close(secrets)
+	var created []string
+	for s := range secrets {
+		if s != "" {
+			created = append(created, s)
+		}
+	}
+	require.Len(t, created, 1)
+	p, err := auth.NewService(d).Verify(ctx, created[0])
+	require.NoError(t, err)
+	require.True(t, p.IsAdmin())
+}
+
+func TestBootstrapWithGivenToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := auth.NewService(pgtest.NewDB(t))
+	given := auth.NewSecret()
+	got, err := svc.Bootstrap(ctx, given)
+	require.NoError(t, err)
+	require.Equal(t, given, got)
+	again, err := svc.Bootstrap(ctx, given)
+	require.NoError(t, err)
+	require.Empty(t, again)
+	_, err = svc.Verify(ctx, given)
+	require.NoError(t, err)
+}
