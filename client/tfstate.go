@@ -1,0 +1,108 @@
+package client
+
+import "time"
+
+// LockInfo is Terraform's and OpenTofu's lock description, as their http backend sends it in
+// LOCK and UNLOCK bodies and expects it back in a 423 (Locked) answer. The JSON keys are
+// the Go field names of Terraform's statemgr.LockInfo, which has no tags: clients unmarshal
+// the holder's lock from a conflict answer and fail on anything else.
+type LockInfo struct {
+	// ID is the lock's identity; a write (POST ?ID=) and an UNLOCK must present it.
+	ID string `json:"ID"`
+	// Operation is what the holder is doing, e.g. OperationTypeApply.
+	Operation string `json:"Operation"`
+	// Info is free text from the holder.
+	Info string `json:"Info"`
+	// Who is user@host of the holder.
+	Who string `json:"Who"`
+	// Version is the holder's Terraform or OpenTofu version.
+	Version string `json:"Version"`
+	// Created is when the lock was taken.
+	Created time.Time `json:"Created"`
+	// Path is the locked state's path; Terraform's http backend leaves it empty.
+	Path string `json:"Path"`
+}
+
+// Project is a Terraform/OpenTofu project: a PostgreSQL schema holding the pg backend's
+// states table, one row per workspace.
+type Project struct {
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+	CreatedBy string    `json:"createdBy"`
+	// Adopted is true when the schema existed before strata managed it.
+	Adopted bool `json:"adopted"`
+	// Workspaces counts workspaces with a state (only filled by a single-project read).
+	Workspaces int `json:"workspaces"`
+	// CredentialsRole is the login role made for pg clients, when one was made.
+	CredentialsRole string `json:"credentialsRole,omitempty"`
+}
+
+// ProjectCredentials is what `strata project credentials` prints: a database role that can
+// use only the project's states table, and a ready backend "pg" configuration.
+type ProjectCredentials struct {
+	Project  string `json:"project"`
+	Role     string `json:"role"`
+	Password string `json:"password"`
+	// ConnStr is a conn_str for backend "pg" (it holds the password).
+	ConnStr string `json:"connStr"`
+	// Backend is a terraform { backend "pg" { … } } block to paste.
+	Backend string `json:"backend"`
+}
+
+// Workspace is one state in a project, with its lock holder when locked.
+type Workspace struct {
+	Name string `json:"name"`
+	// Size is the state's size in bytes (0 while a lock holds a placeholder).
+	Size int64 `json:"size"`
+	// Serial and Lineage come from the state; absent when it cannot be read (encrypted).
+	Serial  *int64 `json:"serial,omitempty"`
+	Lineage string `json:"lineage,omitempty"`
+	// Version is strata's latest version number of the state (0: none recorded).
+	Version   int64      `json:"version"`
+	UpdatedAt *time.Time `json:"updatedAt,omitempty"`
+	// Placeholder is true when the workspace has no state yet, only a lock that reserved it.
+	Placeholder bool        `json:"placeholder,omitempty"`
+	Lock        *LockStatus `json:"lock,omitempty"`
+}
+
+// LockStatus says whether and by whom a workspace is locked: an HTTP client (Info is its
+// LockInfo) or a pg backend client holding the workspace's advisory key (PG describes the
+// holding PostgreSQL backend).
+type LockStatus struct {
+	Locked bool `json:"locked"`
+	// Kind is "http" or "pg" when locked.
+	Kind string    `json:"kind,omitempty"`
+	Info *LockInfo `json:"info,omitempty"`
+	PG   *PGHolder `json:"pg,omitempty"`
+	// Protected is true when an HTTP lock also holds the workspace's advisory key, so pg
+	// clients are kept out too.
+	Protected bool `json:"protected"`
+	// Since is when the lock was taken (for pg holders: as near as PostgreSQL tells).
+	Since *time.Time `json:"since,omitempty"`
+}
+
+// PGHolder describes a PostgreSQL backend holding a pg backend advisory key.
+type PGHolder struct {
+	PID             int       `json:"pid"`
+	User            string    `json:"user,omitempty"`
+	ClientAddr      string    `json:"clientAddr,omitempty"`
+	ApplicationName string    `json:"applicationName,omitempty"`
+	Since           time.Time `json:"since"`
+	// Key is the advisory key held: the row id, or a workspace-creation key (≤ 0).
+	Key int64 `json:"key"`
+}
+
+// StateVersion is one recorded state of a workspace.
+type StateVersion struct {
+	// N is strata's version number, increasing per workspace.
+	N       int64  `json:"n"`
+	Serial  *int64 `json:"serial,omitempty"`
+	Lineage string `json:"lineage,omitempty"`
+	// MD5 is the hex MD5 of the state's bytes.
+	MD5  string `json:"md5"`
+	Size int64  `json:"size"`
+	// Source is how it was written: http, pg (a pg backend client), restore or adopt.
+	Source    string    `json:"source"`
+	CreatedBy string    `json:"createdBy"`
+	CreatedAt time.Time `json:"createdAt"`
+}

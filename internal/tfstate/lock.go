@@ -1,0 +1,443 @@
+package tfstate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
+)
+
+// heldLock is a tf_locks row.
+type heldLock struct {
+	ID      string
+	Info    client.LockInfo
+	StateID int64
+	Owner   string
+}
+
+func scanLock(row db.Row) (heldLock, bool, error) {
+	var h heldLock
+	var info string
+	err := row.Scan(&h.ID, &info, &h.StateID, &h.Owner)
+	if errors.Is(err, db.ErrNotFound) {
+		return heldLock{}, false, nil
+	}
+	if err != nil {
+		return heldLock{}, false, err
+	}
+	_ = json.Unmarshal([]byte(info), &h.Info)
+	return h, true, nil
+}
+
+// errSameLock ends a LOCK transaction that found the caller's own lock (a retried LOCK):
+// nothing to write, and the answer is success.
+var errSameLock = errors.New("same lock")
+
+func heldBy(project, workspace string, h heldLock, id string) error {
+	if h.ID == id {
+		return errSameLock
+	}
+	return lockedError(fmt.Sprintf("workspace %s/%s is locked by %s (lock %s, %s)", project, workspace, h.Info.Who, h.ID, h.Info.Operation), h.Info)
+}
+
+// ParseLockInfo reads a LOCK body: Terraform's LockInfo JSON. ID is required.
+func ParseLockInfo(body []byte) (client.LockInfo, error) {
+	var info client.LockInfo
+	if err := json.Unmarshal(body, &info); err != nil {
+		return info, fault.Invalid("/", "lock body must be Terraform's LockInfo JSON: %v", err)
+	}
+	if info.ID == "" {
+		return info, fault.Invalid("/ID", "lock ID is required")
+	}
+	return info, nil
+}
+
+// Lock takes the HTTP lock of a workspace for the LockInfo in body and returns the stored
+// LockInfo. Taking a lock the caller already holds (same ID) succeeds again, since clients
+// retry a LOCK whose answer they lost. A lock held by someone else answers KindLocked with
+// the holder's LockInfo as Body, whether the holder is an HTTP client or a pg backend
+// client holding the workspace's advisory key (or a creation key, for a new workspace).
+//
+// A workspace without a row gets one now, holding a placeholder state, so that the lock
+// keeper holds a key that pg clients will try and so that they cannot create the workspace
+// meanwhile. The advisory key is taken by the keeper before the lock row commits: there is
+// no instant in which the row says "locked" and the key is free.
+func (s *Service) Lock(ctx context.Context, actor Actor, project, workspace string, body []byte) (client.LockInfo, error) {
+	if err := s.validate(project, workspace); err != nil {
+		return client.LockInfo{}, err
+	}
+	info, err := ParseLockInfo(body)
+	if err != nil {
+		return client.LockInfo{}, err
+	}
+	if info.Created.IsZero() {
+		info.Created = time.Now().UTC()
+	}
+	if info.Who == "" {
+		info.Who = actor.Name
+	}
+	stored, _ := json.Marshal(info)
+
+	// A key held by another replica's keeper that is letting go (an UNLOCK it has not yet
+	// acted on) is worth a short wait; a pg client's key is not.
+	for attempt := 0; ; attempt++ {
+		var existing client.LockInfo
+		err = s.lockOnce(ctx, actor, project, workspace, info, stored, &existing)
+		if errors.Is(err, errSameLock) {
+			return existing, nil
+		}
+		if errors.Is(err, errKeeperBusy) && attempt < 30 {
+			select {
+			case <-ctx.Done():
+				return client.LockInfo{}, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		if errors.Is(err, errKeeperBusy) {
+			err = lockedError(fmt.Sprintf("workspace %s/%s is still held by a strata replica; retry", project, workspace), client.LockInfo{
+				ID: "strata-replica", Operation: "releasing", Info: "another strata replica is releasing this lock", Created: time.Now().UTC(), Path: project + "/" + workspace,
+			})
+		}
+		if err != nil {
+			return client.LockInfo{}, categorize(err)
+		}
+		return info, nil
+	}
+}
+
+// errKeeperBusy: the keeper could not take a key that no pg client holds, so another
+// replica's keeper holds it.
+var errKeeperBusy = errors.New("advisory key held by another strata keeper")
+
+func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace string, info client.LockInfo, stored []byte, existing *client.LockInfo) error {
+	var acquired bool
+	var key int64
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		if err := requireProject(ctx, tx, project); err != nil {
+			return err
+		}
+		if h, ok, err := scanLock(tx.QueryRow(ctx, q.Get("LockGetForShare"), project, workspace)); err != nil {
+			return err
+		} else if ok {
+			*existing = h.Info
+			return heldBy(project, workspace, h, info.ID)
+		}
+		id, err := s.ensureRow(ctx, tx, actor, project, workspace)
+		if err != nil {
+			return err
+		}
+		owner := ""
+		if s.keeper != nil {
+			owner = s.replica
+		}
+		var got string
+		err = tx.QueryRow(ctx, q.Get("LockAcquire"), project, workspace, info.ID, string(stored), id, owner, actor.Name, actor.RemoteAddr).Scan(&got)
+		if errors.Is(err, db.ErrNotFound) {
+			// A concurrent LOCK committed first.
+			h, ok, err := scanLock(tx.QueryRow(ctx, q.Get("LockGetForShare"), project, workspace))
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fault.Conflict("workspace %s/%s: lock changed concurrently; retry", project, workspace)
+			}
+			*existing = h.Info
+			return heldBy(project, workspace, h, info.ID)
+		}
+		if err != nil {
+			return err
+		}
+		if s.keeper != nil {
+			ok, err := s.keeper.acquire(ctx, id)
+			if err != nil {
+				return fault.Wrap(fault.KindUnavailable, err, "the lock keeper's database session is unavailable; retry")
+			}
+			if !ok {
+				return s.keyRefused(ctx, tx, project, workspace, id)
+			}
+			acquired, key = true, id
+		} else {
+			// No keeper: at least refuse while a pg client holds the key now.
+			var ok bool
+			if err := tx.QueryRow(ctx, q.Get("StateRowKey"), id).Scan(&ok); err != nil {
+				return err
+			}
+			if !ok {
+				return pgLocked(ctx, tx, project, workspace, id)
+			}
+		}
+		return audit(ctx, tx, actor, "state.lock", project+"/"+workspace, map[string]any{"id": info.ID, "operation": info.Operation, "who": info.Who})
+	})
+	if acquired {
+		s.keeper.done(context.WithoutCancel(ctx), key, err == nil)
+	}
+	return err
+}
+
+// keyRefused explains why the keeper could not take key: a pg client holds it (423 at
+// once), or nobody visible does, which means another replica's keeper (errKeeperBusy).
+func (s *Service) keyRefused(ctx context.Context, tx *db.Tx, project, workspace string, key int64) error {
+	holders, err := pgHolders(ctx, tx, key)
+	if err != nil {
+		return err
+	}
+	if len(holders) == 0 {
+		return errKeeperBusy
+	}
+	return pgLocked(ctx, tx, project, workspace, key)
+}
+
+// ensureRow returns the workspace's row id, creating the row with a placeholder state when
+// there is none (taking the creation keys for that instant).
+func (s *Service) ensureRow(ctx context.Context, tx *db.Tx, actor Actor, project, workspace string) (int64, error) {
+	var id int64
+	err := tx.QueryRow(ctx, pq("StateGetID", project), workspace).Scan(&id)
+	if err == nil || !errors.Is(err, db.ErrNotFound) {
+		return id, err
+	}
+	if err := creationKeys(ctx, tx, project, workspace); err != nil {
+		return 0, err
+	}
+	if err := setActor(ctx, tx, actor, "placeholder"); err != nil {
+		return 0, err
+	}
+	err = tx.QueryRow(ctx, pq("StateInsert", project), workspace, string(placeholderState())).Scan(&id)
+	if errors.Is(err, db.ErrNotFound) {
+		// Created concurrently (the insert waited for that transaction): use that row.
+		err = tx.QueryRow(ctx, pq("StateGetID", project), workspace).Scan(&id)
+	}
+	return id, err
+}
+
+// UnlockRequest is an UNLOCK: the lock ID to release, or Force (Terraform's force-unlock
+// sends an empty body; strata's CLI asks for it explicitly).
+type UnlockRequest struct {
+	ID    string
+	Force bool
+}
+
+// ParseUnlockBody reads an UNLOCK body: Terraform's full LockInfo or OpenTofu's
+// {"ID": …} (both name the lock), or an empty body, which is Terraform's force-unlock (it
+// does not send the lock ID).
+func ParseUnlockBody(body []byte) (UnlockRequest, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return UnlockRequest{Force: true}, nil
+	}
+	var info struct {
+		ID string `json:"ID"`
+	}
+	if err := json.Unmarshal(body, &info); err != nil {
+		return UnlockRequest{}, fault.Invalid("/", "unlock body must be Terraform's LockInfo JSON or empty: %v", err)
+	}
+	if info.ID == "" {
+		return UnlockRequest{Force: true}, nil
+	}
+	return UnlockRequest{ID: info.ID}, nil
+}
+
+// Unlock releases a workspace's lock. With an ID it releases that lock only (another
+// holder answers KindLocked with its LockInfo); unlocking what is not locked succeeds, since
+// clients retry an UNLOCK whose answer they lost. Force needs Actor.CanForceUnlock and ends
+// whatever holds the workspace: an HTTP lock whatever its ID, or a pg client, by
+// terminating the PostgreSQL backend that holds the workspace's key. Forced unlocks are
+// audited with what they ended.
+//
+// A lock that made a placeholder row, when nothing was written, takes the row with it.
+func (s *Service) Unlock(ctx context.Context, actor Actor, project, workspace string, req UnlockRequest) error {
+	if err := s.validate(project, workspace); err != nil {
+		return err
+	}
+	if req.Force && !actor.CanForceUnlock {
+		return fault.Forbidden("force-unlock of %s/%s needs the state:force-unlock scope", project, workspace)
+	}
+	if !req.Force && req.ID == "" {
+		return fault.Invalid("/ID", "lock ID is required (or force)")
+	}
+	var released heldLock
+	var terminated []pgHolder
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		if err := requireProject(ctx, tx, project); err != nil {
+			return err
+		}
+		h, ok, err := scanLock(tx.QueryRow(ctx, q.Get("LockGetForUpdate"), project, workspace))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if !req.Force {
+				return nil
+			}
+			terminated, err = s.terminatePGHolders(ctx, tx, project, workspace)
+			if err != nil {
+				return err
+			}
+			if len(terminated) == 0 {
+				return nil
+			}
+			return audit(ctx, tx, actor, "state.force-unlock", project+"/"+workspace, map[string]any{"kind": "pg", "holders": terminated})
+		}
+		if !req.Force && h.ID != req.ID {
+			return lockedError(fmt.Sprintf("workspace %s/%s is locked by %s with another lock ID (%s)", project, workspace, h.Info.Who, h.ID), h.Info)
+		}
+		if _, err := tx.Exec(ctx, q.Get("LockRelease"), project, workspace); err != nil {
+			return err
+		}
+		n, err := tx.Exec(ctx, pq("PlaceholderStateDelete", project), project, workspace)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			if _, err := tx.Exec(ctx, q.Get("PlaceholderDelete"), project, workspace); err != nil {
+				return err
+			}
+		}
+		if h.Owner != "" && h.Owner != s.replica {
+			// Forward to the owner's keeper; NOTIFY is delivered at commit.
+			var ignored string
+			if err := tx.QueryRow(ctx, q.Get("LockNotify"), s.channel, h.Owner).Scan(&ignored); err != nil {
+				return err
+			}
+		}
+		released = h
+		action, detail := "state.unlock", map[string]any{"id": h.ID}
+		if req.Force {
+			action, detail = "state.force-unlock", map[string]any{"kind": "http", "id": h.ID, "who": h.Info.Who, "operation": h.Info.Operation}
+		}
+		return audit(ctx, tx, actor, action, project+"/"+workspace, detail)
+	})
+	if err != nil {
+		return categorize(err)
+	}
+	if released.Owner != "" {
+		s.afterUnlock(context.WithoutCancel(ctx), released.Owner, released.StateID)
+	}
+	return nil
+}
+
+// terminatePGHolders ends the PostgreSQL backends of pg clients holding the workspace: its
+// row id key, or, for a workspace without a row, the creation keys of its schema (OpenTofu's
+// key for this schema, and Terraform's -1, which a first apply holds for its whole run).
+func (s *Service) terminatePGHolders(ctx context.Context, tx *db.Tx, project, workspace string) ([]pgHolder, error) {
+	var id int64
+	keys := []int64{}
+	err := tx.QueryRow(ctx, pq("StateGetID", project), workspace).Scan(&id)
+	switch {
+	case err == nil:
+		keys = append(keys, id)
+	case errors.Is(err, db.ErrNotFound):
+		keys = append(keys, TerraformCreationKey, OpenTofuCreationKey(project, "states"))
+	default:
+		return nil, err
+	}
+	holders, err := pgHolders(ctx, tx, keys...)
+	if err != nil {
+		return nil, err
+	}
+	var ended []pgHolder
+	for _, h := range holders {
+		if !h.Exclusive {
+			continue // strata's own creators, for an instant
+		}
+		var ok bool
+		if err := tx.QueryRow(ctx, q.Get("LockTerminate"), h.PID).Scan(&ok); err != nil {
+			if errors.Is(err, db.ErrPermission) {
+				return nil, fault.Wrap(fault.KindForbidden, err, "strata's database role may not terminate backend %d (grant it pg_signal_backend)", h.PID)
+			}
+			return nil, err
+		}
+		if ok {
+			s.log.Warn("force-unlock terminated a pg backend client", "project", project, "workspace", workspace, "pid", h.PID, "key", h.Key, "user", h.User, "addr", h.Addr)
+			ended = append(ended, h)
+		}
+	}
+	return ended, nil
+}
+
+// afterUnlock makes the advisory key follow the deleted lock row. This replica's keeper
+// lets go at once. Another replica's keeper was told by NOTIFY; give it a moment, and when
+// that replica has stopped heart-beating (gone, while its backend lingers), terminate its
+// keeper backend, whose other locks this replica's keeper then takes over.
+func (s *Service) afterUnlock(ctx context.Context, owner string, key int64) {
+	if owner == s.replica {
+		if s.keeper != nil {
+			s.keeper.release(ctx, key)
+		}
+		return
+	}
+	var pid int32
+	var start, beat time.Time
+	var age time.Duration
+	if err := s.db.QueryRow(ctx, q.Get("KeeperGet"), owner).Scan(&pid, &start, &beat, &age); err != nil {
+		return
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		var holding bool
+		if err := s.db.QueryRow(ctx, q.Get("LockKeeperHolding"), pid, key).Scan(&holding); err != nil || !holding {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if age < 5*s.opts.HeartbeatInterval {
+		s.log.Warn("owner replica has not released an unlocked key yet; it will at its next reconcile", "owner", owner, "key", key)
+		return
+	}
+	var ok bool
+	if err := s.db.QueryRow(ctx, q.Get("KeeperTerminate"), owner).Scan(&ok); err != nil {
+		s.log.Warn("cannot terminate a dead replica's keeper backend", "owner", owner, "pid", pid, "err", err)
+		return
+	}
+	s.log.Warn("terminated the keeper backend of a replica that stopped heart-beating", "owner", owner, "pid", pid)
+	if s.keeper != nil {
+		s.keeper.poke()
+	}
+}
+
+// LockStatus tells who holds a workspace: an HTTP client (its LockInfo), or a pg client
+// (the backend's pid, address, application and since when), or nobody.
+func (s *Service) LockStatus(ctx context.Context, project, workspace string) (client.LockStatus, error) {
+	if err := s.validate(project, workspace); err != nil {
+		return client.LockStatus{}, err
+	}
+	if err := requireProject(ctx, s.db, project); err != nil {
+		return client.LockStatus{}, categorize(err)
+	}
+	var id int64
+	var info, owner string
+	var unprotected *time.Time
+	var created time.Time
+	err := s.db.QueryRow(ctx, q.Get("LockGet"), project, workspace).Scan(new(string), &info, &id, &owner, &unprotected, &created)
+	if err == nil {
+		st := client.LockStatus{Locked: true, Kind: "http", Info: &client.LockInfo{}, Since: &created}
+		_ = json.Unmarshal([]byte(info), st.Info)
+		st.Protected = owner != "" && unprotected == nil
+		return st, nil
+	}
+	if !errors.Is(err, db.ErrNotFound) {
+		return client.LockStatus{}, categorize(err)
+	}
+	var keys []int64
+	err = s.db.QueryRow(ctx, pq("StateGetID", project), workspace).Scan(&id)
+	switch {
+	case err == nil:
+		keys = []int64{id}
+	case errors.Is(err, db.ErrNotFound):
+		keys = []int64{TerraformCreationKey, OpenTofuCreationKey(project, "states")}
+	default:
+		return client.LockStatus{}, categorize(err)
+	}
+	holders, err := pgHolders(ctx, s.db, keys...)
+	if err != nil || len(holders) == 0 || !holders[0].Exclusive {
+		return client.LockStatus{}, categorize(err)
+	}
+	h := holders[0]
+	since := h.Since.UTC()
+	return client.LockStatus{Locked: true, Kind: "pg", PG: h.status(), Since: &since}, nil
+}

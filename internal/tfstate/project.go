@@ -1,0 +1,380 @@
+package tfstate
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
+)
+
+func scanProject(row interface{ Scan(...any) error }) (client.Project, error) {
+	var p client.Project
+	err := row.Scan(&p.Name, &p.CreatedAt, &p.CreatedBy, &p.Adopted, &p.CredentialsRole)
+	p.CreatedAt = p.CreatedAt.UTC()
+	return p, err
+}
+
+// ProjectPut creates a project, or adopts an existing schema as one, and reports whether it
+// did (false: the project existed; PUT is idempotent). A new project gets the pg backend's
+// DDL exactly (the shared sequence public.global_states_id_seq, the states table, the
+// unique index states_by_name), so Terraform and OpenTofu can use it with every skip_* flag
+// set, plus strata's versions trigger. An existing schema is adopted without touching its
+// rows: its states table must have the pg backend's layout; its current rows become the
+// first versions (history starts now).
+func (s *Service) ProjectPut(ctx context.Context, actor Actor, name string) (client.Project, bool, error) {
+	if err := ValidateProject(name, s.db.Schema()); err != nil {
+		return client.Project{}, false, err
+	}
+	var p client.Project
+	created := false
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		var ignored string
+		if err := tx.QueryRow(ctx, q.Get("ProjectDDLLock"), db.SchemaKey(s.db.Schema()), lockProjectDDL).Scan(&ignored); err != nil {
+			return err
+		}
+		var err error
+		p, err = scanProject(tx.QueryRow(ctx, q.Get("ProjectGet"), name))
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, db.ErrNotFound) {
+			return err
+		}
+		var schemaExists bool
+		if err := tx.QueryRow(ctx, q.Get("ProjectSchemaExists"), name).Scan(&schemaExists); err != nil {
+			return err
+		}
+		hasTable := false
+		if schemaExists {
+			if hasTable, err = checkStatesLayout(ctx, tx, name); err != nil {
+				return err
+			}
+		}
+		for _, ddl := range []string{"ProjectCreateSchema", "ProjectCreateSequence", "ProjectCreateTable", "ProjectCreateIndex", "ProjectCreateTrigger"} {
+			if _, err := tx.Exec(ctx, pq(ddl, name)); err != nil {
+				if errors.Is(err, db.ErrPermission) {
+					return fault.Wrap(fault.KindForbidden, err, "strata's database role cannot set up schema %q (it needs to own its states table, and CREATE on the database and on schema public for a new project)", name)
+				}
+				return fmt.Errorf("project %s: %s: %w", name, ddl, err)
+			}
+		}
+		if _, err := tx.Exec(ctx, q.Get("ProjectInsert"), name, actor.Name, schemaExists); err != nil {
+			return err
+		}
+		action := "project.create"
+		if schemaExists {
+			action = "project.adopt"
+			if hasTable {
+				if _, err := tx.Exec(ctx, pq("ProjectAdoptVersions", name), name, actor.Name); err != nil {
+					return err
+				}
+			}
+		}
+		created = true
+		if err := audit(ctx, tx, actor, action, name, nil); err != nil {
+			return err
+		}
+		p, err = scanProject(tx.QueryRow(ctx, q.Get("ProjectGet"), name))
+		return err
+	})
+	return p, created, categorize(err)
+}
+
+// checkStatesLayout reports whether schema has a states table, and refuses one that the pg
+// backend could not use: id bigint, name text with a unique index, data text.
+func checkStatesLayout(ctx context.Context, tx *db.Tx, schema string) (bool, error) {
+	rows, err := tx.Query(ctx, q.Get("ProjectStatesColumns"), schema)
+	if err != nil {
+		return false, err
+	}
+	cols := map[string]string{}
+	for rows.Next() {
+		var n, t string
+		if err := rows.Scan(&n, &t); err != nil {
+			rows.Close()
+			return false, err
+		}
+		cols[n] = t
+	}
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	if len(cols) == 0 {
+		return false, nil
+	}
+	for col, typ := range map[string]string{"id": "bigint", "name": "text", "data": "text"} {
+		if cols[col] != typ {
+			return true, fault.Conflict("schema %q has a states table that is not the pg backend's: column %s is %q, want %s", schema, col, cols[col], typ)
+		}
+	}
+	var unique bool
+	if err := tx.QueryRow(ctx, q.Get("ProjectStatesNameUnique"), schema).Scan(&unique); err != nil {
+		return true, err
+	}
+	if !unique {
+		return true, fault.Conflict("schema %q has a states table without a unique index on name, which the pg backend's upsert needs", schema)
+	}
+	return true, nil
+}
+
+// ProjectGet returns a project with its number of workspaces that hold a state.
+func (s *Service) ProjectGet(ctx context.Context, name string) (client.Project, error) {
+	if err := ValidateProject(name, s.db.Schema()); err != nil {
+		return client.Project{}, err
+	}
+	p, err := scanProject(s.db.QueryRow(ctx, q.Get("ProjectGet"), name))
+	if errors.Is(err, db.ErrNotFound) {
+		return client.Project{}, fault.NotFound("project %q not found", name)
+	}
+	if err != nil {
+		return client.Project{}, categorize(err)
+	}
+	var n int64
+	if err := s.db.QueryRow(ctx, pq("ProjectStateCount", name), name).Scan(&n); err != nil {
+		return client.Project{}, categorize(err)
+	}
+	p.Workspaces = int(n)
+	return p, nil
+}
+
+// ProjectList lists projects by name (without workspace counts).
+func (s *Service) ProjectList(ctx context.Context) ([]client.Project, error) {
+	rows, err := s.db.Query(ctx, q.Get("ProjectList"))
+	if err != nil {
+		return nil, categorize(err)
+	}
+	defer rows.Close()
+	out := []client.Project{}
+	for rows.Next() {
+		p, err := scanProject(rows)
+		if err != nil {
+			return nil, categorize(err)
+		}
+		out = append(out, p)
+	}
+	return out, categorize(rows.Err())
+}
+
+// ProjectDelete deletes a project: its states table, locks, versions and credentials role,
+// and its schema when nothing else is left in it (an adopted schema may hold more). A
+// project that still holds states needs force. HTTP locks go with it (their keys are
+// released); pg clients holding keys are not terminated, but lose the table.
+func (s *Service) ProjectDelete(ctx context.Context, actor Actor, name string, force bool) error {
+	if err := ValidateProject(name, s.db.Schema()); err != nil {
+		return err
+	}
+	type lockKey struct {
+		key   int64
+		owner string
+	}
+	var released []lockKey
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		var ignored string
+		if err := tx.QueryRow(ctx, q.Get("ProjectLockTimeout")).Scan(&ignored); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, q.Get("ProjectDDLLock"), db.SchemaKey(s.db.Schema()), lockProjectDDL).Scan(&ignored); err != nil {
+			return err
+		}
+		p, err := scanProject(tx.QueryRow(ctx, q.Get("ProjectGetForUpdate"), name))
+		if errors.Is(err, db.ErrNotFound) {
+			return fault.NotFound("project %q not found", name)
+		}
+		if err != nil {
+			return err
+		}
+		var states int64
+		if err := tx.QueryRow(ctx, pq("ProjectStateCount", name), name).Scan(&states); err != nil {
+			return err
+		}
+		if states > 0 && !force {
+			return fault.Conflict("project %q still holds %d state(s); delete with force to drop them", name, states)
+		}
+		rows, err := tx.Query(ctx, q.Get("ProjectLockKeys"), name)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var k lockKey
+			if err := rows.Scan(&k.key, &k.owner); err != nil {
+				rows.Close()
+				return err
+			}
+			released = append(released, k)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, ddl := range []string{"ProjectDropTrigger", "ProjectDropTable"} {
+			if _, err := tx.Exec(ctx, pq(ddl, name)); err != nil {
+				return fmt.Errorf("project %s: %s: %w", name, ddl, err)
+			}
+		}
+		if p.CredentialsRole != "" {
+			var dropped bool
+			if err := tx.QueryRow(ctx, q.Get("ProjectRoleDrop"), p.CredentialsRole).Scan(&dropped); err != nil {
+				return err
+			}
+		}
+		var schemaDropped bool
+		if err := tx.QueryRow(ctx, q.Get("ProjectDropSchemaIfEmpty"), name).Scan(&schemaDropped); err != nil {
+			return err
+		}
+		for _, k := range released {
+			if k.owner != "" && k.owner != s.replica {
+				if err := tx.QueryRow(ctx, q.Get("LockNotify"), s.channel, k.owner).Scan(&ignored); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := tx.Exec(ctx, q.Get("ProjectDeleteRow"), name); err != nil {
+			return err
+		}
+		return audit(ctx, tx, actor, "project.delete", name, map[string]any{"force": force, "states": states, "schemaDropped": schemaDropped, "locks": len(released)})
+	})
+	if err != nil {
+		return categorize(err)
+	}
+	for _, k := range released {
+		if k.owner != "" {
+			s.afterUnlock(context.WithoutCancel(ctx), k.owner, k.key)
+		}
+	}
+	return nil
+}
+
+// ProjectCredentials creates (or, called again, re-keys) a login role for pg backend
+// clients that can use only this project's states table and the shared id sequence, and
+// returns a ready conn_str and backend block. It is for pg clients only: HTTP clients use
+// strata tokens. The role cannot run the pg backend's DDL (CREATE … IF NOT EXISTS checks
+// privileges first), so the backend block sets the skip_* flags; strata created the
+// objects. The password reaches PostgreSQL only as a SCRAM-SHA-256 verifier.
+func (s *Service) ProjectCredentials(ctx context.Context, actor Actor, name string) (client.ProjectCredentials, error) {
+	if err := ValidateProject(name, s.db.Schema()); err != nil {
+		return client.ProjectCredentials{}, err
+	}
+	role := "tf_" + name
+	if len(role) > 63 {
+		role = role[:63]
+	}
+	password := randomHex(24)
+	verifier := scramVerifier(password)
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		p, err := scanProject(tx.QueryRow(ctx, q.Get("ProjectGetForUpdate"), name))
+		if errors.Is(err, db.ErrNotFound) {
+			return fault.NotFound("project %q not found", name)
+		}
+		if err != nil {
+			return err
+		}
+		if p.CredentialsRole == "" {
+			var other string
+			err := tx.QueryRow(ctx, q.Get("ProjectRoleOwner"), role).Scan(&other)
+			if err == nil {
+				return fault.Conflict("role %q already belongs to project %q", role, other)
+			}
+			if !errors.Is(err, db.ErrNotFound) {
+				return err
+			}
+		} else {
+			role = p.CredentialsRole
+		}
+		var roleCreated bool
+		if err := tx.QueryRow(ctx, q.Get("ProjectRoleApply"), name, role, verifier).Scan(&roleCreated); err != nil {
+			if errors.Is(err, db.ErrPermission) {
+				return fault.Wrap(fault.KindForbidden, err, "strata's database role cannot create roles (it needs CREATEROLE)")
+			}
+			return err
+		}
+		if p.CredentialsRole == "" && !roleCreated {
+			return fault.Conflict("a database role %q exists that strata did not make; drop or rename it", role)
+		}
+		if _, err := tx.Exec(ctx, q.Get("ProjectSetRole"), name, role); err != nil {
+			return err
+		}
+		return audit(ctx, tx, actor, "project.credentials", name, map[string]any{"role": role})
+	})
+	if err != nil {
+		return client.ProjectCredentials{}, categorize(err)
+	}
+	base := s.opts.SessionURL
+	if base == "" {
+		base = s.db.URL()
+	}
+	conn := connStrFor(base, role, password)
+	backend := fmt.Sprintf(`terraform {
+  backend "pg" {
+    conn_str             = %q
+    schema_name          = %q
+    skip_schema_creation = true
+    skip_table_creation  = true
+    skip_index_creation  = true
+  }
+}
+`, conn, name)
+	return client.ProjectCredentials{Project: name, Role: role, Password: password, ConnStr: conn, Backend: backend}, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// scramVerifier computes PostgreSQL's SCRAM-SHA-256 verifier for password (RFC 5802/7677),
+// the form CREATE ROLE … PASSWORD accepts pre-hashed.
+func scramVerifier(password string) string {
+	const iterations = 4096
+	salt := make([]byte, 16)
+	_, _ = rand.Read(salt)
+	salted, _ := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
+	mac := func(key []byte, msg string) []byte {
+		h := hmac.New(sha256.New, key)
+		h.Write([]byte(msg))
+		return h.Sum(nil)
+	}
+	clientKey := mac(salted, "Client Key")
+	stored := sha256.Sum256(clientKey)
+	server := mac(salted, "Server Key")
+	enc := base64.StdEncoding.EncodeToString
+	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, enc(salt), enc(stored[:]), enc(server))
+}
+
+// connStrFor rewrites strata's connection string for a pg client: same server, database and
+// TLS settings, the project role's user and password, and none of pgx's pool_* settings
+// (lib/pq, which Terraform and OpenTofu use, would send them to the server as parameters).
+func connStrFor(base, user, password string) string {
+	if u, err := url.Parse(base); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		u.User = url.UserPassword(user, password)
+		qv := u.Query()
+		for k := range qv {
+			if strings.HasPrefix(k, "pool_") || k == "user" || k == "password" || k == "application_name" {
+				qv.Del(k)
+			}
+		}
+		u.RawQuery = qv.Encode()
+		return u.String()
+	}
+	var parts []string
+	for _, f := range strings.Fields(base) {
+		k, _, _ := strings.Cut(f, "=")
+		if strings.HasPrefix(k, "pool_") || k == "user" || k == "password" || k == "application_name" {
+			continue
+		}
+		parts = append(parts, f)
+	}
+	parts = append(parts, "user="+user, "password="+password)
+	return strings.Join(parts, " ")
+}
+

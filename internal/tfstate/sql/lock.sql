@@ -1,0 +1,60 @@
+-- name: LockGet
+SELECT lock_id, info, state_id, owner, unprotected_since, created_at
+FROM {{schema}}.tf_locks
+WHERE project = $1 AND workspace = $2
+
+-- name: LockGetForShare
+-- A write holds the lock row shared, so an UNLOCK cannot slip in between its check of the
+-- lock ID and its commit.
+SELECT lock_id, info, state_id, owner
+FROM {{schema}}.tf_locks
+WHERE project = $1 AND workspace = $2
+FOR SHARE
+
+-- name: LockGetForUpdate
+SELECT lock_id, info, state_id, owner
+FROM {{schema}}.tf_locks
+WHERE project = $1 AND workspace = $2
+FOR UPDATE
+
+-- name: LockAcquire
+-- The whole race between lockers is decided here, by the primary key.
+INSERT INTO {{schema}}.tf_locks (project, workspace, lock_id, info, state_id, owner, created_by, remote_addr)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (project, workspace) DO NOTHING
+RETURNING lock_id
+
+-- name: LockRelease
+DELETE FROM {{schema}}.tf_locks
+WHERE project = $1 AND workspace = $2
+
+-- name: LockNotify
+SELECT pg_notify($1, $2)
+
+-- name: LockHolders
+-- Who holds advisory keys, as pg_locks and pg_stat_activity tell: a single-bigint key shows
+-- as classid = key >> 32, objid = key & 0xffffffff, objsubid = 1. strata's own lock keepers
+-- are left out (recognised by pid and backend start, since pids are reused).
+SELECT (l.classid::bigint << 32) | l.objid::bigint AS key, l.pid,
+	coalesce(a.usename::text, ''), coalesce(host(a.client_addr), ''), coalesce(a.application_name, ''),
+	coalesce(a.xact_start, a.state_change, a.backend_start, now()), l.mode = 'ExclusiveLock'
+FROM pg_locks l
+LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND ((l.classid::bigint << 32) | l.objid::bigint) = ANY ($1::bigint[])
+  AND l.pid <> pg_backend_pid()
+  AND NOT EXISTS (SELECT 1 FROM {{schema}}.tf_keepers k
+                  WHERE k.backend_pid = l.pid AND k.backend_start = a.backend_start)
+ORDER BY l.mode = 'ExclusiveLock' DESC, 6
+
+-- name: LockKeeperHolding
+-- Whether a keeper session (pid) still holds key.
+SELECT EXISTS (
+	SELECT 1 FROM pg_locks l
+	WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted AND l.pid = $1
+	  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	  AND ((l.classid::bigint << 32) | l.objid::bigint) = $2)
+
+-- name: LockTerminate
+SELECT pg_terminate_backend($1)

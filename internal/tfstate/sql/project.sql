@@ -1,0 +1,117 @@
+-- name: ProjectInsert
+INSERT INTO {{schema}}.tf_projects (name, created_by, adopted)
+VALUES ($1, $2, $3)
+ON CONFLICT (name) DO NOTHING
+
+-- name: ProjectGet
+SELECT name, created_at, created_by, adopted, coalesce(role_name, '')
+FROM {{schema}}.tf_projects
+WHERE name = $1
+
+-- name: ProjectGetForUpdate
+SELECT name, created_at, created_by, adopted, coalesce(role_name, '')
+FROM {{schema}}.tf_projects
+WHERE name = $1
+FOR UPDATE
+
+-- name: ProjectList
+SELECT name, created_at, created_by, adopted, coalesce(role_name, '')
+FROM {{schema}}.tf_projects
+ORDER BY name
+
+-- name: ProjectDeleteRow
+DELETE FROM {{schema}}.tf_projects WHERE name = $1
+
+-- name: ProjectSetRole
+UPDATE {{schema}}.tf_projects SET role_name = $2 WHERE name = $1
+
+-- name: ProjectRoleOwner
+SELECT name FROM {{schema}}.tf_projects WHERE role_name = $1
+
+-- name: ProjectDDLLock
+-- Project DDL is serialized per strata installation: CREATE SEQUENCE/SCHEMA IF NOT EXISTS
+-- are not safe against a concurrent creator of the same object (a unique violation in
+-- pg_class instead of "already exists").
+SELECT pg_advisory_xact_lock($1::int4, $2::int4)
+
+-- name: ProjectSchemaExists
+SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)
+
+-- name: ProjectStatesColumns
+-- The states table's columns, for checking that a schema to adopt has the pg backend's
+-- layout.
+SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = 'states' AND c.relkind IN ('r', 'p')
+  AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum
+
+-- name: ProjectStatesNameUnique
+-- Whether some unique index covers exactly (name): the pg backend's upsert needs it.
+SELECT EXISTS (
+	SELECT 1
+	FROM pg_index i
+	JOIN pg_class c ON c.oid = i.indrelid
+	JOIN pg_namespace n ON n.oid = c.relnamespace
+	JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = i.indkey[0]
+	WHERE n.nspname = $1 AND c.relname = 'states' AND i.indisunique
+	  AND i.indnkeyatts = 1 AND a.attname = 'name' AND i.indpred IS NULL
+)
+
+-- name: ProjectCreateSchema
+CREATE SCHEMA IF NOT EXISTS {{project}}
+
+-- name: ProjectCreateSequence
+CREATE SEQUENCE IF NOT EXISTS public.global_states_id_seq AS bigint
+
+-- name: ProjectCreateTable
+CREATE TABLE IF NOT EXISTS {{project}}.states (
+	id bigint NOT NULL DEFAULT nextval('public.global_states_id_seq') PRIMARY KEY,
+	name text UNIQUE,
+	data text
+)
+
+-- name: ProjectCreateIndex
+CREATE UNIQUE INDEX IF NOT EXISTS states_by_name ON {{project}}.states (name)
+
+-- name: ProjectCreateTrigger
+CREATE OR REPLACE TRIGGER strata_state_versions
+AFTER INSERT OR UPDATE ON {{project}}.states
+FOR EACH ROW EXECUTE FUNCTION {{schema}}.tf_states_changed()
+
+-- name: ProjectAdoptVersions
+-- History of an adopted schema starts with the rows it holds at adoption.
+INSERT INTO {{schema}}.tf_state_versions (project, workspace, n, serial, lineage, md5, size, data, source, created_by)
+SELECT $1, s.name, 1, (m).serial, (m).lineage, md5(s.data), octet_length(s.data), s.data, 'adopt', $2
+FROM (SELECT name, data, {{schema}}.tf_state_meta(data) AS m FROM {{project}}.states
+      WHERE name IS NOT NULL AND data IS NOT NULL) s
+ON CONFLICT DO NOTHING
+
+-- name: ProjectStateCount
+SELECT count(*) FROM {{project}}.states s
+WHERE NOT EXISTS (
+	SELECT 1 FROM {{schema}}.tf_placeholders ph
+	WHERE ph.project = $1 AND ph.workspace = s.name AND ph.md5 = md5(s.data))
+
+-- name: ProjectLockTimeout
+SELECT set_config('lock_timeout', '5s', true)
+
+-- name: ProjectDropTrigger
+DROP TRIGGER IF EXISTS strata_state_versions ON {{project}}.states
+
+-- name: ProjectDropTable
+DROP TABLE IF EXISTS {{project}}.states
+
+-- name: ProjectDropSchemaIfEmpty
+SELECT {{schema}}.tf_drop_schema_if_empty($1)
+
+-- name: ProjectLockKeys
+SELECT state_id, owner FROM {{schema}}.tf_locks WHERE project = $1
+
+-- name: ProjectRoleApply
+SELECT {{schema}}.tf_project_role($1, $2, $3)
+
+-- name: ProjectRoleDrop
+SELECT {{schema}}.tf_drop_project_role($1)

@@ -1,0 +1,89 @@
+-- name: StateProjectExists
+SELECT EXISTS (SELECT 1 FROM {{schema}}.tf_projects WHERE name = $1)
+
+-- name: StateGet
+-- A placeholder (a row a LOCK created, still holding the empty state it wrote) is no state.
+SELECT s.data, coalesce(ph.md5 = md5(s.data), false)
+FROM {{project}}.states s
+LEFT JOIN {{schema}}.tf_placeholders ph ON ph.project = $1 AND ph.workspace = s.name
+WHERE s.name = $2
+
+-- name: StateGetForUpdate
+SELECT s.id, coalesce(s.data, ''), coalesce(ph.md5 = md5(s.data), false)
+FROM {{project}}.states s
+LEFT JOIN {{schema}}.tf_placeholders ph ON ph.project = $1 AND ph.workspace = s.name
+WHERE s.name = $2
+FOR UPDATE OF s
+
+-- name: StateGetID
+SELECT id FROM {{project}}.states WHERE name = $1
+
+-- name: StateCreationKeys
+-- Workspace creation takes the creation keys of both generations of pg clients: -1
+-- (Terraform, OpenTofu < 1.10) and OpenTofu's -fnv1_32(schema \0 table). Shared, so strata's
+-- own creators never refuse each other, while a pg client's exclusive probe fails; for this
+-- transaction only, because Terraform probes -1 on every lock in every schema; try, so a
+-- key held by a pg client answers at once.
+SELECT pg_try_advisory_xact_lock_shared(-1::bigint), pg_try_advisory_xact_lock_shared($1::bigint)
+
+-- name: StateRowKey
+-- An unlocked write (terraform -lock=false, or no lock configured) still must not overwrite
+-- a state a pg client has locked: take the row's key for this transaction, without waiting.
+SELECT pg_try_advisory_xact_lock($1::bigint)
+
+-- name: StateInsert
+INSERT INTO {{project}}.states (name, data) VALUES ($1, $2)
+ON CONFLICT (name) DO NOTHING
+RETURNING id
+
+-- name: StateUpdate
+UPDATE {{project}}.states SET data = $2 WHERE id = $1
+
+-- name: StateDelete
+DELETE FROM {{project}}.states WHERE id = $1
+
+-- name: StateSetActor
+-- The trigger that records versions reads who wrote, and how, from these settings; they
+-- last until the end of the transaction.
+SELECT set_config('strata.actor', $1, true), set_config('strata.source', $2, true)
+
+-- name: PlaceholderDelete
+DELETE FROM {{schema}}.tf_placeholders WHERE project = $1 AND workspace = $2
+
+-- name: PlaceholderStateDelete
+-- Unlocking a workspace that only a lock created, and that nobody wrote, removes the row
+-- again, so a plan on a new workspace leaves nothing behind.
+DELETE FROM {{project}}.states s
+USING {{schema}}.tf_placeholders ph
+WHERE s.name = $2 AND ph.project = $1 AND ph.workspace = s.name AND ph.md5 = md5(s.data)
+
+-- name: WorkspaceList
+WITH holders AS (
+	SELECT DISTINCT ON (key) key, pid, usename, client_addr, application_name, since
+	FROM (
+		SELECT (l.classid::bigint << 32) | l.objid::bigint AS key, l.pid,
+			coalesce(a.usename::text, '') AS usename, coalesce(host(a.client_addr), '') AS client_addr,
+			coalesce(a.application_name, '') AS application_name,
+			coalesce(a.xact_start, a.state_change, a.backend_start, now()) AS since
+		FROM pg_locks l
+		LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted AND l.mode = 'ExclusiveLock'
+		  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND NOT EXISTS (SELECT 1 FROM {{schema}}.tf_keepers k
+		                  WHERE k.backend_pid = l.pid AND k.backend_start = a.backend_start)
+	) h
+	ORDER BY key, since
+)
+SELECT s.name, coalesce(octet_length(s.data), 0), (m).serial, coalesce((m).lineage, ''),
+	coalesce(ph.md5 = md5(s.data), false),
+	coalesce(v.n, 0), v.created_at,
+	l.info, coalesce(l.owner, ''), l.unprotected_since, l.created_at,
+	h.pid, h.usename, h.client_addr, h.application_name, h.since, h.key
+FROM (SELECT id, name, data, {{schema}}.tf_state_meta(data) AS m FROM {{project}}.states WHERE name IS NOT NULL) s
+LEFT JOIN {{schema}}.tf_placeholders ph ON ph.project = $1 AND ph.workspace = s.name
+LEFT JOIN LATERAL (
+	SELECT n, created_at FROM {{schema}}.tf_state_versions
+	WHERE project = $1 AND workspace = s.name ORDER BY n DESC LIMIT 1) v ON true
+LEFT JOIN {{schema}}.tf_locks l ON l.project = $1 AND l.workspace = s.name
+LEFT JOIN holders h ON h.key = s.id
+ORDER BY s.name COLLATE "C"

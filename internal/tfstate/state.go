@@ -1,0 +1,312 @@
+package tfstate
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
+)
+
+// State is a workspace's current state, its bytes exactly as written, and their MD5 (the
+// HTTP layer sends it as Content-MD5).
+type State struct {
+	Data []byte
+	MD5  [md5.Size]byte
+}
+
+// StateGet returns a workspace's state. A workspace without a row, or whose row only holds
+// a lock's placeholder, answers NotFound: Terraform reads 404 as "no state yet".
+func (s *Service) StateGet(ctx context.Context, project, workspace string) (State, error) {
+	if err := s.validate(project, workspace); err != nil {
+		return State{}, err
+	}
+	if err := requireProject(ctx, s.db, project); err != nil {
+		return State{}, categorize(err)
+	}
+	var data *string
+	var placeholder bool
+	err := s.db.QueryRow(ctx, pq("StateGet", project), project, workspace).Scan(&data, &placeholder)
+	if errors.Is(err, db.ErrNotFound) || (err == nil && (placeholder || data == nil || *data == "")) {
+		return State{}, fault.NotFound("workspace %s/%s has no state", project, workspace)
+	}
+	if err != nil {
+		return State{}, categorize(err)
+	}
+	b := []byte(*data)
+	return State{Data: b, MD5: md5.Sum(b)}, nil
+}
+
+// WriteRequest is a state write: the body as sent, the lock ID from ?ID= (empty when the
+// client holds no lock), and the request's Content-MD5 decoded (nil when absent).
+type WriteRequest struct {
+	LockID     string
+	Body       []byte
+	ContentMD5 []byte
+}
+
+// WriteResult describes a stored write.
+type WriteResult struct {
+	// Version is strata's version number of the state now stored.
+	Version int64
+	MD5     [md5.Size]byte
+	// Unchanged is true for a retry: the same bytes were already stored; nothing was written.
+	Unchanged bool
+}
+
+// StateWrite stores a state (POST or PUT on the state URL); its first write creates the
+// workspace. It enforces, in one transaction:
+//
+//   - size (KindTooLarge) and Content-MD5 (KindInvalid);
+//   - the lock: while the workspace is locked, the write must carry the lock's ID
+//     (KindLocked with the holder otherwise); a write naming a lock that is no longer held
+//     (force-unlocked meanwhile) is refused (KindConflict), since its writer no longer has
+//     the exclusion it thinks it has; an unlocked write without ID (-lock=false) is allowed
+//     unless a pg client holds the workspace's key;
+//   - the write rules (KindConflict): a lower serial on the same lineage, or another lineage
+//     over a state that still has resources. Identical bytes are a retry (Unchanged).
+func (s *Service) StateWrite(ctx context.Context, actor Actor, project, workspace string, req WriteRequest) (WriteResult, error) {
+	if err := s.validate(project, workspace); err != nil {
+		return WriteResult{}, err
+	}
+	if int64(len(req.Body)) > s.opts.MaxStateBytes {
+		return WriteResult{}, fault.New(fault.KindTooLarge, "state of %d bytes exceeds the limit of %d bytes", len(req.Body), s.opts.MaxStateBytes)
+	}
+	sum := md5.Sum(req.Body)
+	if req.ContentMD5 != nil && !bytes.Equal(req.ContentMD5, sum[:]) {
+		return WriteResult{}, fault.Invalid("/Content-MD5", "Content-MD5 does not match the body")
+	}
+	if len(bytes.TrimSpace(req.Body)) == 0 {
+		// An empty row makes pg clients fail with "no state".
+		return WriteResult{}, fault.Invalid("/", "state is empty")
+	}
+	if !utf8.Valid(req.Body) || bytes.IndexByte(req.Body, 0) >= 0 {
+		return WriteResult{}, fault.Invalid("/", "state must be UTF-8 text without NUL bytes (the pg backend stores it as text)")
+	}
+	res, err := s.write(ctx, actor, project, workspace, req.LockID, req.Body, "http", nil)
+	return res, categorize(err)
+}
+
+// writeRules decides whether next may replace cur (both readable states): nil to write,
+// errUnchanged for a retry, a KindConflict otherwise.
+func writeRules(project, workspace string, cur, next []byte) error {
+	if bytes.Equal(cur, next) {
+		return errUnchanged
+	}
+	c, n := parseState(cur), parseState(next)
+	if !c.Readable || !n.Readable {
+		return nil
+	}
+	if n.Lineage != c.Lineage {
+		if c.HasResources {
+			return fault.Conflict("state of %s/%s has lineage %s and still has resources; a state of lineage %s cannot replace it (destroy the resources, or restore a version)", project, workspace, c.Lineage, n.Lineage)
+		}
+		return nil
+	}
+	if n.Serial < c.Serial {
+		return fault.Conflict("stale state for %s/%s: serial %d is lower than the stored serial %d", project, workspace, n.Serial, c.Serial)
+	}
+	return nil
+}
+
+var errUnchanged = errors.New("unchanged")
+
+// write is the one write path, for StateWrite and VersionRestore. prepare, when set,
+// rewrites the body given the current state (restore bumps the serial) and skips the rules.
+func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lockID string, body []byte, source string,
+	prepare func(cur []byte, exists bool) []byte) (WriteResult, error) {
+	var res WriteResult
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		if err := requireProject(ctx, tx, project); err != nil {
+			return err
+		}
+		lock, locked, err := scanLock(tx.QueryRow(ctx, q.Get("LockGetForShare"), project, workspace))
+		if err != nil {
+			return err
+		}
+		switch {
+		case locked && lock.ID != lockID:
+			return lockedError(fmt.Sprintf("workspace %s/%s is locked by %s (lock %s); a write must carry that lock's ID", project, workspace, lock.Info.Who, lock.ID), lock.Info)
+		case !locked && lockID != "":
+			return fault.Conflict("lock %s on %s/%s is no longer held (force-unlocked?); the write was refused", lockID, project, workspace)
+		}
+		var id int64
+		var cur string
+		var placeholder bool
+		err = tx.QueryRow(ctx, pq("StateGetForUpdate", project), project, workspace).Scan(&id, &cur, &placeholder)
+		exists := err == nil
+		if err != nil && !errors.Is(err, db.ErrNotFound) {
+			return err
+		}
+		if exists && (!locked || lock.Owner == "") {
+			// Without a keeper holding the key for us, make sure no pg client holds it now.
+			var ok bool
+			if err := tx.QueryRow(ctx, q.Get("StateRowKey"), id).Scan(&ok); err != nil {
+				return err
+			}
+			if !ok {
+				return pgLocked(ctx, tx, project, workspace, id)
+			}
+		}
+		hasState := exists && !placeholder && cur != ""
+		if prepare != nil {
+			body = prepare([]byte(cur), hasState)
+		} else if hasState {
+			if err := writeRules(project, workspace, []byte(cur), body); err != nil {
+				if errors.Is(err, errUnchanged) {
+					res.Unchanged = true
+					res.MD5 = md5.Sum(body)
+					return tx.QueryRow(ctx, q.Get("VersionLatest"), project, workspace).Scan(&res.Version)
+				}
+				return err
+			}
+		}
+		if err := setActor(ctx, tx, actor, source); err != nil {
+			return err
+		}
+		if !exists {
+			if err := creationKeys(ctx, tx, project, workspace); err != nil {
+				return err
+			}
+			err := tx.QueryRow(ctx, pq("StateInsert", project), workspace, string(body)).Scan(&id)
+			if errors.Is(err, db.ErrNotFound) {
+				return fault.Conflict("workspace %s/%s was created concurrently; retry", project, workspace)
+			}
+			if err != nil {
+				return err
+			}
+		} else if _, err := tx.Exec(ctx, pq("StateUpdate", project), id, string(body)); err != nil {
+			return err
+		}
+		res.MD5 = md5.Sum(body)
+		if err := tx.QueryRow(ctx, q.Get("VersionLatest"), project, workspace).Scan(&res.Version); err != nil {
+			return err
+		}
+		if s.opts.KeepVersions > 0 {
+			if _, err := tx.Exec(ctx, q.Get("VersionPrune"), project, workspace, s.opts.KeepVersions); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return res, err
+}
+
+// StateDelete removes a workspace's state (its versions stay, so it can be restored). While
+// the workspace is locked, lockID must be the lock's; the lock goes with the state.
+func (s *Service) StateDelete(ctx context.Context, actor Actor, project, workspace, lockID string) error {
+	if err := s.validate(project, workspace); err != nil {
+		return err
+	}
+	var released heldLock
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		if err := requireProject(ctx, tx, project); err != nil {
+			return err
+		}
+		lock, locked, err := scanLock(tx.QueryRow(ctx, q.Get("LockGetForUpdate"), project, workspace))
+		if err != nil {
+			return err
+		}
+		if locked && lock.ID != lockID {
+			return lockedError(fmt.Sprintf("workspace %s/%s is locked by %s (lock %s)", project, workspace, lock.Info.Who, lock.ID), lock.Info)
+		}
+		var id int64
+		var cur string
+		var placeholder bool
+		err = tx.QueryRow(ctx, pq("StateGetForUpdate", project), project, workspace).Scan(&id, &cur, &placeholder)
+		if errors.Is(err, db.ErrNotFound) {
+			return fault.NotFound("workspace %s/%s has no state", project, workspace)
+		}
+		if err != nil {
+			return err
+		}
+		if !locked || lock.Owner == "" {
+			var ok bool
+			if err := tx.QueryRow(ctx, q.Get("StateRowKey"), id).Scan(&ok); err != nil {
+				return err
+			}
+			if !ok {
+				return pgLocked(ctx, tx, project, workspace, id)
+			}
+		}
+		if _, err := tx.Exec(ctx, pq("StateDelete", project), id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, q.Get("PlaceholderDelete"), project, workspace); err != nil {
+			return err
+		}
+		if locked {
+			if _, err := tx.Exec(ctx, q.Get("LockRelease"), project, workspace); err != nil {
+				return err
+			}
+			if lock.Owner != "" && lock.Owner != s.replica {
+				var ignored string
+				if err := tx.QueryRow(ctx, q.Get("LockNotify"), s.channel, lock.Owner).Scan(&ignored); err != nil {
+					return err
+				}
+			}
+			released = lock
+		}
+		return audit(ctx, tx, actor, "state.delete", project+"/"+workspace, map[string]any{"placeholder": placeholder})
+	})
+	if err != nil {
+		return categorize(err)
+	}
+	if released.Owner != "" {
+		s.afterUnlock(context.WithoutCancel(ctx), released.Owner, released.StateID)
+	}
+	return nil
+}
+
+// WorkspaceList lists a project's workspaces with their lock holders (HTTP or pg), in
+// byte order of their names.
+func (s *Service) WorkspaceList(ctx context.Context, project string) ([]client.Workspace, error) {
+	if err := ValidateProject(project, s.db.Schema()); err != nil {
+		return nil, err
+	}
+	if err := requireProject(ctx, s.db, project); err != nil {
+		return nil, categorize(err)
+	}
+	rows, err := s.db.Query(ctx, pq("WorkspaceList", project), project)
+	if err != nil {
+		return nil, categorize(err)
+	}
+	defer rows.Close()
+	out := []client.Workspace{}
+	for rows.Next() {
+		var w client.Workspace
+		var info, owner *string
+		var unprotected, lockedAt *time.Time
+		var pid *int32
+		var user, addr, app *string
+		var since *time.Time
+		var key *int64
+		if err := rows.Scan(&w.Name, &w.Size, &w.Serial, &w.Lineage, &w.Placeholder, &w.Version, &w.UpdatedAt,
+			&info, &owner, &unprotected, &lockedAt, &pid, &user, &addr, &app, &since, &key); err != nil {
+			return nil, categorize(err)
+		}
+		if w.Placeholder {
+			w.Size, w.Serial, w.Lineage = 0, nil, ""
+		}
+		switch {
+		case info != nil:
+			st := &client.LockStatus{Locked: true, Kind: "http", Info: &client.LockInfo{}, Since: lockedAt}
+			_ = json.Unmarshal([]byte(*info), st.Info)
+			st.Protected = owner != nil && *owner != "" && unprotected == nil
+			w.Lock = st
+		case pid != nil:
+			h := pgHolder{Key: *key, PID: int(*pid), User: *user, Addr: *addr, App: *app, Since: *since}
+			t := h.Since.UTC()
+			w.Lock = &client.LockStatus{Locked: true, Kind: "pg", PG: h.status(), Since: &t}
+		}
+		out = append(out, w)
+	}
+	return out, categorize(rows.Err())
+}
