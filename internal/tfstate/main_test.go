@@ -133,3 +133,5 @@ func requireLocked(t *testing.T, err error) client.LockInfo {
 	require.NotEmpty(t, info.ID)
 	return info
 }
+
+func hexString(b []byte) string { return hex.EncodeToString(b) }

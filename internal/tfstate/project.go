@@ -377,4 +377,3 @@ func connStrFor(base, user, password string) string {
 	parts = append(parts, "user="+user, "password="+password)
 	return strings.Join(parts, " ")
 }
-

@@ -1,0 +1,304 @@
+package tfstate
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
+)
+
+func stateID(t *testing.T, s *db.Session, project, workspace string) int64 {
+	t.Helper()
+	var id int64
+	require.NoError(t, s.QueryRow(context.Background(), &db.Query{Name: "test", Text: fmt.Sprintf(`SELECT id FROM %s.states WHERE name = $1`, db.QuoteIdent(project))}, workspace).Scan(&id))
+	return id
+}
+
+// pgClientTry is what a pg backend client does to lock an existing workspace.
+func pgClientTry(t *testing.T, s *db.Session, key int64) bool {
+	t.Helper()
+	return rawBool(t, s, `SELECT pg_try_advisory_lock($1)`, key)
+}
+
+func TestLockProtocol(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	b.project(t, "p")
+	ws := "default"
+
+	info, err := b.svc.Lock(ctx, b.actor, "p", ws, lockBody("L1"))
+	require.NoError(t, err)
+	require.Equal(t, "L1", info.ID)
+	// Clients retry a LOCK whose answer they lost: the same ID succeeds again.
+	_, err = b.svc.Lock(ctx, b.actor, "p", ws, lockBody("L1"))
+	require.NoError(t, err)
+	// Another ID: 423 with the holder's LockInfo, Go field names.
+	holder := requireLocked(t, func() error { _, err := b.svc.Lock(ctx, b.actor, "p", ws, lockBody("L2")); return err }())
+	require.Equal(t, "L1", holder.ID)
+	require.Equal(t, "OperationTypeApply", holder.Operation)
+	require.Equal(t, "alice@host", holder.Who)
+
+	// A lock on a workspace without a row made a placeholder: no state to read yet.
+	_, err = b.svc.StateGet(ctx, "p", ws)
+	requireKind(t, err, fault.KindNotFound)
+	wss, err := b.svc.WorkspaceList(ctx, "p")
+	require.NoError(t, err)
+	require.Len(t, wss, 1)
+	require.True(t, wss[0].Placeholder)
+	require.Equal(t, "L1", wss[0].Lock.Info.ID)
+	require.True(t, wss[0].Lock.Protected)
+
+	// Writes while locked must carry the lock's ID.
+	requireLocked(t, func() error {
+		_, err := b.svc.StateWrite(ctx, b.actor, "p", ws, WriteRequest{Body: stateJSON(1, "l", 1)})
+		return err
+	}())
+	requireLocked(t, func() error {
+		_, err := b.svc.StateWrite(ctx, b.actor, "p", ws, WriteRequest{LockID: "L2", Body: stateJSON(1, "l", 1)})
+		return err
+	}())
+	res, err := b.svc.StateWrite(ctx, b.actor, "p", ws, WriteRequest{LockID: "L1", Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.Version, "the placeholder is not a version")
+
+	st, err := b.svc.LockStatus(ctx, "p", ws)
+	require.NoError(t, err)
+	require.True(t, st.Locked)
+	require.Equal(t, "http", st.Kind)
+	require.Equal(t, "L1", st.Info.ID)
+
+	// Unlock with another ID: 423 with the holder; with the right one (OpenTofu's {"ID"} body
+	// or Terraform's full LockInfo): done; again: still fine (retries).
+	req, err := ParseUnlockBody([]byte(`{"ID":"L2"}`))
+	require.NoError(t, err)
+	requireLocked(t, b.svc.Unlock(ctx, b.actor, "p", ws, req))
+	req, err = ParseUnlockBody(lockBody("L1"))
+	require.NoError(t, err)
+	require.NoError(t, b.svc.Unlock(ctx, b.actor, "p", ws, req))
+	require.NoError(t, b.svc.Unlock(ctx, b.actor, "p", ws, req))
+
+	// A write naming a lock that is gone is refused: its writer lost its exclusion.
+	_, err = b.svc.StateWrite(ctx, b.actor, "p", ws, WriteRequest{LockID: "L1", Body: stateJSON(2, "l", 1)})
+	requireKind(t, err, fault.KindConflict)
+	// Without a lock, a write without ID goes through (terraform -lock=false).
+	_, err = b.svc.StateWrite(ctx, b.actor, "p", ws, WriteRequest{Body: stateJSON(2, "l", 1)})
+	require.NoError(t, err)
+
+	st, err = b.svc.LockStatus(ctx, "p", ws)
+	require.NoError(t, err)
+	require.False(t, st.Locked)
+	_, err = ParseLockInfo([]byte(`{"Operation":"x"}`))
+	requireKind(t, err, fault.KindInvalid)
+}
+
+func TestUnlockWithoutWriteRemovesPlaceholder(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	b.project(t, "p")
+	_, err := b.svc.Lock(ctx, b.actor, "p", "plan-only", lockBody("L"))
+	require.NoError(t, err)
+	pg := rawSession(t, b.url)
+	require.True(t, rawBool(t, pg, `SELECT EXISTS (SELECT 1 FROM p.states WHERE name = 'plan-only')`))
+	require.NoError(t, b.svc.Unlock(ctx, b.actor, "p", "plan-only", UnlockRequest{ID: "L"}))
+	require.False(t, rawBool(t, pg, `SELECT EXISTS (SELECT 1 FROM p.states WHERE name = 'plan-only')`))
+	wss, err := b.svc.WorkspaceList(ctx, "p")
+	require.NoError(t, err)
+	require.Empty(t, wss)
+}
+
+// TestHTTPLockExcludesPgClients: while an HTTP lock is held, the keeper holds the row's
+// advisory key, so a pg client's pg_try_advisory_lock(states.id) fails, for an existing
+// workspace and for one the lock created. The control runs the same steps on a service
+// without a keeper and shows the pg client getting in: the test can fail.
+func TestHTTPLockExcludesPgClients(t *testing.T) {
+	t.Parallel()
+	for _, keeper := range []bool{true, false} {
+		t.Run(fmt.Sprintf("keeper=%v", keeper), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, setupOpts{noKeeper: !keeper})
+			ctx := context.Background()
+			b.project(t, "p")
+			_, err := b.svc.StateWrite(ctx, b.actor, "p", "existing", WriteRequest{Body: stateJSON(1, "l", 1)})
+			require.NoError(t, err)
+			pg := rawSession(t, b.url)
+			for _, ws := range []string{"existing", "fresh"} {
+				_, err := b.svc.Lock(ctx, b.actor, "p", ws, lockBody("L-"+ws))
+				require.NoError(t, err)
+				key := stateID(t, pg, "p", ws)
+				got := pgClientTry(t, pg, key)
+				require.Equal(t, !keeper, got, "pg client got the key of %s", ws)
+				if got {
+					rawBool(t, pg, `SELECT pg_advisory_unlock($1)`, key)
+				}
+				require.NoError(t, b.svc.Unlock(ctx, b.actor, "p", ws, UnlockRequest{ID: "L-" + ws}))
+				if ws == "existing" {
+					require.True(t, pgClientTry(t, pg, key), "after UNLOCK the key is free")
+					rawBool(t, pg, `SELECT pg_advisory_unlock($1)`, key)
+				}
+			}
+			r := b.svc.Readiness(ctx)
+			require.Equal(t, keeper, r.PGClientsExcluded, r.Detail)
+		})
+	}
+}
+
+// TestLockRefusedWhilePgClientHoldsKey: a pg client holding the workspace's key (as
+// Terraform does for a whole apply) makes LOCK and unlocked writes answer 423 at once, with a
+// LockInfo naming the holding backend; LockStatus shows it; force-unlock terminates it.
+func TestLockRefusedWhilePgClientHoldsKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	b.project(t, "p")
+	_, err := b.svc.StateWrite(ctx, b.actor, "p", "default", WriteRequest{Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+	pg := rawSession(t, b.url)
+	key := stateID(t, pg, "p", "default")
+	rawBool(t, pg, `SELECT pg_advisory_lock($1) IS NULL`, key)
+
+	start := time.Now()
+	_, err = b.svc.Lock(ctx, b.actor, "p", "default", lockBody("L"))
+	holder := requireLocked(t, err)
+	require.Less(t, time.Since(start), time.Second, "no wait")
+	require.Equal(t, fmt.Sprintf("pg-backend-pid-%d", pg.PID()), holder.ID)
+	require.Equal(t, "p/default", holder.Path)
+	require.Contains(t, holder.Info, "pg-client-test")
+
+	_, err = b.svc.StateWrite(ctx, b.actor, "p", "default", WriteRequest{Body: stateJSON(2, "l", 1)})
+	requireLocked(t, err)
+
+	st, err := b.svc.LockStatus(ctx, "p", "default")
+	require.NoError(t, err)
+	require.Equal(t, "pg", st.Kind)
+	require.Equal(t, int(pg.PID()), st.PG.PID)
+	require.Equal(t, "pg-client-test", st.PG.ApplicationName)
+	require.Equal(t, key, st.PG.Key)
+	wss, err := b.svc.WorkspaceList(ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, "pg", wss[0].Lock.Kind)
+
+	// Force-unlock needs the right, and then ends the holding backend.
+	requireKind(t, b.svc.Unlock(ctx, Actor{Name: "bob"}, "p", "default", UnlockRequest{Force: true}), fault.KindForbidden)
+	require.NoError(t, b.svc.Unlock(ctx, b.actor, "p", "default", UnlockRequest{Force: true}))
+	require.Eventually(t, func() bool {
+		_, err := pg.Exec(ctx, &db.Query{Name: "test", Text: "SELECT 1"})
+		return err != nil
+	}, 5*time.Second, 20*time.Millisecond, "the pg client's backend was terminated")
+	_, err = b.svc.Lock(ctx, b.actor, "p", "default", lockBody("L"))
+	require.NoError(t, err)
+	requireAudit(t, b, "state.force-unlock", "p/default")
+
+	// Forcing an HTTP lock ends it whatever its ID (Terraform's empty UNLOCK body).
+	req, err := ParseUnlockBody(nil)
+	require.NoError(t, err)
+	require.True(t, req.Force)
+	require.NoError(t, b.svc.Unlock(ctx, b.actor, "p", "default", req))
+	st, err = b.svc.LockStatus(ctx, "p", "default")
+	require.NoError(t, err)
+	require.False(t, st.Locked)
+}
+
+func requireAudit(t *testing.T, b *testBundle, action, target string) {
+	t.Helper()
+	var n int64
+	require.NoError(t, b.db.QueryRow(context.Background(), &db.Query{Name: "test", Text: `SELECT count(*) FROM {{schema}}.audit_log WHERE action = $1 AND target = $2`}, action, target).Scan(&n))
+	require.Positive(t, n, "audit %s %s", action, target)
+}
+
+// TestCreationKeys: holding OpenTofu's creation key of project A (as psql or a tofu client
+// creating a workspace would) makes creating a workspace in A answer 423 at once, while 30
+// other projects create workspaces in parallel, and while writes to A's existing
+// workspaces go on. Holding Terraform's -1 refuses creations everywhere (that key is
+// global by Terraform's design), but not writes to existing workspaces.
+func TestCreationKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{opts: Options{}})
+	ctx := context.Background()
+	b.project(t, "proj_a")
+	const others = 30
+	for i := range others {
+		b.project(t, fmt.Sprintf("other_%02d", i))
+	}
+	_, err := b.svc.StateWrite(ctx, b.actor, "proj_a", "existing", WriteRequest{Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+
+	pg := rawSession(t, b.url)
+	rawBool(t, pg, `SELECT pg_advisory_lock($1) IS NULL`, int64(-3564375542))
+
+	start := time.Now()
+	_, err = b.svc.StateWrite(ctx, b.actor, "proj_a", "new", WriteRequest{Body: stateJSON(1, "l", 1)})
+	holder := requireLocked(t, err)
+	require.Equal(t, "pg backend workspace creation", holder.Operation)
+	_, err = b.svc.Lock(ctx, b.actor, "proj_a", "new2", lockBody("L"))
+	requireLocked(t, err)
+	require.Less(t, time.Since(start), time.Second)
+	_, err = b.svc.StateWrite(ctx, b.actor, "proj_a", "existing", WriteRequest{Body: stateJSON(2, "l", 1)})
+	require.NoError(t, err, "writes to existing workspaces take no creation key")
+
+	var wg sync.WaitGroup
+	errs := make([]error, others)
+	start = time.Now()
+	for i := range others {
+		wg.Go(func() {
+			p := fmt.Sprintf("other_%02d", i)
+			_, errs[i] = b.svc.StateWrite(ctx, b.actor, p, "default", WriteRequest{Body: stateJSON(1, "l", 0)})
+			if errs[i] == nil {
+				_, errs[i] = b.svc.Lock(ctx, b.actor, p, "locked", lockBody("L"))
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "project other_%02d", i)
+	}
+	t.Logf("%d projects created 2 workspaces each in parallel in %v while proj_a's creation key was held", others, time.Since(start))
+
+	rawBool(t, pg, `SELECT pg_advisory_unlock($1)`, int64(-3564375542))
+	_, err = b.svc.StateWrite(ctx, b.actor, "proj_a", "new", WriteRequest{Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+
+	rawBool(t, pg, `SELECT pg_advisory_lock(-1) IS NULL`)
+	_, err = b.svc.StateWrite(ctx, b.actor, "other_00", "brand-new", WriteRequest{Body: stateJSON(1, "l", 1)})
+	requireLocked(t, err)
+	_, err = b.svc.StateWrite(ctx, b.actor, "other_00", "default", WriteRequest{Body: stateJSON(2, "l", 0)})
+	require.NoError(t, err)
+}
+
+// TestStrataCreationsNeverRefuseEachOther: the creation keys are taken shared, so 50
+// projects making their first workspace at the same moment all succeed, and a pg client's
+// exclusive probe fails while they do. Timing of 50 against one is logged (the benchmark
+// belongs to docs/benchmarks.md).
+func TestStrataCreationsNeverRefuseEachOther(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{noKeeper: true})
+	ctx := context.Background()
+	const n = 50
+	for i := range n {
+		b.project(t, fmt.Sprintf("p%02d", i))
+	}
+	start := time.Now()
+	_, err := b.svc.StateWrite(ctx, b.actor, "p00", "solo", WriteRequest{Body: stateJSON(1, "l", 0)})
+	require.NoError(t, err)
+	one := time.Since(start)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	start = time.Now()
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = b.svc.StateWrite(ctx, b.actor, fmt.Sprintf("p%02d", i), "default", WriteRequest{Body: stateJSON(1, "l", 0)})
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	t.Logf("one first write: %v; %d parallel first writes in %d projects: %v", one, n, n, time.Since(start))
+}
