@@ -59,6 +59,10 @@ func classify(err error) *fault.Error {
 		return &fault.Error{Kind: fault.KindTooLarge, Detail: fmt.Sprintf("request body is larger than the limit of %d bytes", maxErr.Limit), Err: err}
 	}
 	switch {
+	case errors.Is(err, db.ErrInvalid):
+		// Capability packages validate first; this is the backstop for a value only the
+		// database could judge, so the client still learns it was its input.
+		return &fault.Error{Kind: fault.KindInvalid, Detail: "the database refused a value in the request (out of range or not representable)", Err: err}
 	case errors.Is(err, db.ErrUnavailable):
 		return &fault.Error{Kind: fault.KindUnavailable, Detail: "the database is not reachable; try again", Err: err}
 	case errors.Is(err, db.ErrLockNotAvailable):

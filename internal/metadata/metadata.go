@@ -81,6 +81,9 @@ func Validate(labels, annotations map[string]string) error {
 		if _, _, err := SplitKey(k); err != nil {
 			errs = append(errs, fault.FieldError{Field: "/metadata/annotations/" + escapePointer(k), Message: "invalid annotation key: " + err.Error()})
 		}
+		if strings.ContainsRune(annotations[k], 0) {
+			errs = append(errs, fault.FieldError{Field: "/metadata/annotations/" + escapePointer(k), Message: "annotation value must not contain the NUL character"})
+		}
 		total += len(k) + len(annotations[k])
 	}
 	if total > MaxAnnotationBytes {

@@ -10,6 +10,7 @@
 package resource
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"encoding/base64"
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stratahq/strata/client"
@@ -101,11 +103,64 @@ func normalize(ref Ref, obj *client.Object) error {
 	if len(obj.Spec) == 0 || string(obj.Spec) == "null" {
 		obj.Spec = json.RawMessage("{}")
 	}
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(obj.Spec, &probe); err != nil {
-		return fault.Invalid("/spec", "spec must be a JSON object")
+	spec, err := canonicalSpec(obj.Spec)
+	if err != nil {
+		return err
 	}
+	obj.Spec = spec
 	return nil
+}
+
+// canonicalSpec checks that spec is a JSON object PostgreSQL's jsonb can store and returns
+// it re-encoded: numbers keep their exact text, strings become valid UTF-8. The NUL
+// character cannot be stored in jsonb, so it is refused with the path of the offending value
+// rather than failing in the database.
+func canonicalSpec(raw json.RawMessage) (json.RawMessage, error) {
+	v, err := decodeJSON(raw)
+	if err != nil {
+		return nil, fault.Invalid("/spec", "spec is not valid JSON: %v", err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, fault.Invalid("/spec", "spec must be a JSON object")
+	}
+	if err := checkDepth(v, 0); err != nil {
+		return nil, fault.Invalid("/spec", "%v", err)
+	}
+	if path, ok := findNUL(v, "/spec"); ok {
+		return nil, fault.Invalid(path, "must not contain the NUL character (\\u0000), which PostgreSQL cannot store")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fault.Invalid("/spec", "%v", err)
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// findNUL returns the JSON pointer of the first string or key holding a NUL character.
+func findNUL(v any, path string) (string, bool) {
+	switch t := v.(type) {
+	case string:
+		return path, strings.ContainsRune(t, 0)
+	case map[string]any:
+		for k, c := range t {
+			p := path + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+			if strings.ContainsRune(k, 0) {
+				return p, true
+			}
+			if p, ok := findNUL(c, p); ok {
+				return p, true
+			}
+		}
+	case []any:
+		for i, c := range t {
+			if p, ok := findNUL(c, fmt.Sprintf("%s/%d", path, i)); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }
 
 // Create stores a new object; 409 when it exists.

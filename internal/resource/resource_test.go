@@ -92,6 +92,8 @@ func TestValidation(t *testing.T) {
 		{"ok", client.Object{Metadata: client.ObjectMeta{Labels: map[string]string{"a/b/c": "x"}}}, "/metadata/labels/a~1b~1c"},
 		{"ok", client.Object{Spec: json.RawMessage(`[1,2]`)}, "/spec"},
 		{"ok", client.Object{Metadata: client.ObjectMeta{Name: "other"}}, "/metadata/name"},
+		{"ok", client.Object{Spec: json.RawMessage(`{"a":{"b":["x","\u0000"]}}`)}, "/spec/a/b/1"},
+		{"ok", client.Object{Metadata: client.ObjectMeta{Annotations: map[string]string{"n": "a\x00"}}}, "/metadata/annotations/n"},
 	}
 	for _, c := range cases {
 		_, err := b.svc.Create(ctx, org(c.name), c.obj)

@@ -1,0 +1,79 @@
+// Package archtest enforces the dependency rules of DESIGN.md and that every package has a
+// doc comment, so the architecture shown by the layout cannot erode silently.
+package archtest
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+type pkg struct {
+	ImportPath string
+	Doc        string
+	Imports    []string
+	Deps       []string
+	Name       string
+	GoFiles    []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", "github.com/stratahq/strata/...").Output()
+	require.NoError(t, err)
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	var pkgs []pkg
+	for dec.More() {
+		var p pkg
+		require.NoError(t, dec.Decode(&p))
+		pkgs = append(pkgs, p)
+	}
+	require.NotEmpty(t, pkgs)
+	return pkgs
+}
+
+const mod = "github.com/stratahq/strata/"
+
+func TestDependencyRules(t *testing.T) {
+	t.Parallel()
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(p.ImportPath, mod)
+		for _, imp := range p.Imports {
+			if strings.HasPrefix(imp, "github.com/jackc/") {
+				require.Equal(t, "internal/db", rel, "only internal/db may import pgx (%s imports %s)", rel, imp)
+			}
+			if strings.HasPrefix(rel, "internal/") && rel != "internal/httpapi" && rel != "internal/server" && rel != "internal/cli" && imp == "net/http" {
+				t.Errorf("capability package %s must not import net/http", rel)
+			}
+			if rel == "internal/httpapi" {
+				require.False(t, strings.HasPrefix(imp, "github.com/jackc/"), "httpapi must not import pgx")
+			}
+		}
+		if rel == "client" {
+			for _, d := range p.Deps {
+				require.False(t, strings.HasPrefix(d, mod+"internal/"), "the public client must not depend on internal packages (%s)", d)
+			}
+		}
+		if rel == "internal/cli" {
+			for _, imp := range p.Imports {
+				if strings.HasPrefix(imp, mod+"internal/") {
+					require.Contains(t, []string{mod + "internal/server", mod + "internal/db", mod + "internal/pgembed"}, imp,
+						"client commands use only the client package; only serve/migrate reach the server side (%s)", imp)
+				}
+			}
+		}
+	}
+}
+
+func TestEveryPackageHasDoc(t *testing.T) {
+	t.Parallel()
+	for _, p := range listPackages(t) {
+		if len(p.GoFiles) == 0 {
+			continue // test-only package
+		}
+		require.NotEmpty(t, p.Doc, "%s needs a package doc comment", p.ImportPath)
+	}
+}
