@@ -1,0 +1,139 @@
+package tfstate
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/internal/db"
+)
+
+// TestUnlockForwardedToOwner: an UNLOCK served by another replica deletes the row and
+// NOTIFYs the owner, whose keeper lets the key go before the UNLOCK returns.
+func TestUnlockForwardedToOwner(t *testing.T) {
+	t.Parallel()
+	a := setup(t, setupOpts{opts: Options{ReplicaID: "replica-a"}})
+	bb := setupOn(t, a.url, setupOpts{opts: Options{ReplicaID: "replica-b"}})
+	ctx := context.Background()
+	a.project(t, "p")
+	_, err := a.svc.StateWrite(ctx, a.actor, "p", "default", WriteRequest{Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+	_, err = a.svc.Lock(ctx, a.actor, "p", "default", lockBody("L"))
+	require.NoError(t, err)
+	pg := rawSession(t, a.url)
+	key := stateID(t, pg, "p", "default")
+	require.False(t, pgClientTry(t, pg, key))
+
+	// Replica B sees A's lock and refuses another; its own keeper never touches A's key.
+	_, err = bb.svc.Lock(ctx, bb.actor, "p", "default", lockBody("M"))
+	requireLocked(t, err)
+
+	start := time.Now()
+	require.NoError(t, bb.svc.Unlock(ctx, bb.actor, "p", "default", UnlockRequest{ID: "L"}))
+	t.Logf("forwarded unlock took %v", time.Since(start))
+	require.True(t, pgClientTry(t, pg, key), "the owner released the key")
+	rawBool(t, pg, `SELECT pg_advisory_unlock($1)`, key)
+
+	// And B may now lock it, its own keeper holding the key.
+	_, err = bb.svc.Lock(ctx, bb.actor, "p", "default", lockBody("M"))
+	require.NoError(t, err)
+	require.False(t, pgClientTry(t, pg, key))
+}
+
+// TestKeeperRetakesKeysAfterReconnect: when the keeper's backend is killed (a failover, a
+// dropped connection), the keeper reconnects and takes its keys again; a key a pg client
+// grabbed meanwhile is reported unprotected, not silently lost, and taken back once free.
+func TestKeeperRetakesKeysAfterReconnect(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	b.project(t, "p")
+	for _, ws := range []string{"one", "two"} {
+		_, err := b.svc.Lock(ctx, b.actor, "p", ws, lockBody("L-"+ws))
+		require.NoError(t, err)
+	}
+	pg := rawSession(t, b.url)
+	keyOne, keyTwo := stateID(t, pg, "p", "one"), stateID(t, pg, "p", "two")
+	old := b.svc.Readiness(ctx).KeeperPID
+	require.NotZero(t, old)
+
+	// Kill the keeper and have a "pg client" wait for key two: it gets it the moment the
+	// keeper's backend is gone, before the keeper can come back.
+	rawBool(t, pg, `SELECT pg_terminate_backend($1)`, int32(old))
+	rawBool(t, pg, `SELECT pg_advisory_lock($1) IS NULL`, keyTwo)
+
+	require.Eventually(t, func() bool {
+		r := b.svc.Readiness(ctx)
+		return r.PGClientsExcluded && r.KeeperPID != old && r.UnprotectedLocks == 1
+	}, 10*time.Second, 50*time.Millisecond)
+	st, err := b.svc.LockStatus(ctx, "p", "two")
+	require.NoError(t, err)
+	require.True(t, st.Locked)
+	require.False(t, st.Protected, "key two is held by the pg client")
+	st, err = b.svc.LockStatus(ctx, "p", "one")
+	require.NoError(t, err)
+	require.True(t, st.Protected)
+	probe := rawSession(t, b.url)
+	require.False(t, pgClientTry(t, probe, keyOne), "key one was taken back")
+
+	rawBool(t, pg, `SELECT pg_advisory_unlock($1)`, keyTwo)
+	require.Eventually(t, func() bool {
+		st, err := b.svc.LockStatus(ctx, "p", "two")
+		return err == nil && st.Protected
+	}, 10*time.Second, 50*time.Millisecond)
+	require.False(t, pgClientTry(t, probe, keyTwo))
+	require.Zero(t, b.svc.Readiness(ctx).UnprotectedLocks)
+}
+
+// TestLocksOutliveRestart: a lock is a row; after its replica stops, the next keeper takes
+// it over and holds its key again, and the lock's holder can still write and unlock.
+func TestLocksOutliveRestart(t *testing.T) {
+	t.Parallel()
+	a := setup(t, setupOpts{opts: Options{ReplicaID: "before"}})
+	ctx := context.Background()
+	a.project(t, "p")
+	_, err := a.svc.Lock(ctx, a.actor, "p", "default", lockBody("L"))
+	require.NoError(t, err)
+	pg := rawSession(t, a.url)
+	key := stateID(t, pg, "p", "default")
+	require.NoError(t, a.svc.Close())
+
+	c := setupOn(t, a.url, setupOpts{opts: Options{ReplicaID: "after"}})
+	require.False(t, pgClientTry(t, pg, key), "the new keeper holds the key again")
+	_, err = c.svc.Lock(ctx, c.actor, "p", "default", lockBody("other"))
+	requireLocked(t, err)
+	_, err = c.svc.StateWrite(ctx, c.actor, "p", "default", WriteRequest{LockID: "L", Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+	require.NoError(t, c.svc.Unlock(ctx, c.actor, "p", "default", UnlockRequest{ID: "L"}))
+	require.True(t, pgClientTry(t, pg, key))
+}
+
+// TestUnlockTerminatesGoneOwner: when the owner replica stopped heart-beating but its
+// keeper backend lingers (a hung process, a half-open connection), the unlocking replica
+// terminates that backend so the key is freed.
+func TestUnlockTerminatesGoneOwner(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	b.project(t, "p")
+	_, err := b.svc.StateWrite(ctx, b.actor, "p", "default", WriteRequest{Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+	ghost := rawSession(t, b.url)
+	key := stateID(t, ghost, "p", "default")
+	// A replica "ghost" whose keeper session holds the key and whose heartbeat stopped.
+	rawExec(t, ghost, `INSERT INTO strata.tf_keepers (replica, backend_pid, backend_start, heartbeat_at)
+		SELECT 'ghost', pid, backend_start, now() - interval '1 hour' FROM pg_stat_activity WHERE pid = pg_backend_pid()`)
+	rawBool(t, ghost, `SELECT pg_advisory_lock($1) IS NULL`, key)
+	rawExec(t, ghost, `INSERT INTO strata.tf_locks (project, workspace, lock_id, info, state_id, owner, created_by)
+		VALUES ('p', 'default', 'G', '{"ID":"G"}', $1, 'ghost', 'x')`, key)
+
+	require.NoError(t, b.svc.Unlock(ctx, b.actor, "p", "default", UnlockRequest{ID: "G"}))
+	require.Eventually(t, func() bool {
+		_, err := ghost.Exec(ctx, &db.Query{Name: "test", Text: "SELECT 1"})
+		return err != nil
+	}, 5*time.Second, 20*time.Millisecond, "the gone owner's keeper backend was terminated")
+	probe := rawSession(t, b.url)
+	require.True(t, pgClientTry(t, probe, key))
+}
