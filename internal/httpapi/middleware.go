@@ -108,10 +108,12 @@ func (a *API) observe(next http.Handler) http.Handler {
 }
 
 // serve adapts a handlerFunc: it limits the body, runs the handler and writes its error.
-func (a *API) serve(h handlerFunc) http.Handler {
+func (a *API) serve(h handlerFunc) http.Handler { return a.serveLimit(a.maxBody, h) }
+
+func (a *API) serveLimit(limit int64, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil && a.maxBody > 0 {
-			r.Body = http.MaxBytesReader(w, r.Body, a.maxBody)
+		if r.Body != nil && limit > 0 {
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
 		}
 		if err := h(w, r); err != nil {
 			writeError(w, r, a.logger, err)
@@ -121,7 +123,17 @@ func (a *API) serve(h handlerFunc) http.Handler {
 
 // authed adapts a handler that needs an authenticated principal: 401 without a valid token.
 func (a *API) authed(h func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error) http.Handler {
-	return a.serve(func(w http.ResponseWriter, r *http.Request) error {
+	return a.authedLimit(a.maxBody, h)
+}
+
+// authedState is authed with the state size limit instead of the general body limit:
+// Terraform states are often larger than any other request.
+func (a *API) authedState(h func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error) http.Handler {
+	return a.authedLimit(a.maxState, h)
+}
+
+func (a *API) authedLimit(limit int64, h func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error) http.Handler {
+	return a.serveLimit(limit, func(w http.ResponseWriter, r *http.Request) error {
 		secret := bearerOrBasic(r)
 		if secret == "" {
 			return auth.ErrUnauthenticated

@@ -20,6 +20,7 @@ import (
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/resource"
+	"github.com/stratahq/strata/internal/tfstate"
 )
 
 // Readiness reports whether this replica can serve: nil when ready, otherwise why not.
@@ -32,10 +33,13 @@ type Options struct {
 	Logger       *slog.Logger
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
-	Tokens       *auth.Service
-	Resources    *resource.Service
-	Ready        Readiness
-	Version      string
+	// MaxStateBytes limits Terraform state writes (they bypass MaxBodyBytes).
+	MaxStateBytes int64
+	Tokens        *auth.Service
+	Resources     *resource.Service
+	State         *tfstate.Service
+	Ready         Readiness
+	Version       string
 }
 
 // API is the HTTP handler of a strata replica.
@@ -44,8 +48,10 @@ type API struct {
 	metrics   *httpMetrics
 	registry  *prometheus.Registry
 	maxBody   int64
+	maxState  int64
 	tokens    *auth.Service
 	resources *resource.Service
+	state     *tfstate.Service
 	ready     Readiness
 	version   string
 	handler   http.Handler
@@ -58,13 +64,18 @@ func New(opts Options) *API {
 		logger:    opts.Logger,
 		registry:  opts.Registry,
 		maxBody:   opts.MaxBodyBytes,
+		maxState:  opts.MaxStateBytes,
 		tokens:    opts.Tokens,
 		resources: opts.Resources,
+		state:     opts.State,
 		ready:     opts.Ready,
 		version:   opts.Version,
 	}
 	if a.logger == nil {
 		a.logger = slog.Default()
+	}
+	if a.maxState < a.maxBody {
+		a.maxState = a.maxBody
 	}
 	if a.registry == nil {
 		a.registry = prometheus.NewRegistry()
@@ -103,6 +114,26 @@ func (a *API) routes() *http.ServeMux {
 	mux.Handle("PUT /v1/orgs/{org}", a.authed(a.orgPut))
 	mux.Handle("PATCH /v1/orgs/{org}", a.authed(a.orgPatch))
 	mux.Handle("DELETE /v1/orgs/{org}", a.authed(a.orgDelete))
+
+	// Terraform/OpenTofu projects and state (the http backend protocol).
+	mux.Handle("GET /v1/projects", a.authed(a.projectList))
+	mux.Handle("PUT /v1/projects/{project}", a.authed(a.projectPut))
+	mux.Handle("GET /v1/projects/{project}", a.authed(a.projectGet))
+	mux.Handle("DELETE /v1/projects/{project}", a.authed(a.projectDelete))
+	mux.Handle("POST /v1/projects/{project}/credentials", a.authed(a.projectCredentials))
+	mux.Handle("GET /v1/state/{project}", a.authed(a.workspaceList))
+	mux.Handle("GET /v1/state/{project}/{workspace}", a.authed(a.stateGet))
+	mux.Handle("POST /v1/state/{project}/{workspace}", a.authedState(a.stateWrite))
+	mux.Handle("PUT /v1/state/{project}/{workspace}", a.authedState(a.stateWrite))
+	mux.Handle("DELETE /v1/state/{project}/{workspace}", a.authed(a.stateDelete))
+	mux.Handle("LOCK /v1/state/{project}/{workspace}", a.authed(a.stateLock))
+	mux.Handle("UNLOCK /v1/state/{project}/{workspace}", a.authed(a.stateUnlock))
+	mux.Handle("GET /v1/state/{project}/{workspace}/lock", a.authed(a.stateLockStatus))
+	mux.Handle("POST /v1/state/{project}/{workspace}/lock", a.authed(a.stateLock))
+	mux.Handle("DELETE /v1/state/{project}/{workspace}/lock", a.authed(a.stateUnlock))
+	mux.Handle("GET /v1/state/{project}/{workspace}/versions", a.authed(a.versionList))
+	mux.Handle("GET /v1/state/{project}/{workspace}/versions/{n}", a.authed(a.versionGet))
+	mux.Handle("POST /v1/state/{project}/{workspace}/versions/{n}/restore", a.authed(a.versionRestore))
 
 	// Everything else under /v1 still needs a token (401 before 404, so the API's shape is
 	// not revealed to anonymous callers); outside /v1 it is a plain 404.

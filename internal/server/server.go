@@ -21,6 +21,7 @@ import (
 	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/pgembed"
 	"github.com/stratahq/strata/internal/resource"
+	"github.com/stratahq/strata/internal/tfstate"
 )
 
 // Config is everything a replica needs; cmd/strata fills it from flags and STRATA_*
@@ -32,7 +33,8 @@ type Config struct {
 	DatabaseURL string
 	// SessionDatabaseURL is an optional direct (or session-mode pooler) connection used for
 	// what needs a real session: holding pg clients' advisory keys and LISTEN. Needed only when
-	// DatabaseURL goes through a transaction-mode pooler.
+	// DatabaseURL goes through a transaction-mode pooler; empty uses DatabaseURL itself, and
+	// "off" disables session features (HTTP state locks then do not exclude pg clients).
 	SessionDatabaseURL string
 	// DataDir holds the embedded cluster and the admin-token file.
 	DataDir string
@@ -42,6 +44,8 @@ type Config struct {
 	TLSCert, TLSKey string
 	// MaxBodyBytes limits request bodies (default 8 MiB); larger ones get 413.
 	MaxBodyBytes int64
+	// MaxStateBytes limits Terraform state writes (default 64 MiB); larger ones get 413.
+	MaxStateBytes int64
 	// KeepVersions is how many state versions to keep per workspace (0: all).
 	KeepVersions int
 	// BootstrapToken, when set, is the first admin token instead of a random one.
@@ -88,7 +92,12 @@ func (c *Config) setDefaults() {
 type Database struct {
 	DB      *db.DB
 	cluster *pgembed.Cluster
+	url     string
 }
+
+// URL is the connection string strata uses (the embedded cluster's socket URL, or the
+// configured one).
+func (d *Database) URL() string { return d.url }
 
 // Close closes the pool and stops the embedded cluster.
 func (d *Database) Close(ctx context.Context) error {
@@ -122,6 +131,7 @@ func OpenDatabase(ctx context.Context, cfg Config, observer db.QueryObserver) (*
 		return nil, err
 	}
 	out.DB = d
+	out.url = url
 	return out, nil
 }
 
@@ -171,14 +181,37 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}
 
+	sessionURL := cfg.SessionDatabaseURL
+	switch sessionURL {
+	case "":
+		sessionURL = database.URL() // a direct connection: use it for the lock keeper too
+	case "off":
+		sessionURL = ""
+	}
+	state, err := tfstate.New(d, tfstate.Options{SessionURL: sessionURL, KeepVersions: cfg.KeepVersions, MaxStateBytes: cfg.MaxStateBytes, Logger: logger})
+	if err != nil {
+		return err
+	}
+	if err := state.Start(ctx); err != nil {
+		return fmt.Errorf("start state service: %w", err)
+	}
+	defer state.Close()
+
 	latest := db.LatestVersion()
 	api := httpapi.New(httpapi.Options{
 		Logger:       logger,
 		Registry:     reg,
 		MaxBodyBytes: cfg.MaxBodyBytes,
-		Tokens:       tokens,
-		Resources:    resource.NewService(d),
-		Version:      cfg.Version,
+		MaxStateBytes: func() int64 {
+			if cfg.MaxStateBytes > 0 {
+				return cfg.MaxStateBytes
+			}
+			return tfstate.DefaultMaxStateBytes
+		}(),
+		Tokens:    tokens,
+		Resources: resource.NewService(d),
+		State:     state,
+		Version:   cfg.Version,
 		Ready: func(ctx context.Context) ([]string, error) {
 			if err := d.Ping(ctx); err != nil {
 				return nil, fmt.Errorf("database: %w", err)
@@ -190,7 +223,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			if v != latest {
 				return nil, fmt.Errorf("database schema is at version %d, this strata expects %d", v, latest)
 			}
-			return nil, nil
+			var warnings []string
+			if st := state.Readiness(ctx); !st.PGClientsExcluded || st.UnprotectedLocks > 0 {
+				warnings = append(warnings, "terraform state: "+st.Detail)
+			}
+			return warnings, nil
 		},
 	})
 
@@ -241,7 +278,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 // writeSecretFile writes a secret readable only by its owner; it is replaced atomically so a
 // reader never sees half a token.
 func writeSecretFile(path, secret string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	// 0711: the embedded cluster's unprivileged user must be able to traverse the data dir.
+	if err := os.MkdirAll(filepath.Dir(path), 0o711); err != nil {
 		return err
 	}
 	tmp := path + ".tmp"
