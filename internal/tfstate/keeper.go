@@ -13,6 +13,10 @@ import (
 // advisory keys of all the HTTP locks this replica owns, so that pg backend clients find
 // those workspaces locked. Its calls are serialized by mu, which also guards its maps.
 //
+// The keeper runs all its queries on its own session, never on the pool: LOCK transactions
+// hold pool connections while they wait for mu, so a keeper waiting for a pool connection
+// under mu could deadlock with them.
+//
 // What the keeper should hold is decided by the database, not by memory: the lock rows this
 // replica owns (tf_locks.owner), plus keys that a LOCK transaction has taken and not yet
 // committed or rolled back (pending). held is what the session actually holds. Every
@@ -95,7 +99,7 @@ func (k *keeper) broken(ctx context.Context, err error) {
 
 func (k *keeper) markUnprotected(ctx context.Context, key int64) {
 	k.svc.log.Error("lock keeper could not re-take an advisory key: a pg client may hold the locked workspace", "key", key)
-	if _, err := k.svc.db.Exec(ctx, q.Get("KeeperMarkUnprotected"), k.svc.replica, key); err != nil {
+	if _, err := k.sess.Exec(ctx, q.Get("KeeperMarkUnprotected"), k.svc.replica, key); err != nil {
 		k.svc.log.Warn("mark lock unprotected", "key", key, "err", err)
 	}
 }
@@ -146,16 +150,16 @@ func (k *keeper) releaseIfUnwanted(ctx context.Context, key int64) {
 	if !k.held[key] || k.pending[key] > 0 {
 		return
 	}
-	var wanted bool
-	if err := k.svc.db.QueryRow(ctx, q.Get("KeeperWants"), k.svc.replica, key).Scan(&wanted); err != nil {
-		k.svc.log.Warn("lock keeper: check lock row", "key", key, "err", err)
-		return // keep it; the next reconcile decides
-	}
-	if wanted {
+	if k.sess == nil || k.sess.Closed() {
+		delete(k.held, key) // the session, and so the key, is gone
 		return
 	}
-	if k.sess == nil || k.sess.Closed() {
-		delete(k.held, key)
+	var wanted bool
+	if err := k.sess.QueryRow(ctx, q.Get("KeeperWants"), k.svc.replica, key).Scan(&wanted); err != nil {
+		k.broken(ctx, err)
+		return
+	}
+	if wanted {
 		return
 	}
 	if _, err := k.sess.AdvisoryUnlock(ctx, key); err != nil {
@@ -174,12 +178,12 @@ func (k *keeper) reconcile(ctx context.Context) {
 		return
 	}
 	k.dirty = false
-	if n, err := k.svc.db.Exec(ctx, q.Get("KeeperAdopt"), k.svc.replica); err != nil {
+	if n, err := k.sess.Exec(ctx, q.Get("KeeperAdopt"), k.svc.replica); err != nil {
 		k.svc.log.Warn("lock keeper: take over orphaned locks", "err", err)
 	} else if n > 0 {
 		k.svc.log.Info("lock keeper took over locks of a replica that is gone", "locks", n)
 	}
-	rows, err := k.svc.db.Query(ctx, q.Get("KeeperLocks"), k.svc.replica)
+	rows, err := k.sess.Query(ctx, q.Get("KeeperLocks"), k.svc.replica)
 	if err != nil {
 		k.svc.log.Warn("lock keeper: list locks", "err", err)
 		return
@@ -209,7 +213,7 @@ func (k *keeper) reconcile(ctx context.Context) {
 			}
 			k.held[key] = true
 		}
-		if _, err := k.svc.db.Exec(ctx, q.Get("KeeperMarkProtected"), k.svc.replica, key); err != nil {
+		if _, err := k.sess.Exec(ctx, q.Get("KeeperMarkProtected"), k.svc.replica, key); err != nil {
 			k.svc.log.Warn("mark lock protected", "key", key, "err", err)
 		}
 	}
@@ -324,12 +328,14 @@ func (k *keeper) close() {
 	defer k.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if k.sess != nil && !k.sess.Closed() {
+		if _, err := k.sess.Exec(ctx, q.Get("KeeperUnregister"), k.svc.replica); err != nil {
+			k.svc.log.Warn("unregister lock keeper", "err", err)
+		}
+	}
 	if k.sess != nil {
 		_ = k.sess.Close(ctx)
 		k.sess = nil
 	}
 	k.held = map[int64]bool{}
-	if _, err := k.svc.db.Exec(ctx, q.Get("KeeperUnregister"), k.svc.replica); err != nil {
-		k.svc.log.Warn("unregister lock keeper", "err", err)
-	}
 }

@@ -31,6 +31,7 @@ type testBundle struct {
 
 type setupOpts struct {
 	noKeeper bool
+	maxConns int32
 	opts     Options
 }
 
@@ -45,7 +46,11 @@ func setupOn(t *testing.T, url string, o setupOpts) *testBundle {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, err := db.Open(ctx, db.Options{URL: url, MaxConns: 8, Logger: slog.New(slog.DiscardHandler)})
+	maxConns := o.maxConns
+	if maxConns == 0 {
+		maxConns = 8
+	}
+	d, err := db.Open(ctx, db.Options{URL: url, MaxConns: maxConns, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	opts := o.opts

@@ -90,7 +90,7 @@ func (s *Service) StateWrite(ctx context.Context, actor Actor, project, workspac
 	if !utf8.Valid(req.Body) || bytes.IndexByte(req.Body, 0) >= 0 {
 		return WriteResult{}, fault.Invalid("/", "state must be UTF-8 text without NUL bytes (the pg backend stores it as text)")
 	}
-	res, err := s.write(ctx, actor, project, workspace, req.LockID, req.Body, "http", nil)
+	res, err := s.write(ctx, actor, project, workspace, req.LockID, req.Body, writeOptions{source: "http"})
 	return res, categorize(err)
 }
 
@@ -118,10 +118,20 @@ func writeRules(project, workspace string, cur, next []byte) error {
 
 var errUnchanged = errors.New("unchanged")
 
-// write is the one write path, for StateWrite and VersionRestore. prepare, when set,
-// rewrites the body given the current state (restore bumps the serial) and skips the rules.
-func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lockID string, body []byte, source string,
-	prepare func(cur []byte, exists bool) []byte) (WriteResult, error) {
+// writeOptions vary the one write path between StateWrite and VersionRestore.
+type writeOptions struct {
+	// source is recorded with the version: http or restore.
+	source string
+	// prepare, when set, rewrites the body given the current state (restore bumps the
+	// serial) and replaces the write rules.
+	prepare func(cur []byte, exists bool) []byte
+	// after runs in the write's transaction once the state is stored (audit).
+	after func(tx *db.Tx, res WriteResult) error
+}
+
+// write is the one write path, for StateWrite and VersionRestore.
+func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lockID string, body []byte, o writeOptions) (WriteResult, error) {
+	prepare, source := o.prepare, o.source
 	var res WriteResult
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		if err := requireProject(ctx, tx, project); err != nil {
@@ -193,6 +203,9 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 			if _, err := tx.Exec(ctx, q.Get("VersionPrune"), project, workspace, s.opts.KeepVersions); err != nil {
 				return err
 			}
+		}
+		if o.after != nil {
+			return o.after(tx, res)
 		}
 		return nil
 	})

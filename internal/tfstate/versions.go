@@ -89,10 +89,13 @@ func (s *Service) VersionRestore(ctx context.Context, actor Actor, project, work
 		}
 		return out
 	}
-	res, err := s.write(ctx, actor, project, workspace, lockID, data, "restore", bump)
-	if err == nil {
-		err = audit(ctx, s.db, actor, "state.restore", project+"/"+workspace, map[string]any{"from": n, "version": res.Version})
-	}
+	res, err := s.write(ctx, actor, project, workspace, lockID, data, writeOptions{
+		source:  "restore",
+		prepare: bump,
+		after: func(tx *db.Tx, res WriteResult) error {
+			return audit(ctx, tx, actor, "state.restore", project+"/"+workspace, map[string]any{"from": n, "version": res.Version})
+		},
+	})
 	return res, categorize(err)
 }
 
