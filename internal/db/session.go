@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,6 +50,13 @@ func OpenSession(ctx context.Context, url, schema, applicationName string) (*Ses
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse session URL: %w", err)
+	}
+	// The same URL often configures strata's pool too; pool settings would reach the server
+	// as unknown run-time parameters and fail the connection.
+	for k := range cfg.RuntimeParams {
+		if strings.HasPrefix(k, "pool_") {
+			delete(cfg.RuntimeParams, k)
+		}
 	}
 	if applicationName == "" {
 		applicationName = "strata"
