@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/client"
 )
 
 // tfDir is a Terraform working directory configured with backend "pg" on a project schema,
@@ -45,6 +47,19 @@ variable "input" {
 
 resource "terraform_data" "x" {
   input = var.input
+}
+
+# A run that takes var.sleep seconds while it holds the workspace's lock.
+variable "sleep" {
+  type    = string
+  default = "0"
+}
+
+resource "terraform_data" "slow" {
+  triggers_replace = [var.input]
+  provisioner "local-exec" {
+    command = "sleep ${var.sleep}"
+  }
 }
 `, connStr, schema, extraBackend)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o600))
@@ -177,4 +192,41 @@ func TestTerraformAdoptsPlaceholder(t *testing.T) {
 	m := parseState([]byte(out))
 	require.Equal(t, int64(1), m.Serial)
 	require.Equal(t, parseState([]byte(placeholder)).Lineage, m.Lineage)
+}
+
+// TestTerraformApplyBlocksHTTPLock: while a real terraform apply (backend "pg") runs on a
+// workspace, strata's LOCK answers 423 at once with a LockInfo naming terraform's backend;
+// once the apply ends, the LOCK succeeds.
+func TestTerraformApplyBlocksHTTPLock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	b.project(t, "p")
+	tf := newTFDir(t, b.url, "p", "")
+	tf.init(t)
+	tf.mustRun(t, "apply", "-auto-approve", "-input=false", "-no-color")
+
+	done := make(chan error, 1)
+	var out string
+	go func() {
+		var err error
+		out, err = tf.apply(t, "-var", "input=again", "-var", "sleep=3")
+		done <- err
+	}()
+	var st client.LockStatus
+	require.Eventually(t, func() bool {
+		var err error
+		st, err = b.svc.LockStatus(ctx, "p", "default")
+		return err == nil && st.Locked
+	}, 10*time.Second, 20*time.Millisecond, "terraform holds the workspace")
+	require.Equal(t, "pg", st.Kind)
+	start := time.Now()
+	_, err := b.svc.Lock(ctx, b.actor, "p", "default", lockBody("L"))
+	holder := requireLocked(t, err)
+	require.Less(t, time.Since(start), time.Second)
+	require.Equal(t, fmt.Sprintf("pg-backend-pid-%d", st.PG.PID), holder.ID)
+
+	require.NoError(t, <-done, out)
+	_, err = b.svc.Lock(ctx, b.actor, "p", "default", lockBody("L"))
+	require.NoError(t, err)
 }
