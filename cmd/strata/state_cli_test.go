@@ -1,0 +1,106 @@
+package main_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/client"
+)
+
+// TestStateCLI drives the project and state commands, and uses what `project credentials`
+// and `project backend-config` print with the real terraform.
+func TestStateCLI(t *testing.T) {
+	t.Parallel()
+	s, token, _ := stateServer(t)
+	env := []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + token}
+
+	out, err := cli(t, env, "project", "create", "infra")
+	require.NoError(t, err)
+	require.Contains(t, out, "infra")
+	_, err = cli(t, env, "project", "create", "Bad-Name")
+	require.ErrorContains(t, err, "HTTP 400")
+
+	// backend-config prints a block terraform accepts as is.
+	block, err := cli(t, env, "project", "backend-config", "infra", "default")
+	require.NoError(t, err)
+	tf := newTF(t, block+`
+resource "terraform_data" "x" {
+  input = "cli"
+}
+`, "TF_HTTP_PASSWORD="+token)
+	tf.ok("init", "-no-color")
+	tf.ok("apply", "-auto-approve", "-no-color")
+
+	out, err = cli(t, env, "state", "list", "infra")
+	require.NoError(t, err)
+	require.Contains(t, out, "default")
+	pulled, err := cli(t, env, "state", "pull", "infra", "default")
+	require.NoError(t, err)
+	require.Contains(t, pulled, `"cli"`)
+
+	// push: a copy of the state with a higher serial is accepted; the original (now stale) is not.
+	var st map[string]any
+	require.NoError(t, json.Unmarshal([]byte(pulled), &st))
+	st["serial"] = st["serial"].(float64) + 1
+	newer, err := json.Marshal(st)
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "state.json")
+	require.NoError(t, os.WriteFile(file, newer, 0o600))
+	_, err = cli(t, env, "state", "push", "infra", "default", file)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(file, []byte(pulled), 0o600))
+	_, err = cli(t, env, "state", "push", "infra", "default", file)
+	require.ErrorContains(t, err, "HTTP 409")
+
+	// lock / unlock.
+	lockID, err := cli(t, env, "state", "lock", "infra", "default", "--info", "maintenance")
+	require.NoError(t, err)
+	lockID = strings.TrimSpace(lockID)
+	_, err = cli(t, env, "state", "lock", "infra", "default")
+	require.ErrorContains(t, err, lockID)
+	out, err = cli(t, env, "state", "show", "infra", "default", "-o", "json")
+	require.NoError(t, err)
+	require.Contains(t, out, lockID)
+	_, err = cli(t, env, "state", "unlock", "infra", "default")
+	require.ErrorContains(t, err, "--force")
+	_, err = cli(t, env, "state", "unlock", "infra", "default", lockID)
+	require.NoError(t, err)
+
+	// versions and restore.
+	out, err = cli(t, env, "state", "versions", "infra", "default", "-o", "json")
+	require.NoError(t, err)
+	var vs []client.StateVersion
+	require.NoError(t, json.Unmarshal([]byte(out), &vs))
+	require.GreaterOrEqual(t, len(vs), 2)
+	v1, err := cli(t, env, "state", "versions", "infra", "default", "1")
+	require.NoError(t, err)
+	require.Contains(t, v1, `"lineage"`)
+	out, err = cli(t, env, "state", "restore", "infra", "default", "1")
+	require.NoError(t, err)
+	require.Contains(t, out, "restored version 1")
+
+	// credentials: a role that the pg backend can use for this project only.
+	out, err = cli(t, env, "project", "credentials", "infra", "-o", "json")
+	require.NoError(t, err)
+	var creds client.ProjectCredentials
+	require.NoError(t, json.Unmarshal([]byte(out), &creds))
+	require.NotEmpty(t, creds.ConnStr)
+	pg := newTF(t, creds.Backend+`
+resource "terraform_data" "x" {
+  input = "cli"
+}
+`)
+	pg.ok("init", "-no-color")
+	out = pg.ok("state", "list", "-no-color")
+	require.Contains(t, out, "terraform_data.x")
+
+	_, err = cli(t, env, "project", "delete", "infra")
+	require.ErrorContains(t, err, "HTTP 409")
+	_, err = cli(t, env, "project", "delete", "infra", "--force")
+	require.NoError(t, err)
+}
