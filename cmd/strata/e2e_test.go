@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -368,4 +369,28 @@ func TestBadConfig(t *testing.T) {
 	out, err = cmd.CombinedOutput()
 	require.Error(t, err)
 	require.Contains(t, string(out), "--tls-cert and --tls-key must be given together")
+}
+
+// TestEmbeddedTCP: --embedded-listen opens a TCP port on the embedded cluster that demands the
+// generated password.
+func TestEmbeddedTCP(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	dir := dataDir(t)
+	s := startServer(t, nil, "--data-dir", dir, "--embedded-listen", addr)
+	pw, err := os.ReadFile(filepath.Join(dir, "pg-password"))
+	require.NoError(t, err)
+	fi, err := os.Stat(filepath.Join(dir, "pg-password"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	ctx := context.Background()
+	good, err := db.Open(ctx, db.Options{URL: fmt.Sprintf("postgres://strata:%s@%s/strata?sslmode=disable", strings.TrimSpace(string(pw)), addr)})
+	require.NoError(t, err)
+	good.Close()
+	_, err = db.Open(ctx, db.Options{URL: fmt.Sprintf("postgres://strata:wrong@%s/strata?sslmode=disable&connect_timeout=5", addr)})
+	require.Error(t, err, "a wrong password is refused")
+	s.stop(t)
 }

@@ -79,6 +79,7 @@ With --database-url it uses that database; several replicas may share one.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.Listen, "listen", envOr("STRATA_LISTEN", server.DefaultListen), "HTTP listen address (env STRATA_LISTEN)")
 	f.StringVar(&cfg.SessionDatabaseURL, "session-database-url", os.Getenv("STRATA_SESSION_DATABASE_URL"), "direct or session-mode PostgreSQL URL for session features (pg-client lock exclusion, LISTEN) when --database-url is a transaction-mode pooler; \"off\" disables them (env STRATA_SESSION_DATABASE_URL)")
+	f.StringVar(&cfg.EmbeddedListen, "embedded-listen", os.Getenv("STRATA_EMBEDDED_LISTEN"), "also let the embedded PostgreSQL listen on this TCP address (password in <data-dir>/pg-password), e.g. for pg backend clients (env STRATA_EMBEDDED_LISTEN)")
 	f.StringVar(&cfg.TLSCert, "tls-cert", os.Getenv("STRATA_TLS_CERT"), "TLS certificate file (env STRATA_TLS_CERT)")
 	f.StringVar(&cfg.TLSKey, "tls-key", os.Getenv("STRATA_TLS_KEY"), "TLS key file (env STRATA_TLS_KEY)")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", envInt("STRATA_MAX_BODY_BYTES", server.DefaultMaxBodyBytes), "request body limit in bytes; larger bodies get 413 (env STRATA_MAX_BODY_BYTES)")

@@ -38,6 +38,10 @@ type Config struct {
 	SessionDatabaseURL string
 	// DataDir holds the embedded cluster and the admin-token file.
 	DataDir string
+	// EmbeddedListen, such as "127.0.0.1:5433", makes the embedded cluster also listen on TCP
+	// (password auth with a generated secret in <DataDir>/pg-password), e.g. for Terraform's
+	// pg backend on another machine. Empty: Unix socket only.
+	EmbeddedListen string
 	// Schema holds strata's tables (default "strata").
 	Schema string
 	// TLSCert and TLSKey enable HTTPS when both are set.
@@ -117,13 +121,13 @@ func OpenDatabase(ctx context.Context, cfg Config, observer db.QueryObserver) (*
 	out := &Database{}
 	url := cfg.DatabaseURL
 	if url == "" {
-		cluster, err := pgembed.Start(ctx, pgembed.Options{DataDir: cfg.DataDir, Logger: cfg.Logger})
+		cluster, err := pgembed.Start(ctx, pgembed.Options{DataDir: cfg.DataDir, Logger: cfg.Logger, TCPListen: cfg.EmbeddedListen})
 		if err != nil {
 			return nil, fmt.Errorf("embedded PostgreSQL: %w", err)
 		}
 		out.cluster = cluster
 		url = cluster.URL()
-		cfg.Logger.Info("embedded PostgreSQL running", "data_dir", cfg.DataDir)
+		cfg.Logger.Info("embedded PostgreSQL running", "data_dir", cfg.DataDir, "tcp", cfg.EmbeddedListen)
 	}
 	d, err := db.Open(ctx, db.Options{URL: url, Schema: cfg.Schema, Logger: cfg.Logger, Observer: observer, MaxConns: 20})
 	if err != nil {
@@ -141,6 +145,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	logger := cfg.Logger
 	if cfg.BootstrapToken != "" && cfg.DatabaseURL == "" {
 		logger.Info("STRATA_BOOTSTRAP_TOKEN is set; it becomes the admin token on first start")
+	}
+	if cfg.EmbeddedListen != "" && cfg.DatabaseURL != "" {
+		return errors.New("--embedded-listen applies to the embedded cluster only; it cannot be combined with --database-url")
 	}
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key must be given together")
