@@ -104,7 +104,9 @@ func TestProblems(t *testing.T) {
 	p = problem(t, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"a", "labels":{"Bad Key!":"x"}}}`)), 400, "validation")
 	require.Equal(t, "/metadata/labels/Bad Key!", p.Errors[0].Field)
 	problem(t, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"a"}} {}`)), 400, "validation")
-	problem(t, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"a"}}`), "Content-Type", "text/plain"), 400, "validation")
+	problem(t, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"a"}}`), "Content-Type", "text/xml"), 400, "validation")
+	// curl -d sends application/x-www-form-urlencoded; a JSON body is still accepted.
+	require.Equal(t, 201, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"curl"}}`), "Content-Type", "application/x-www-form-urlencoded").status)
 	problem(t, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":7}}`)), 400, "validation")
 	problem(t, b.do(t, "GET", "/v1/orgs?limit=x", b.admin, nil), 400, "validation")
 

@@ -151,9 +151,12 @@ func decodeJSON(r *http.Request, v any) error {
 	return nil
 }
 
+// isJSONContentType accepts JSON media types, and application/x-www-form-urlencoded because
+// that is what `curl -d` sends unless told otherwise; the body must still be JSON. Anything
+// else (XML, multipart, text) is refused with a 400 that names the type.
 func isJSONContentType(ct string) bool {
 	ct = strings.ToLower(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0]))
-	return ct == "application/json" || strings.HasSuffix(ct, "+json")
+	return ct == "application/json" || strings.HasSuffix(ct, "+json") || ct == "application/x-www-form-urlencoded"
 }
 
 // jsonError turns a decoding error into a 400 (or passes a MaxBytesError through for 413).
