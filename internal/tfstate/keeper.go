@@ -104,9 +104,22 @@ func (k *keeper) markUnprotected(ctx context.Context, key int64) {
 	}
 }
 
+// sessionTimeout bounds one keeper round trip made on behalf of a request.
+const sessionTimeout = 10 * time.Second
+
+// detach returns a context for running keeper queries on behalf of a request. It must not
+// carry the request's cancellation: pgx closes a connection whose query is cancelled, and
+// closing the keeper's session would release the advisory keys of every lock this replica
+// holds because one client hung up.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), sessionTimeout)
+}
+
 // acquire takes key for a LOCK transaction in flight; done must follow. It reports false
 // when another session holds the key.
 func (k *keeper) acquire(ctx context.Context, key int64) (bool, error) {
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err := k.ensure(ctx); err != nil {
@@ -129,6 +142,8 @@ func (k *keeper) acquire(ctx context.Context, key int64) (bool, error) {
 
 // done ends an acquire: after a rollback the key is let go unless a lock row still wants it.
 func (k *keeper) done(ctx context.Context, key int64, committed bool) {
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.pending[key]--; k.pending[key] <= 0 {
@@ -141,6 +156,8 @@ func (k *keeper) done(ctx context.Context, key int64, committed bool) {
 
 // release lets key go after this replica committed an unlock, unless it is wanted again.
 func (k *keeper) release(ctx context.Context, key int64) {
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.releaseIfUnwanted(ctx, key)

@@ -360,3 +360,35 @@ func TestLockStorm(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelledRequestKeepsKeys: a client that hangs up in the middle of a LOCK must not cost
+// the other locks of this replica their advisory keys (a cancelled query makes pgx close its
+// connection; the keeper's session must never run a request's context).
+func TestCancelledRequestKeepsKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	b.project(t, "p")
+	_, err := b.svc.StateWrite(ctx, b.actor, "p", "held", WriteRequest{Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+	_, err = b.svc.StateWrite(ctx, b.actor, "p", "other", WriteRequest{Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+	_, err = b.svc.Lock(ctx, b.actor, "p", "held", lockBody("H"))
+	require.NoError(t, err)
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, _ = b.svc.Lock(cancelled, b.actor, "p", "other", lockBody("O"))
+	for i := 0; i < 20; i++ { // and requests cancelled while the keeper works
+		c, cancel := context.WithTimeout(ctx, time.Duration(i)*100*time.Microsecond)
+		_, _ = b.svc.Lock(c, b.actor, "p", "other", lockBody(fmt.Sprintf("O%d", i)))
+		cancel()
+		_ = b.svc.Unlock(ctx, b.actor, "p", "other", UnlockRequest{ID: fmt.Sprintf("O%d", i)})
+	}
+
+	pg := rawSession(t, b.url)
+	require.False(t, pgClientTry(t, pg, stateID(t, pg, "p", "held")), "the held lock's key survived the cancelled requests")
+	st, err := b.svc.LockStatus(ctx, "p", "held")
+	require.NoError(t, err)
+	require.True(t, st.Protected)
+}
