@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,14 +27,37 @@ func (f *dbFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.schema, "schema", envOr("STRATA_SCHEMA", db.DefaultSchema), "schema for strata's tables (env STRATA_SCHEMA)")
 }
 
+// envInt reads an integer default from the environment. A value that is not an integer is
+// remembered and reported when the command runs, rather than silently replaced.
 func envInt(name string, def int64) int64 {
 	if v := os.Getenv(name); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			return n
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			envErrors = append(envErrors, fmt.Errorf("%s=%q: not an integer", name, v))
+			return def
 		}
+		return n
 	}
 	return def
 }
+
+// envDuration reads a duration default from the environment, like envInt.
+func envDuration(name string, def time.Duration) time.Duration {
+	if v := os.Getenv(name); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			envErrors = append(envErrors, fmt.Errorf("%s=%q: not a duration (e.g. 30s)", name, v))
+			return def
+		}
+		return d
+	}
+	return def
+}
+
+// envErrors collects malformed STRATA_* values found while building the command tree.
+var envErrors []error
+
+func checkEnv() error { return errors.Join(envErrors...) }
 
 func newLogger(level string) (*slog.Logger, error) {
 	var l slog.Level
@@ -61,6 +85,9 @@ server binaries on PATH or in Debian's /usr/lib/postgresql/<version>/bin.
 With --database-url it uses that database; several replicas may share one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkEnv(); err != nil {
+				return err
+			}
 			logger, err := newLogger(logLevel)
 			if err != nil {
 				return err
@@ -86,7 +113,7 @@ With --database-url it uses that database; several replicas may share one.`,
 	f.Int64Var(&cfg.MaxStateBytes, "max-state-bytes", envInt("STRATA_MAX_STATE_BYTES", 64<<20), "Terraform state size limit in bytes; larger states get 413 (env STRATA_MAX_STATE_BYTES)")
 	f.IntVar(&cfg.KeepVersions, "keep-versions", int(envInt("STRATA_KEEP_VERSIONS", 0)), "state versions kept per workspace, 0 keeps all (env STRATA_KEEP_VERSIONS)")
 	f.StringVar(&logLevel, "log-level", envOr("STRATA_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env STRATA_LOG_LEVEL)")
-	f.DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on SIGINT/SIGTERM")
+	f.DurationVar(&shutdown, "shutdown-timeout", envDuration("STRATA_SHUTDOWN_TIMEOUT", 30*time.Second), "how long in-flight requests may take to finish on SIGINT/SIGTERM (env STRATA_SHUTDOWN_TIMEOUT)")
 	return cmd
 }
 

@@ -254,11 +254,18 @@ func (d *DB) InTx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 	if err != nil {
 		return interpretError(err)
 	}
+	rollback := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = ptx.Rollback(rctx)
+	}
 	defer func() {
+		if p := recover(); p != nil {
+			rollback() // never return a connection to the pool with a transaction open
+			panic(p)
+		}
 		if err != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = ptx.Rollback(rctx)
+			rollback()
 		}
 	}()
 	if err := fn(&Tx{tx: ptx, schema: d.schema, key: d.key}); err != nil {

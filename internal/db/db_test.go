@@ -234,3 +234,23 @@ func TestResourceVersionCommitOrder(t *testing.T) {
 	require.NoError(t, d.QueryRow(ctx, testQueries.Get("DrawVersion")).Scan(&next))
 	require.Greater(t, next, first)
 }
+
+// TestInTxPanic: a panic inside the transaction function rolls the transaction back before
+// it propagates, so the connection goes back to the pool clean.
+func TestInTxPanic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := pgtest.NewDB(t)
+	_, err := d.Exec(ctx, testQueries.Get("MakeTable"))
+	require.NoError(t, err)
+	require.Panics(t, func() {
+		_ = d.InTx(ctx, func(tx *db.Tx) error {
+			_, err := tx.Exec(ctx, testQueries.Get("Insert"), "p", 1)
+			require.NoError(t, err)
+			panic("boom")
+		})
+	})
+	var n int
+	require.ErrorIs(t, d.QueryRow(ctx, testQueries.Get("Get"), "p").Scan(&n), db.ErrNotFound)
+	require.Zero(t, d.PoolStats().Acquired, "no connection is left checked out")
+}

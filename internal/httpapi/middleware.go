@@ -160,8 +160,8 @@ type principalHolder struct{ p *auth.Principal }
 // user name is ignored).
 func bearerOrBasic(r *http.Request) string {
 	h := r.Header.Get("Authorization")
-	if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
-		return strings.TrimSpace(tok)
+	if scheme, tok, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(tok) // auth schemes are case-insensitive (RFC 9110)
 	}
 	if _, pass, ok := r.BasicAuth(); ok {
 		return pass

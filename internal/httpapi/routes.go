@@ -99,7 +99,7 @@ func (a *API) routes() *http.ServeMux {
 	mux.Handle("GET /healthz", a.serve(a.healthz))
 	mux.Handle("GET /readyz", a.serve(a.readyz))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
-	mux.Handle("GET /v1/version", a.serve(a.versionInfo))
+	mux.Handle("GET /version", a.serve(a.versionInfo))
 
 	// Tokens and audit.
 	mux.Handle("POST /v1/tokens", a.authed(a.tokenCreate))

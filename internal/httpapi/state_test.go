@@ -159,6 +159,15 @@ func TestStateScopes(t *testing.T) {
 
 	// Terraform's force-unlock sends an empty UNLOCK body: only force rights may do that.
 	require.Equal(t, 200, b.do(t, "LOCK", path, writer, strings.NewReader(`{"ID":"A","Who":"w"}`)).status)
+
+	// The lock's ID is public (423 bodies, GET …/lock), so another writer presenting it gets
+	// nothing: only the token that took the lock, or force rights, may use or release it.
+	_, writer2, err := b.tokens.Create(ctx, sys, auth.CreateParams{Name: "writer2", Scopes: []string{"state:write:net"}})
+	require.NoError(t, err)
+	s2 := strings.Replace(stateV1, `"serial":1`, `"serial":2`, 1)
+	problem(t, b.do(t, "POST", path+"?ID=A", writer2, strings.NewReader(s2)), 403, "forbidden")
+	problem(t, b.do(t, "UNLOCK", path, writer2, strings.NewReader(`{"ID":"A"}`)), 403, "forbidden")
+	require.Equal(t, 200, b.do(t, "POST", path+"?ID=A", writer, strings.NewReader(s2)).status)
 	problem(t, b.do(t, "UNLOCK", path, writer, nil), 403, "forbidden")
 	r := b.do(t, "GET", path+"/lock", reader, nil)
 	require.Contains(t, string(r.body), `"locked":true`)

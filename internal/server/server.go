@@ -56,7 +56,7 @@ type Config struct {
 	BootstrapToken string
 	// Logger receives JSON logs; slog.Default() when nil.
 	Logger *slog.Logger
-	// Version is reported by /v1/version.
+	// Version is reported by /version.
 	Version string
 	// ShutdownTimeout bounds the graceful shutdown (default 30s).
 	ShutdownTimeout time.Duration

@@ -19,12 +19,24 @@ type heldLock struct {
 	Info    client.LockInfo
 	StateID int64
 	Owner   string
+	// CreatedBy is the actor (token) that took the lock.
+	CreatedBy string
+}
+
+// usableBy refuses a lock's ID to anyone but the token that took the lock, unless the actor
+// may force-unlock. A lock's ID is not a secret — the 423 answer and GET …/lock show it, as
+// Terraform needs — so presenting it proves nothing; the token does.
+func (h heldLock) usableBy(actor Actor, project, workspace string) error {
+	if h.CreatedBy == "" || h.CreatedBy == actor.Name || actor.CanForceUnlock {
+		return nil
+	}
+	return fault.Forbidden("lock %s on %s/%s was taken by %s; only that token, or one with state:force-unlock:%s, may use or release it", h.ID, project, workspace, h.CreatedBy, project)
 }
 
 func scanLock(row db.Row) (heldLock, bool, error) {
 	var h heldLock
 	var info string
-	err := row.Scan(&h.ID, &info, &h.StateID, &h.Owner)
+	err := row.Scan(&h.ID, &info, &h.StateID, &h.Owner, &h.CreatedBy)
 	if errors.Is(err, db.ErrNotFound) {
 		return heldLock{}, false, nil
 	}
@@ -285,6 +297,11 @@ func (s *Service) Unlock(ctx context.Context, actor Actor, project, workspace st
 		}
 		if !req.Force && h.ID != req.ID {
 			return lockedError(fmt.Sprintf("workspace %s/%s is locked by %s with another lock ID (%s)", project, workspace, h.Info.Who, h.ID), h.Info)
+		}
+		if !req.Force {
+			if err := h.usableBy(actor, project, workspace); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.Exec(ctx, q.Get("LockRelease"), project, workspace); err != nil {
 			return err

@@ -213,6 +213,22 @@ func TestProjectCredentials(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, vs, 1)
 	require.True(t, strings.HasPrefix(vs[0].CreatedBy, "pg:"+cred.Role), vs[0].CreatedBy)
+
+	// A pg client cannot pose as strata: the settings strata passes to the trigger are
+	// ignored from any other role (no forged author, no write hidden as a placeholder).
+	rawExec(t, s, `SELECT set_config('strata.actor', 'bob (tok_forged)', false), set_config('strata.source', 'placeholder', false)`)
+	rawExec(t, s, `UPDATE `+name+`.states SET data = $1 WHERE name = 'default'`, string(stateJSON(2, "l", 1)))
+	vs, err = b.svc.VersionList(ctx, name, "default")
+	require.NoError(t, err)
+	require.Len(t, vs, 2, "the forged placeholder write is still a version")
+	last := vs[len(vs)-1]
+	if vs[0].N > last.N {
+		last = vs[0]
+	}
+	require.Equal(t, "pg", last.Source)
+	require.True(t, strings.HasPrefix(last.CreatedBy, "pg:"+cred.Role), last.CreatedBy)
+	_, err = b.svc.StateGet(ctx, name, "default")
+	require.NoError(t, err, "the state is not hidden as a placeholder")
 	for _, forbidden := range []string{`SELECT count(*) FROM strata.tf_locks`, `SELECT count(*) FROM ` + other + `.states`} {
 		_, err := s.Exec(ctx, &db.Query{Name: "t", Text: forbidden})
 		require.ErrorIs(t, err, db.ErrPermission, forbidden)

@@ -147,6 +147,11 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 		case !locked && lockID != "":
 			return fault.Conflict("lock %s on %s/%s is no longer held (force-unlocked?); the write was refused", lockID, project, workspace)
 		}
+		if locked {
+			if err := lock.usableBy(actor, project, workspace); err != nil {
+				return err
+			}
+		}
 		var id int64
 		var cur string
 		var placeholder bool
@@ -229,6 +234,11 @@ func (s *Service) StateDelete(ctx context.Context, actor Actor, project, workspa
 		}
 		if locked && lock.ID != lockID {
 			return lockedError(fmt.Sprintf("workspace %s/%s is locked by %s (lock %s)", project, workspace, lock.Info.Who, lock.ID), lock.Info)
+		}
+		if locked {
+			if err := lock.usableBy(actor, project, workspace); err != nil {
+				return err
+			}
 		}
 		var id int64
 		var cur string

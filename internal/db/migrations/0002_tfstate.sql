@@ -113,8 +113,8 @@ $$;
 -- OpenTofu writing the table directly. SECURITY DEFINER, because a pg client's role (see
 -- `strata project credentials`) has no rights on strata's schema; search_path is pinned so
 -- the definer's rights cannot be steered by the caller. Who wrote: strata passes the acting
--- user with set_config('strata.actor', …, true) in the writing transaction; a pg client is
--- named by its database role and address.
+-- user with set_config('strata.actor', …, true) in the writing transaction (believed only
+-- from strata's own role); a pg client is named by its database role and address.
 CREATE FUNCTION {{schema}}.tf_states_changed() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -130,7 +130,15 @@ BEGIN
 		RETURN NULL;
 	END IF;
 	v_md5 := md5(NEW.data);
-	v_source := coalesce(nullif(current_setting('strata.source', true), ''), 'pg');
+	-- Any session can set strata.source and strata.actor, so they are believed only from
+	-- strata's own role: the one that owns this function (current_user inside a SECURITY
+	-- DEFINER function) logged in as itself. Anyone else is a pg client, named by its role.
+	IF session_user = current_user THEN
+		v_source := coalesce(nullif(current_setting('strata.source', true), ''), 'pg');
+		v_actor := nullif(current_setting('strata.actor', true), '');
+	ELSE
+		v_source := 'pg';
+	END IF;
 	IF v_source = 'placeholder' THEN
 		-- Marked here rather than by the caller, so only the transaction whose row actually
 		-- landed (INSERT … ON CONFLICT DO NOTHING) marks it.
@@ -140,7 +148,6 @@ BEGIN
 		RETURN NULL;
 	END IF;
 	DELETE FROM {{schema}}.tf_placeholders WHERE project = TG_TABLE_SCHEMA AND workspace = NEW.name;
-	v_actor := nullif(current_setting('strata.actor', true), '');
 	IF v_actor IS NULL THEN
 		v_actor := 'pg:' || session_user || coalesce('@' || host(inet_client_addr()), '');
 	END IF;
