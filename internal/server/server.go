@@ -103,6 +103,15 @@ type Database struct {
 // configured one).
 func (d *Database) URL() string { return d.url }
 
+// ClientURL is how other database clients (Terraform's pg backend) reach the database: the
+// embedded cluster's TCP address when it has one, otherwise URL.
+func (d *Database) ClientURL() string {
+	if d.cluster != nil && d.cluster.TCPURL() != "" {
+		return d.cluster.TCPURL()
+	}
+	return d.url
+}
+
 // Close closes the pool and stops the embedded cluster.
 func (d *Database) Close(ctx context.Context) error {
 	if d.DB != nil {
@@ -195,7 +204,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	case "off":
 		sessionURL = ""
 	}
-	state, err := tfstate.New(d, tfstate.Options{SessionURL: sessionURL, KeepVersions: cfg.KeepVersions, MaxStateBytes: cfg.MaxStateBytes, Logger: logger})
+	state, err := tfstate.New(d, tfstate.Options{SessionURL: sessionURL, ClientURL: database.ClientURL(), KeepVersions: cfg.KeepVersions, MaxStateBytes: cfg.MaxStateBytes, Logger: logger})
 	if err != nil {
 		return err
 	}

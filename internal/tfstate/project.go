@@ -308,7 +308,10 @@ func (s *Service) ProjectCredentials(ctx context.Context, actor Actor, name stri
 	if err != nil {
 		return client.ProjectCredentials{}, categorize(err)
 	}
-	base := s.opts.SessionURL
+	base := s.opts.ClientURL
+	if base == "" {
+		base = s.opts.SessionURL
+	}
 	if base == "" {
 		base = s.db.URL()
 	}

@@ -55,6 +55,10 @@ type Options struct {
 	// it. Empty means no keeper: HTTP locks are rows only, pg backend clients are not
 	// excluded by them, and Readiness says so. Never give a transaction-mode pooler here.
 	SessionURL string
+	// ClientURL is how pg backend clients reach this database: the base of the conn_str that
+	// ProjectCredentials prints (its user and password are replaced). SessionURL, or the
+	// pool's URL, when empty.
+	ClientURL string
 	// KeepVersions is how many versions to keep per workspace; 0 keeps all.
 	KeepVersions int
 	// MaxStateBytes limits the size of a state write; DefaultMaxStateBytes when 0.
@@ -201,7 +205,9 @@ type Readiness struct {
 }
 
 // Readiness reports the lock keeper's state. It never fails the readiness of strata as a
-// whole: HTTP locks work without the keeper; only the exclusion of pg clients does not.
+// whole, since everything but LOCK works without the keeper: with no keeper configured, HTTP
+// locks are rows only; with a keeper configured whose session is down, LOCK answers 503 until
+// it reconnects (a lock that would not exclude pg clients is never handed out silently).
 func (s *Service) Readiness(ctx context.Context) Readiness {
 	if s.keeper == nil {
 		return Readiness{Detail: "no session URL configured: HTTP state locks do not exclude pg backend clients"}
