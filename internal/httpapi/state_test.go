@@ -90,6 +90,10 @@ func TestStateProtocol(t *testing.T) {
 	require.Equal(t, "alice@host", holder.Who)
 	problem(t, b.do(t, "LOCK", path, b.admin, strings.NewReader(`{"Who":"no id"}`)), 400, "validation")
 	problem(t, b.do(t, "LOCK", path, b.admin, strings.NewReader(`not json`)), 400, "validation")
+	p := problem(t, b.do(t, "LOCK", path, b.admin, strings.NewReader(`{"ID":"C","Who":"a\u0000b"}`)), 400, "validation")
+	require.Equal(t, "/Who", p.Errors[0].Field)
+	p = problem(t, b.do(t, "POST", "/v1/state/net/shape", b.admin, strings.NewReader(`{"version":4,"serial":"9","lineage":"L"}`)), 400, "validation")
+	require.Equal(t, "/serial", p.Errors[0].Field)
 
 	// While locked, a write must carry the lock's ID.
 	s3 := strings.Replace(big, `"serial":1`, `"serial":3`, 1)
@@ -182,4 +186,39 @@ func TestStateScopes(t *testing.T) {
 	problem(t, b.do(t, "DELETE", "/v1/projects/net?force=maybe", b.admin, nil), 400, "validation")
 	require.Equal(t, 204, b.do(t, "DELETE", "/v1/projects/net?force=true", b.admin, nil).status)
 	problem(t, b.do(t, "GET", "/v1/projects/net", b.admin, nil), 404, "not-found")
+}
+
+// FuzzStateBodies sends arbitrary bodies to the state protocol's write, LOCK and UNLOCK:
+// bad input is always a 4xx, never a 5xx.
+func FuzzStateBodies(f *testing.F) {
+	ctx := context.Background()
+	d := pgtest.NewDB(f)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := tfstate.New(d, tfstate.Options{SessionURL: "", Logger: quiet})
+	if err != nil {
+		f.Fatal(err)
+	}
+	tokens := auth.NewService(d)
+	secret, err := tokens.Bootstrap(ctx, "")
+	if err != nil {
+		f.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resource.NewService(d), State: st, Logger: quiet, MaxBodyBytes: 1 << 16}))
+	f.Cleanup(srv.Close)
+	if _, _, err := st.ProjectPut(ctx, tfstate.Actor{Name: "fuzz"}, "fz"); err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []string{stateV1, `{"ID":"x","Who":"y"}`, `{"serial":1e99,"lineage":"l"}`, `{"lineage":5}`, ``, `{"ID":"\u0000"}`, `[]`, `{"serial":-1,"lineage":"l","resources":[1]}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		b := &testBundle{srv: srv, admin: secret}
+		for _, m := range []string{"POST", "LOCK", "UNLOCK"} {
+			r := b.do(t, m, "/v1/state/fz/default", secret, strings.NewReader(string(body)))
+			if r.status >= 500 {
+				t.Fatalf("%s with %q: %d %s", m, body, r.status, r.body)
+			}
+		}
+		_ = b.do(t, "UNLOCK", "/v1/state/fz/default?force=true", secret, nil)
+	})
 }

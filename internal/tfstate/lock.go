@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/db"
@@ -66,6 +68,14 @@ func ParseLockInfo(body []byte) (client.LockInfo, error) {
 	}
 	if info.ID == "" {
 		return info, fault.Invalid("/ID", "lock ID is required")
+	}
+	for field, v := range map[string]string{"ID": info.ID, "Operation": info.Operation, "Info": info.Info, "Who": info.Who, "Version": info.Version, "Path": info.Path} {
+		if strings.ContainsRune(v, 0) || !utf8.ValidString(v) {
+			return info, fault.Invalid("/"+field, "must be UTF-8 text without NUL characters")
+		}
+	}
+	if len(info.ID) > 1024 {
+		return info, fault.Invalid("/ID", "lock ID is longer than 1024 bytes")
 	}
 	return info, nil
 }
@@ -250,6 +260,9 @@ func ParseUnlockBody(body []byte) (UnlockRequest, error) {
 	}
 	if info.ID == "" {
 		return UnlockRequest{Force: true}, nil
+	}
+	if strings.ContainsRune(info.ID, 0) || !utf8.ValidString(info.ID) {
+		return UnlockRequest{}, fault.Invalid("/ID", "must be UTF-8 text without NUL characters")
 	}
 	return UnlockRequest{ID: info.ID}, nil
 }

@@ -90,6 +90,9 @@ func (s *Service) StateWrite(ctx context.Context, actor Actor, project, workspac
 	if !utf8.Valid(req.Body) || bytes.IndexByte(req.Body, 0) >= 0 {
 		return WriteResult{}, fault.Invalid("/", "state must be UTF-8 text without NUL bytes (the pg backend stores it as text)")
 	}
+	if err := checkStateShape(req.Body); err != nil {
+		return WriteResult{}, err
+	}
 	res, err := s.write(ctx, actor, project, workspace, req.LockID, req.Body, writeOptions{source: "http"})
 	return res, categorize(err)
 }

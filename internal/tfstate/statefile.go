@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"github.com/stratahq/strata/internal/fault"
 	"io"
 	"strconv"
 )
@@ -35,6 +36,27 @@ func parseState(data []byte) stateMeta {
 		return stateMeta{}
 	}
 	return stateMeta{Readable: true, Serial: serial, Lineage: *s.Lineage, HasResources: len(s.Resources) > 0}
+}
+
+// checkStateShape refuses a payload that looks like a Terraform state (it has a lineage) but
+// whose serial strata cannot read: accepting it as "unreadable" would switch the write rules
+// off for it. Payloads without a lineage (OpenTofu's client-side encryption) stay opaque.
+func checkStateShape(data []byte) error {
+	var s struct {
+		Serial  json.RawMessage `json:"serial"`
+		Lineage json.RawMessage `json:"lineage"`
+	}
+	if json.Unmarshal(data, &s) != nil || len(s.Lineage) == 0 {
+		return nil
+	}
+	var lineage string
+	if json.Unmarshal(s.Lineage, &lineage) != nil {
+		return fault.Invalid("/lineage", "lineage must be a string")
+	}
+	if n, err := strconv.ParseInt(string(s.Serial), 10, 64); err != nil || n < 0 {
+		return fault.Invalid("/serial", "serial must be a non-negative integer in a state that has a lineage")
+	}
+	return nil
 }
 
 // newLineage returns a random UUID (version 4), the form Terraform gives lineages.

@@ -29,7 +29,9 @@ SELECT pg_try_advisory_xact_lock_shared(-1::bigint), pg_try_advisory_xact_lock_s
 -- name: StateRowKey
 -- An unlocked write (terraform -lock=false, or no lock configured) still must not overwrite
 -- a state a pg client has locked: take the row's key for this transaction, without waiting.
-SELECT pg_try_advisory_xact_lock($1::bigint)
+-- Shared: a pg client's exclusive lock still refuses it (and its exclusive probe fails while
+-- the write runs), but lock listings can tell strata's own hold from a pg client's.
+SELECT pg_try_advisory_xact_lock_shared($1::bigint)
 
 -- name: StateInsert
 INSERT INTO {{project}}.states (name, data) VALUES ($1, $2)
