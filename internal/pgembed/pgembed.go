@@ -253,6 +253,11 @@ func start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		settings[k] = v
 	}
 	if err := c.startServer(ctx, settings); err != nil {
+		// pg_ctl may have been interrupted (ctx cancelled) after the server started: stop
+		// whatever server of this data dir is running, so none outlives a failed Start.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_ = c.stopServer(sctx, "fast")
 		return nil, err
 	}
 	defer func() {
