@@ -2,6 +2,7 @@ package tfstate
 
 import (
 	"hash/fnv"
+	"net/url"
 	"regexp"
 	"strings"
 
@@ -13,9 +14,8 @@ import (
 // pg backend's schema_name is the project name exactly.
 var projectRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
-// workspaceRE is a workspace name that is also a URL path segment, the rule Terraform
-// applies to workspace names.
-var workspaceRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$`)
+// maxWorkspaceName bounds a workspace name (the pg backend's column is unbounded text).
+const maxWorkspaceName = 255
 
 // ValidateProject checks a project name: a lower-case identifier that is not strata's own
 // schema, public, information_schema or a pg_ system schema.
@@ -29,10 +29,13 @@ func ValidateProject(name, strataSchema string) error {
 	return nil
 }
 
-// ValidateWorkspace checks a workspace name.
+// ValidateWorkspace checks a workspace name with Terraform's own rule — a name that is its
+// own URL path segment (url.PathEscape leaves it unchanged) — so every workspace a pg client
+// can create through Terraform is reachable over HTTP too. "." and ".." are refused: URL
+// paths cannot carry them as segments.
 func ValidateWorkspace(name string) error {
-	if !workspaceRE.MatchString(name) {
-		return fault.Invalid("/workspace", "workspace name %q must match %s", name, workspaceRE)
+	if name == "" || name == "." || name == ".." || len(name) > maxWorkspaceName || url.PathEscape(name) != name {
+		return fault.Invalid("/workspace", "workspace name %q must be 1-%d characters that need no escaping in a URL path (Terraform's rule)", name, maxWorkspaceName)
 	}
 	return nil
 }

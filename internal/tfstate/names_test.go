@@ -1,6 +1,7 @@
 package tfstate
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,10 +42,10 @@ func TestValidateProject(t *testing.T) {
 
 func TestValidateWorkspace(t *testing.T) {
 	t.Parallel()
-	for _, ok := range []string{"default", "dev", "feature-1.2", "A_b"} {
+	for _, ok := range []string{"default", "dev", "feature-1.2", "A_b", "-x", "user@host", "a:b+c=d~e"} {
 		require.NoError(t, ValidateWorkspace(ok), ok)
 	}
-	for _, bad := range []string{"", ".", "..", "a/b", "a b", "-x", "ü"} {
+	for _, bad := range []string{"", ".", "..", "a/b", "a b", "a?b", "a%b", "ü", strings.Repeat("w", 256)} {
 		require.Error(t, ValidateWorkspace(bad), bad)
 	}
 }
