@@ -57,6 +57,13 @@ func (s *Service) ProjectPut(ctx context.Context, actor Actor, name string) (cli
 		}
 		hasTable := false
 		if schemaExists {
+			var foreign string
+			if err := tx.QueryRow(ctx, q.Get("ProjectForeignRelations"), name).Scan(&foreign); err != nil {
+				return err
+			}
+			if foreign != "" {
+				return fault.Conflict("schema %q exists and holds more than a pg backend states table (%s); strata adopts only schemas that hold the states table or nothing", name, truncateList(foreign))
+			}
 			if hasTable, err = checkStatesLayout(ctx, tx, name); err != nil {
 				return err
 			}
@@ -379,4 +386,11 @@ func connStrFor(base, user, password string) string {
 	}
 	parts = append(parts, "user="+user, "password="+password)
 	return strings.Join(parts, " ")
+}
+
+func truncateList(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
 }

@@ -137,6 +137,13 @@ func TestProjectAdopt(t *testing.T) {
 	_, _, err = b.svc.ProjectPut(ctx, b.actor, "odd")
 	requireKind(t, err, fault.KindConflict)
 
+	// A schema that holds other tables (an application's, another strata's) is not adopted.
+	rawExec(t, pg, `CREATE SCHEMA app`)
+	rawExec(t, pg, `CREATE TABLE app.customers (id int)`)
+	_, _, err = b.svc.ProjectPut(ctx, b.actor, "app")
+	fe := requireKind(t, err, fault.KindConflict)
+	require.Contains(t, fe.Detail, "customers")
+
 	// Deleting an adopted project with states needs force, and keeps its schema when
 	// something else lives there.
 	rawExec(t, pg, `CREATE TABLE terraform_remote_state.notes (x int)`)

@@ -115,3 +115,12 @@ SELECT {{schema}}.tf_project_role($1, $2, $3)
 
 -- name: ProjectRoleDrop
 SELECT {{schema}}.tf_drop_project_role($1)
+
+-- name: ProjectForeignRelations
+-- Tables, views and sequences in a schema other than the pg backend's states table: strata
+-- adopts only schemas that hold nothing else, so deleting a project can never take an
+-- application's (or another strata installation's) tables with it.
+SELECT coalesce(string_agg(c.relname, ', ' ORDER BY c.relname), '')
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND c.relname <> 'states'
