@@ -205,10 +205,13 @@ BEGIN
 	IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = p_role) THEN
 		RETURN true;
 	END IF;
+	-- DROP OWNED runs outside the block below, so its effect stays when DROP ROLE fails.
 	EXECUTE format('DROP OWNED BY %I', p_role);
-	EXECUTE format('DROP ROLE %I', p_role);
+	BEGIN
+		EXECUTE format('DROP ROLE %I', p_role);
+	EXCEPTION WHEN dependent_objects_still_exist THEN
+		RETURN false;
+	END;
 	RETURN true;
-EXCEPTION WHEN dependent_objects_still_exist THEN
-	RETURN false;
 END;
 $$;
