@@ -23,6 +23,9 @@ type heldLock struct {
 	Owner   string
 	// CreatedBy is the actor (token) that took the lock.
 	CreatedBy string
+	// Unprotected is true while the keeper could not (re)take the lock's advisory key, so a
+	// pg client may hold it.
+	Unprotected bool
 }
 
 // usableBy refuses a lock's ID to anyone but the token that took the lock, unless the actor
@@ -38,7 +41,7 @@ func (h heldLock) usableBy(actor Actor, project, workspace string) error {
 func scanLock(row db.Row) (heldLock, bool, error) {
 	var h heldLock
 	var info string
-	err := row.Scan(&h.ID, &info, &h.StateID, &h.Owner, &h.CreatedBy)
+	err := row.Scan(&h.ID, &info, &h.StateID, &h.Owner, &h.CreatedBy, &h.Unprotected)
 	if errors.Is(err, db.ErrNotFound) {
 		return heldLock{}, false, nil
 	}

@@ -78,6 +78,13 @@ func TestKeeperRetakesKeysAfterReconnect(t *testing.T) {
 	probe := rawSession(t, b.url)
 	require.False(t, pgClientTry(t, probe, keyOne), "key one was taken back")
 
+	// While the pg client holds key two, even the lock's own holder may not write: the lock
+	// no longer excludes the pg client, and two writers would race.
+	_, err = b.svc.StateWrite(ctx, b.actor, "p", "two", WriteRequest{LockID: "L-two", Body: stateJSON(1, "l", 1)})
+	requireLocked(t, err)
+	_, err = b.svc.StateWrite(ctx, b.actor, "p", "one", WriteRequest{LockID: "L-one", Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err, "a protected lock's holder writes as usual")
+
 	rawBool(t, pg, `SELECT pg_advisory_unlock($1)`, keyTwo)
 	require.Eventually(t, func() bool {
 		st, err := b.svc.LockStatus(ctx, "p", "two")

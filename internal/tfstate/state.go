@@ -163,8 +163,9 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 		if err != nil && !errors.Is(err, db.ErrNotFound) {
 			return err
 		}
-		if exists && (!locked || lock.Owner == "") {
-			// Without a keeper holding the key for us, make sure no pg client holds it now.
+		if exists && (!locked || lock.Owner == "" || lock.Unprotected) {
+			// Without a keeper holding the key for us (or one that lost it), make sure no pg
+			// client holds it now.
 			var ok bool
 			if err := tx.QueryRow(ctx, q.Get("StateRowKey"), id).Scan(&ok); err != nil {
 				return err
@@ -253,7 +254,7 @@ func (s *Service) StateDelete(ctx context.Context, actor Actor, project, workspa
 		if err != nil {
 			return err
 		}
-		if !locked || lock.Owner == "" {
+		if !locked || lock.Owner == "" || lock.Unprotected {
 			var ok bool
 			if err := tx.QueryRow(ctx, q.Get("StateRowKey"), id).Scan(&ok); err != nil {
 				return err

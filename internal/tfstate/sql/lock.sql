@@ -6,13 +6,13 @@ WHERE project = $1 AND workspace = $2
 -- name: LockGetForShare
 -- A write holds the lock row shared, so an UNLOCK cannot slip in between its check of the
 -- lock ID and its commit.
-SELECT lock_id, info, state_id, owner, created_by
+SELECT lock_id, info, state_id, owner, created_by, unprotected_since IS NOT NULL
 FROM {{schema}}.tf_locks
 WHERE project = $1 AND workspace = $2
 FOR SHARE
 
 -- name: LockGetForUpdate
-SELECT lock_id, info, state_id, owner, created_by
+SELECT lock_id, info, state_id, owner, created_by, unprotected_since IS NOT NULL
 FROM {{schema}}.tf_locks
 WHERE project = $1 AND workspace = $2
 FOR UPDATE
