@@ -46,8 +46,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build strata:", err)
 		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
-	pgtest.Main(m)
+	code := pgtest.Run(m)
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // server is a running `strata serve`.

@@ -81,7 +81,11 @@ var state struct {
 
 // Main runs the package's tests and then stops the throwaway cluster if this process started
 // one. Call it from TestMain; it does not return.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main without the exit: it runs the tests, stops the throwaway cluster, and returns
+// the exit code, for a TestMain that has cleanup of its own to do before exiting.
+func Run(m *testing.M) int {
 	state.mainCalled = true
 	code := m.Run()
 	if state.cluster != nil {
@@ -99,7 +103,7 @@ func Main(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "pgtest: remove %s: %v\n", state.dir, err)
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // AdminURL returns the URL of the test server's "postgres" database, starting the server on
