@@ -55,6 +55,19 @@ func (r *tfRun) run(args ...string) (string, error) {
 	return string(out), err
 }
 
+// stdout runs terraform and returns only its standard output (for `state pull`).
+func (r *tfRun) stdout(args ...string) string {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.bin, args...)
+	cmd.Dir = r.dir
+	cmd.Env = append(os.Environ(), append([]string{"TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1"}, r.env...)...)
+	out, err := cmd.Output()
+	require.NoError(r.t, err, "terraform %s", strings.Join(args, " "))
+	return string(out)
+}
+
 func (r *tfRun) ok(args ...string) string {
 	r.t.Helper()
 	out, err := r.run(args...)
@@ -244,4 +257,91 @@ func TestTerraformPGBackendSharesProject(t *testing.T) {
 	b, err := json.Marshal(ws)
 	require.NoError(t, err)
 	t.Logf("workspaces: %s", b)
+}
+
+// TestTerraformMigrateAndPush: the flows around the rules — `init -migrate-state` from the
+// local backend and from the pg backend into strata's http backend, `state push` of a newer
+// state, and `state push -force` of an older one, which strata refuses (restore a version
+// instead).
+func TestTerraformMigrateAndPush(t *testing.T) {
+	t.Parallel()
+	s, token, url := stateServer(t)
+	ctx := context.Background()
+	c, err := client.New(s.url, token, nil)
+	require.NoError(t, err)
+	_, err = c.ProjectPut(ctx, "mig")
+	require.NoError(t, err)
+
+	// local → http.
+	resources := `
+resource "terraform_data" "x" {
+  input = "local"
+}
+`
+	tf := newTF(t, resources, "TF_HTTP_PASSWORD="+token)
+	tf.ok("init", "-no-color")
+	tf.ok("apply", "-auto-approve", "-no-color")
+	cfg := httpBackendConfig(s.url, "mig", "fromlocal", "local")
+	require.NoError(t, os.WriteFile(filepath.Join(tf.dir, "main.tf"), []byte(cfg), 0o600))
+	tf.ok("init", "-migrate-state", "-force-copy", "-no-color")
+	out := tf.ok("plan", "-no-color")
+	require.Contains(t, out, "terraform_data.x: Refreshing state", "the migrated state holds the resource")
+	require.NotContains(t, out, "will be created")
+	vs, err := c.StateVersions(ctx, "mig", "fromlocal")
+	require.NoError(t, err)
+	require.NotEmpty(t, vs)
+
+	// pg → http.
+	pg := newTF(t, pgBackendConfig(url, "legacy_pg", "pg"))
+	pg.ok("init", "-no-color")
+	pg.ok("apply", "-auto-approve", "-no-color")
+	pgState := pg.stdout("state", "pull")
+	require.NoError(t, os.WriteFile(filepath.Join(pg.dir, "main.tf"), []byte(httpBackendConfig(s.url, "mig", "frompg", "pg")), 0o600))
+	pg.env = append(pg.env, "TF_HTTP_PASSWORD="+token)
+	pg.ok("init", "-migrate-state", "-force-copy", "-no-color")
+	got, err := c.StatePull(ctx, "mig", "frompg")
+	require.NoError(t, err)
+	// Terraform copies the resources (it gives the http backend's state a lineage of its own).
+	type instances struct {
+		Resources []struct {
+			Instances []struct {
+				Attributes struct {
+					ID string `json:"id"`
+				} `json:"attributes"`
+			} `json:"instances"`
+		} `json:"resources"`
+	}
+	var before, after instances
+	require.NoError(t, json.Unmarshal([]byte(pgState), &before))
+	require.NoError(t, json.Unmarshal(got, &after))
+	require.Len(t, after.Resources, 1)
+	require.Equal(t, before.Resources[0].Instances[0].Attributes.ID, after.Resources[0].Instances[0].Attributes.ID)
+
+	// state push of a newer state.
+	pulled := tf.stdout("state", "pull")
+	var st map[string]any
+	require.NoError(t, json.Unmarshal([]byte(pulled), &st))
+	oldSerial := st["serial"].(float64)
+	st["serial"] = oldSerial + 5
+	newer, err := json.Marshal(st)
+	require.NoError(t, err)
+	file := filepath.Join(tf.dir, "push.json")
+	require.NoError(t, os.WriteFile(file, newer, 0o600))
+	tf.ok("state", "push", "-no-color", file)
+	cur, err := c.StatePull(ctx, "mig", "fromlocal")
+	require.NoError(t, err)
+	var curSt struct {
+		Serial float64 `json:"serial"`
+	}
+	require.NoError(t, json.Unmarshal(cur, &curSt))
+	require.GreaterOrEqual(t, curSt.Serial, oldSerial+5, "the pushed state is current (terraform may bump the serial once more)")
+
+	// state push -force of the older file: terraform sends it, strata refuses the lower serial.
+	require.NoError(t, os.WriteFile(file, []byte(pulled), 0o600))
+	out, err = tf.run("state", "push", "-force", "-no-color", file)
+	require.Error(t, err, "a lower serial is refused even with -force:\n%s", out)
+	require.Contains(t, out, "409")
+	st2, err := c.StateLockStatus(ctx, "mig", "fromlocal")
+	require.NoError(t, err)
+	require.False(t, st2.Locked, "terraform released its lock after the refused push")
 }
