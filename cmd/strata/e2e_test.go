@@ -395,3 +395,29 @@ func TestEmbeddedTCP(t *testing.T) {
 	require.Error(t, err, "a wrong password is refused")
 	s.stop(t)
 }
+
+// TestReadyzWarnsWithoutSession: with the session features off, /readyz still answers 200 but
+// says that HTTP state locks do not exclude pg clients; with them on, it has no warning.
+func TestReadyzWarnsWithoutSession(t *testing.T) {
+	t.Parallel()
+	for _, session := range []string{"off", ""} {
+		url := pgtest.NewDatabaseURL(t)
+		args := []string{"--database-url", url, "--data-dir", dataDir(t)}
+		if session != "" {
+			args = append(args, "--session-database-url", session)
+		}
+		s := startServer(t, nil, args...)
+		resp, err := http.Get(s.url + "/readyz")
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode)
+		if session == "off" {
+			require.Contains(t, string(body), "do not exclude pg backend clients")
+		} else {
+			require.NotContains(t, string(body), "warnings", string(body))
+		}
+		s.stop(t)
+	}
+}
