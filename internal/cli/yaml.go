@@ -46,11 +46,9 @@ func yamlNode(v any) *yaml.Node {
 		}
 		return n
 	case json.Number:
-		tag := "!!int"
-		if bytes.ContainsAny([]byte(t), ".eE") {
-			tag = "!!float"
-		}
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: string(t)}
+		// No explicit tag: a JSON number is a plain YAML scalar that YAML 1.2 readers resolve
+		// to a number again (an explicit !!int would be printed for integers beyond int64).
+		return &yaml.Node{Kind: yaml.ScalarNode, Value: string(t)}
 	case string:
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: t}
 	case bool:
