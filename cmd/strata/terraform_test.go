@@ -341,6 +341,16 @@ resource "terraform_data" "x" {
 	out, err = tf.run("state", "push", "-force", "-no-color", file)
 	require.Error(t, err, "a lower serial is refused even with -force:\n%s", out)
 	require.Contains(t, out, "409")
+	// One serial behind: terraform raises the file's serial to the stored one; the other bytes
+	// under the same serial are refused too.
+	st["serial"] = curSt.Serial - 1
+	st["outputs"] = map[string]any{"changed": map[string]any{"value": "yes", "type": "string"}}
+	oneBehind, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(file, oneBehind, 0o600))
+	out, err = tf.run("state", "push", "-force", "-no-color", file)
+	require.Error(t, err, "a file one serial behind is refused even with -force:\n%s", out)
+	require.Contains(t, out, "409")
 	st2, err := c.StateLockStatus(ctx, "mig", "fromlocal")
 	require.NoError(t, err)
 	require.False(t, st2.Locked, "terraform released its lock after the refused push")

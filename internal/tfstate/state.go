@@ -116,6 +116,13 @@ func writeRules(project, workspace string, cur, next []byte) error {
 	if n.Serial < c.Serial {
 		return fault.Conflict("stale state for %s/%s: serial %d is lower than the stored serial %d", project, workspace, n.Serial, c.Serial)
 	}
+	if n.Serial == c.Serial {
+		// Terraform and OpenTofu raise the serial with every change they persist, so other
+		// bytes under the stored serial come from a writer that started from an older state:
+		// two -lock=false runs that read the same serial, or state push -force of a file one
+		// serial behind.
+		return fault.Conflict("stale state for %s/%s: serial %d is already stored with other content (another writer started from the same state)", project, workspace, n.Serial)
+	}
 	return nil
 }
 

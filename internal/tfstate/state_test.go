@@ -39,10 +39,10 @@ func TestStateWriteRules(t *testing.T) {
 	_, err = write(stateJSON(2, "lin-a", 1))
 	requireKind(t, err, fault.KindConflict)
 
-	// Same serial, other bytes: allowed (Terraform may rewrite a snapshot without a change
-	// of serial, e.g. a newer terraform_version).
+	// Same serial, other bytes: stale too (Terraform raises the serial with every change it
+	// persists; this is a second writer that started from the same state).
 	_, err = write([]byte(strings.Replace(string(stateJSON(3, "lin-a", 1)), "1.11.4", "1.11.5", 1)))
-	require.NoError(t, err)
+	requireKind(t, err, fault.KindConflict)
 
 	// Another lineage over a state that has resources: refused.
 	_, err = write(stateJSON(9, "lin-b", 0))
@@ -71,13 +71,13 @@ func TestStateWriteRules(t *testing.T) {
 
 	vs, err := b.svc.VersionList(ctx, "p", "default")
 	require.NoError(t, err)
-	require.Len(t, vs, 6)
-	require.Equal(t, int64(6), vs[0].N)
+	require.Len(t, vs, 5)
+	require.Equal(t, int64(5), vs[0].N)
 	require.Equal(t, "http", vs[0].Source)
 	require.Equal(t, "alice", vs[0].CreatedBy)
 	require.Nil(t, vs[1].Serial, "the encrypted version has no serial")
-	require.Equal(t, int64(3), *vs[5].Serial)
-	require.Equal(t, "lin-a", vs[5].Lineage)
+	require.Equal(t, int64(3), *vs[4].Serial)
+	require.Equal(t, "lin-a", vs[4].Lineage)
 }
 
 func TestStateWriteChecks(t *testing.T) {
