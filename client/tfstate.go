@@ -31,7 +31,7 @@ type Project struct {
 	CreatedBy string    `json:"createdBy"`
 	// Adopted is true when the schema existed before strata managed it.
 	Adopted bool `json:"adopted"`
-	// Workspaces counts workspaces with a state (only filled by a single-project read).
+	// Workspaces counts workspaces with a state.
 	Workspaces int `json:"workspaces"`
 	// CredentialsRole is the login role made for pg clients, when one was made.
 	CredentialsRole string `json:"credentialsRole,omitempty"`

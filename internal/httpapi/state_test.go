@@ -92,6 +92,11 @@ func TestStateProtocol(t *testing.T) {
 	problem(t, b.do(t, "LOCK", path, b.admin, strings.NewReader(`not json`)), 400, "validation")
 	p := problem(t, b.do(t, "LOCK", path, b.admin, strings.NewReader(`{"ID":"C","Who":"a\u0000b"}`)), 400, "validation")
 	require.Equal(t, "/Who", p.Errors[0].Field)
+	p = problem(t, b.do(t, "LOCK", path, b.admin, strings.NewReader(`{"ID":"C","Created":"yesterday"}`)), 400, "validation")
+	require.Equal(t, "/Created", p.Errors[0].Field)
+	r = b.do(t, "LOCK", "/v1/state/net/created", b.admin, strings.NewReader(`{"ID":"E","Created":""}`))
+	require.Equal(t, 200, r.status, "an empty Created is filled in: %s", r.body)
+	require.NotContains(t, string(r.body), `"Created":"0001`)
 	p = problem(t, b.do(t, "POST", "/v1/state/net/shape", b.admin, strings.NewReader(`{"version":4,"serial":"9","lineage":"L"}`)), 400, "validation")
 	require.Equal(t, "/serial", p.Errors[0].Field)
 

@@ -66,8 +66,22 @@ func heldBy(project, workspace string, h heldLock, id string) error {
 // ParseLockInfo reads a LOCK body: Terraform's LockInfo JSON. ID is required.
 func ParseLockInfo(body []byte) (client.LockInfo, error) {
 	var info client.LockInfo
-	if err := json.Unmarshal(body, &info); err != nil {
-		return info, fault.Invalid("/", "lock body must be Terraform's LockInfo JSON: %v", err)
+	// Created is read apart: an empty or missing time is filled in by Lock, and a bad one
+	// is a 400 that names the field rather than Go's time layout.
+	var raw struct {
+		ID, Operation, Info, Who, Version, Path string
+		Created                                 string
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return info, fault.Invalid("", "lock body must be Terraform's LockInfo JSON object with string fields ID, Operation, Info, Who, Version, Created, Path")
+	}
+	info = client.LockInfo{ID: raw.ID, Operation: raw.Operation, Info: raw.Info, Who: raw.Who, Version: raw.Version, Path: raw.Path}
+	if raw.Created != "" {
+		t, err := time.Parse(time.RFC3339Nano, raw.Created)
+		if err != nil {
+			return info, fault.Invalid("/Created", "must be an RFC 3339 time such as 2026-11-22T06:00:00Z, or empty")
+		}
+		info.Created = t
 	}
 	if info.ID == "" {
 		return info, fault.Invalid("/ID", "lock ID is required")

@@ -95,7 +95,13 @@ func (s *Service) ProjectPut(ctx context.Context, actor Actor, name string) (cli
 		p, err = scanProject(tx.QueryRow(ctx, q.Get("ProjectGet"), name))
 		return err
 	})
-	return p, created, categorize(err)
+	if err != nil {
+		return client.Project{}, false, categorize(err)
+	}
+	if err := s.countWorkspaces(ctx, &p); err != nil {
+		return client.Project{}, false, err
+	}
+	return p, created, nil
 }
 
 // checkStatesLayout reports whether schema has a states table, and refuses one that the pg
@@ -147,12 +153,19 @@ func (s *Service) ProjectGet(ctx context.Context, name string) (client.Project, 
 	if err != nil {
 		return client.Project{}, categorize(err)
 	}
+	if err := s.countWorkspaces(ctx, &p); err != nil {
+		return client.Project{}, err
+	}
+	return p, nil
+}
+
+func (s *Service) countWorkspaces(ctx context.Context, p *client.Project) error {
 	var n int64
-	if err := s.db.QueryRow(ctx, pq("ProjectStateCount", name), name).Scan(&n); err != nil {
-		return client.Project{}, categorize(err)
+	if err := s.db.QueryRow(ctx, pq("ProjectStateCount", p.Name), p.Name).Scan(&n); err != nil {
+		return categorize(err)
 	}
 	p.Workspaces = int(n)
-	return p, nil
+	return nil
 }
 
 // ProjectList lists projects by name (without workspace counts).
@@ -170,7 +183,17 @@ func (s *Service) ProjectList(ctx context.Context) ([]client.Project, error) {
 		}
 		out = append(out, p)
 	}
-	return out, categorize(rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, categorize(err)
+	}
+	rows.Close()
+	// One count per project: the states tables live in the projects' own schemas.
+	for i := range out {
+		if err := s.countWorkspaces(ctx, &out[i]); err != nil && fault.KindOf(err) != fault.KindNotFound {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // ProjectDelete deletes a project: its states table, locks, versions and credentials role,

@@ -112,6 +112,11 @@ func TestProjectAdopt(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, created)
 	require.True(t, p.Adopted)
+	require.Equal(t, 2, p.Workspaces)
+	list, err := b.svc.ProjectList(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, 2, list[0].Workspaces, "lists count workspaces too")
 	var after string
 	require.NoError(t, pg.QueryRow(ctx, &db.Query{Name: "t", Text: `SELECT string_agg(id || name || data, ',' ORDER BY id) FROM terraform_remote_state.states`}).Scan(&after))
 	require.Equal(t, before, after)
