@@ -112,6 +112,14 @@ func TestProblems(t *testing.T) {
 	require.Equal(t, 201, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"curl"}}`), "Content-Type", "application/x-www-form-urlencoded").status)
 	problem(t, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":7}}`)), 400, "validation")
 	problem(t, b.do(t, "GET", "/v1/orgs?limit=x", b.admin, nil), 400, "validation")
+	problem(t, b.do(t, "GET", "/v1/orgs?limit=5000", b.admin, nil), 400, "validation")
+	p = problem(t, b.do(t, "GET", "/v1/orgs?continue=zzz", b.admin, nil), 400, "validation")
+	require.Equal(t, "continue", p.Errors[0].Field)
+	p = problem(t, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`[]`)), 400, "validation")
+	require.Contains(t, p.Detail, "expected a JSON object")
+	p = problem(t, b.do(t, "POST", "/v1/tokens", b.admin, strings.NewReader(`{"name":"x","scopes":["admin"],"expiresAt":"tomorrow"}`)), 400, "validation")
+	require.Contains(t, p.Detail, "RFC 3339")
+	problem(t, b.do(t, "DELETE", "/v1/orgs/curl?resourceVersion=abc", b.admin, nil), 400, "validation")
 
 	big := `{"metadata":{"name":"big"},"spec":{"blob":"` + strings.Repeat("x", 70<<10) + `"}}`
 	problem(t, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(big)), 413, "too-large")
@@ -141,6 +149,7 @@ func TestOrgsEndToEnd(t *testing.T) {
 	problem(t, b.do(t, "PUT", "/v1/orgs/acme", b.admin, strings.NewReader(cur)), 409, "conflict")
 	r = b.do(t, "PUT", "/v1/orgs/fresh", b.admin, strings.NewReader(`{"spec":{}}`))
 	require.Equal(t, 201, r.status, string(r.body))
+	require.Equal(t, "/v1/orgs/fresh", r.header.Get("Location"))
 
 	r = b.do(t, "PATCH", "/v1/orgs/acme", b.admin, strings.NewReader(`{"metadata":{"labels":{"env":null,"team":"a"}}}`), "Content-Type", "application/merge-patch+json")
 	require.Equal(t, 200, r.status, string(r.body))

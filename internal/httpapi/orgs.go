@@ -21,8 +21,8 @@ func listOptions(r *http.Request) (resource.ListOptions, error) {
 	var opts resource.ListOptions
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			return opts, fault.Invalid("limit", "limit must be a positive integer, not %q", truncateParam(s))
+		if err != nil || n < 1 || n > resource.MaxListLimit {
+			return opts, fault.Invalid("limit", "limit must be an integer from 1 to %d, not %q", resource.MaxListLimit, truncateParam(s))
 		}
 		opts.Limit = n
 	}
@@ -116,6 +116,7 @@ func (a *API) orgPut(w http.ResponseWriter, r *http.Request, p *auth.Principal) 
 		if err != nil {
 			return err
 		}
+		w.Header().Set("Location", "/v1/orgs/"+out.Metadata.Name)
 		return writeJSON(w, http.StatusCreated, out)
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
+	"time"
 
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/db"
@@ -164,6 +166,7 @@ func jsonError(err error) error {
 	var maxErr *http.MaxBytesError
 	var syntaxErr *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
+	var timeErr *time.ParseError
 	switch {
 	case errors.As(err, &maxErr):
 		return err
@@ -174,11 +177,44 @@ func jsonError(err error) error {
 	case errors.As(err, &syntaxErr):
 		return fault.Invalid("", "malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
 	case errors.As(err, &typeErr):
-		field := "/" + strings.ReplaceAll(typeErr.Field, ".", "/")
-		return fault.Invalid(field, "expected %s, got JSON %s", typeErr.Type, typeErr.Value)
+		field := ""
+		if typeErr.Field != "" {
+			field = "/" + strings.ReplaceAll(typeErr.Field, ".", "/")
+		}
+		return fault.Invalid(field, "expected %s, got JSON %s", jsonKind(typeErr.Type), typeErr.Value)
+	case errors.As(err, &timeErr):
+		return fault.Invalid("", "a time must be in RFC 3339 form, such as 2026-11-22T06:00:00Z: %q is not", strings.Trim(timeErr.Value, `"`))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return fault.Invalid("/"+name, "unknown field %q", name)
 	}
 	return fault.Invalid("", "invalid JSON: %v", err)
+}
+
+// jsonKind names a Go type the way a JSON client thinks of it.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a value"
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		if t == reflect.TypeFor[time.Time]() {
+			return "an RFC 3339 time string"
+		}
+		return "a JSON object"
+	case reflect.Slice, reflect.Array:
+		return "a JSON array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "a value"
 }

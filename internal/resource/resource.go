@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/db"
@@ -116,6 +117,9 @@ func normalize(ref Ref, obj *client.Object) error {
 // character cannot be stored in jsonb, so it is refused with the path of the offending value
 // rather than failing in the database.
 func canonicalSpec(raw json.RawMessage) (json.RawMessage, error) {
+	if !utf8.Valid(raw) {
+		return nil, fault.Invalid("/spec", "spec must be valid UTF-8 (invalid bytes would be stored as U+FFFD)")
+	}
 	v, err := decodeJSON(raw)
 	if err != nil {
 		return nil, fault.Invalid("/spec", "spec is not valid JSON: %v", err)
@@ -258,7 +262,7 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 	after := ""
 	if opts.Continue != "" {
 		b, err := base64.RawURLEncoding.DecodeString(opts.Continue)
-		if err != nil {
+		if err != nil || !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
 			return client.ObjectList{}, fault.Invalid("continue", "continue token is not one this server issued")
 		}
 		after = string(b)
@@ -302,6 +306,11 @@ func lockForWrite(ctx context.Context, tx *db.Tx, ref Ref, expected string) (int
 	if err != nil {
 		return 0, err
 	}
+	if expected != "" {
+		if n, err := strconv.ParseInt(expected, 10, 64); err != nil || n < 1 {
+			return 0, fault.Invalid("/metadata/resourceVersion", "resourceVersion must be a resourceVersion this server issued (a positive decimal integer), not %q", truncate(expected, 40))
+		}
+	}
 	if expected != "" && expected != strconv.FormatInt(rv, 10) {
 		return 0, fault.Conflict("%s %q has been modified: resourceVersion is %d, the request expected %s; read it again and retry", ref.Kind, ref.Name, rv, truncate(expected, 40))
 	}
@@ -309,7 +318,7 @@ func lockForWrite(ctx context.Context, tx *db.Tx, ref Ref, expected string) (int
 }
 
 // Replace overwrites an existing object (PUT). A non-empty metadata.resourceVersion must
-// match the stored one (409 otherwise).
+// match the stored one (409 otherwise); one that is not a number is a 400.
 func (s *Service) Replace(ctx context.Context, ref Ref, obj client.Object) (client.Object, error) {
 	if err := normalize(ref, &obj); err != nil {
 		return client.Object{}, err
