@@ -370,6 +370,32 @@ func TestBadConfig(t *testing.T) {
 	out, err = cmd.CombinedOutput()
 	require.Error(t, err)
 	require.Contains(t, string(out), "--tls-cert and --tls-key must be given together")
+
+	// Settings that need no database are checked before the embedded cluster is created.
+	for _, c := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"--listen", "7400"}, "", "--listen"},
+		{[]string{"--schema", "Bad-Schema"}, "", "--schema"},
+		{[]string{"--keep-versions", "-1"}, "", "--keep-versions"},
+		{[]string{"--max-body-bytes", "0"}, "", "--max-body-bytes"},
+		{nil, "STRATA_BOOTSTRAP_TOKEN=short", "STRATA_BOOTSTRAP_TOKEN"},
+		{nil, "STRATA_MAX_BODY_BYTES=8M", "STRATA_MAX_BODY_BYTES"},
+	} {
+		dir := dataDir(t)
+		cmd := exec.Command(binary, append([]string{"serve", "--data-dir", dir}, c.args...)...)
+		cmd.Env = os.Environ()
+		if c.env != "" {
+			cmd.Env = append(cmd.Env, c.env)
+		}
+		out, err := cmd.CombinedOutput()
+		require.Error(t, err, "%v %s must fail: %s", c.args, c.env, out)
+		require.Contains(t, string(out), c.want)
+		_, statErr := os.Stat(filepath.Join(dir, "pg"))
+		require.True(t, os.IsNotExist(statErr), "no cluster was created for %v %s", c.args, c.env)
+	}
 }
 
 // TestEmbeddedTCP: --embedded-listen opens a TCP port on the embedded cluster that demands the

@@ -309,8 +309,19 @@ func (c *CreateParams) validate() error {
 	if c.ExpiresAt != nil && !c.ExpiresAt.After(time.Now()) {
 		return fault.Invalid("/expiresAt", "expiry must be in the future")
 	}
-	if c.Secret != "" && (!strings.HasPrefix(c.Secret, TokenPrefix) || len(c.Secret) < len(TokenPrefix)+32 || len(c.Secret) > 200) {
-		return fault.Invalid("/secret", "a supplied token must start with %q and carry at least 32 more characters", TokenPrefix)
+	if c.Secret != "" {
+		if err := ValidateSecret(c.Secret); err != nil {
+			return fault.Invalid("/secret", "%v", err)
+		}
+	}
+	return nil
+}
+
+// ValidateSecret checks a token chosen by an operator (STRATA_BOOTSTRAP_TOKEN): it must look
+// like strata's own tokens and carry enough characters to be unguessable.
+func ValidateSecret(secret string) error {
+	if !strings.HasPrefix(secret, TokenPrefix) || len(secret) < len(TokenPrefix)+32 || len(secret) > 200 {
+		return fmt.Errorf("a token must start with %q and carry 32 to %d more characters (e.g. %q plus 43 random base64url characters)", TokenPrefix, 200-len(TokenPrefix), TokenPrefix)
 	}
 	return nil
 }

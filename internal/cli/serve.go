@@ -88,6 +88,9 @@ With --database-url it uses that database; several replicas may share one.`,
 			if err := checkEnv(); err != nil {
 				return err
 			}
+			if cfg.MaxBodyBytes <= 0 || cfg.MaxStateBytes <= 0 {
+				return fmt.Errorf("--max-body-bytes and --max-state-bytes must be positive")
+			}
 			logger, err := newLogger(logLevel)
 			if err != nil {
 				return err

@@ -31,6 +31,14 @@ const DefaultSchema = "strata"
 // identifier, so that quoting never changes its meaning.
 var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
+// ValidateSchemaName checks a name for strata's schema.
+func ValidateSchemaName(schema string) error {
+	if !identRE.MatchString(schema) {
+		return fmt.Errorf("schema name %q: must be a lower-case identifier matching %s", schema, identRE)
+	}
+	return nil
+}
+
 // Options configure Open. The zero value of every field but URL is usable.
 type Options struct {
 	// URL is a PostgreSQL connection string (URL or key=value form). Pool settings such as
@@ -67,8 +75,8 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if schema == "" {
 		schema = DefaultSchema
 	}
-	if !identRE.MatchString(schema) {
-		return nil, fmt.Errorf("schema name %q: must match %s", schema, identRE)
+	if err := ValidateSchemaName(schema); err != nil {
+		return nil, err
 	}
 	cfg, err := pgxpool.ParseConfig(opts.URL)
 	if err != nil {

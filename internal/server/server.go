@@ -161,6 +161,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key must be given together")
 	}
+	// Check everything that needs no database before starting one, so a typo does not cost
+	// an initdb.
+	if err := cfg.validate(); err != nil {
+		return err
+	}
 
 	reg, qm := newRegistry()
 	database, err := OpenDatabase(ctx, cfg, qm)
@@ -303,4 +308,23 @@ func writeSecretFile(path, secret string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// validate checks the settings that can be checked without a database.
+func (c *Config) validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("--listen %q: want host:port (e.g. 127.0.0.1:7400): %w", c.Listen, err)
+	}
+	if err := db.ValidateSchemaName(c.Schema); err != nil {
+		return fmt.Errorf("--schema: %w", err)
+	}
+	if c.KeepVersions < 0 {
+		return fmt.Errorf("--keep-versions %d: must be 0 (keep all) or more", c.KeepVersions)
+	}
+	if c.BootstrapToken != "" {
+		if err := auth.ValidateSecret(c.BootstrapToken); err != nil {
+			return fmt.Errorf("STRATA_BOOTSTRAP_TOKEN: %w", err)
+		}
+	}
+	return nil
 }
