@@ -80,16 +80,25 @@ func (c *Client) StatePull(ctx context.Context, project, workspace string) ([]by
 	return body, nil
 }
 
+// WriteResult is the answer to a state write.
+type WriteResult struct {
+	// Version is strata's version number of the state now stored.
+	Version int64 `json:"version"`
+	// Unchanged is true when the same bytes were already stored (nothing was written).
+	Unchanged bool `json:"unchanged"`
+}
+
 // StatePush writes a state; lockID is required while the workspace is locked.
-func (c *Client) StatePush(ctx context.Context, project, workspace string, state []byte, lockID string) error {
+func (c *Client) StatePush(ctx context.Context, project, workspace string, state []byte, lockID string) (WriteResult, error) {
 	q := url.Values{}
 	if lockID != "" {
 		q.Set("ID", lockID)
 	}
 	sum := md5.Sum(state)
+	var out WriteResult
 	_, err := c.Do(ctx, Request{Method: http.MethodPost, Path: statePath(project, workspace), Query: q, RawBody: state,
-		ContentType: "application/json", Header: http.Header{"Content-Md5": {base64.StdEncoding.EncodeToString(sum[:])}}}, nil)
-	return err
+		ContentType: "application/json", Header: http.Header{"Content-Md5": {base64.StdEncoding.EncodeToString(sum[:])}}}, &out)
+	return out, err
 }
 
 // StateLock takes a workspace's lock. When someone else holds it the error is a 423 *Error

@@ -8,15 +8,24 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -106,12 +115,16 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 	case a, ok := <-addr:
 		require.True(t, ok, "strata exited before serving:\n%s", s.stderr.String())
 		s.url = "http://" + a
+		if slices.Contains(args, "--tls-cert") {
+			s.url = "https://" + a
+		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("strata did not start within 60s:\n%s", s.stderr.String())
 	}
 	deadline := time.Now().Add(30 * time.Second)
+	probe := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // readiness only
 	for {
-		resp, err := http.Get(s.url + "/readyz")
+		resp, err := probe.Get(s.url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -340,7 +353,13 @@ func TestCLI(t *testing.T) {
 	require.ErrorContains(t, err, "HTTP 403")
 
 	_, err = cli(t, []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN="}, "org", "list", "--data-dir", dataDir(t))
+	require.ErrorContains(t, err, "no API token")
+	_, err = cli(t, []string{"STRATA_SERVER=" + s.url}, "org", "list", "--token", "strata_wrongwrongwrongwrongwrongwrongwrongwrong")
 	require.ErrorContains(t, err, "HTTP 401")
+	_, err = cli(t, env, "org", "list", "--server", strings.TrimPrefix(s.url, "http://"))
+	require.ErrorContains(t, err, "give a URL with its scheme")
+	_, err = cli(t, env, "org", "create", "dup", "--label", "a=1", "--label", "a=2")
+	require.ErrorContains(t, err, "given twice")
 
 	out, err = cli(t, env, "org", "delete", "acme")
 	require.NoError(t, err)
@@ -446,4 +465,46 @@ func TestReadyzWarnsWithoutSession(t *testing.T) {
 		}
 		s.stop(t)
 	}
+}
+
+// TestTLS: serve HTTPS with --tls-cert/--tls-key; the CLI trusts a private CA with --ca-cert
+// and refuses the server without it.
+func TestTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeSelfSigned(t, certFile, keyFile)
+	token := "strata_" + strings.Repeat("tlsBootstrapToken", 3)
+	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", pgtest.NewDatabaseURL(t),
+		"--data-dir", dataDir(t), "--tls-cert", certFile, "--tls-key", keyFile)
+	require.True(t, strings.HasPrefix(s.url, "https://"))
+	env := []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + token}
+	_, err := cli(t, env, "org", "list")
+	require.ErrorContains(t, err, "certificate", "an unknown CA is refused")
+	out, err := cli(t, env, "org", "list", "--ca-cert", certFile, "-o", "json")
+	require.NoError(t, err)
+	require.Contains(t, out, `"items"`)
+}
+
+func writeSelfSigned(t *testing.T, certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "strata test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	kb, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600))
 }

@@ -8,13 +8,17 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +35,7 @@ type globals struct {
 	token   string
 	dataDir string
 	output  string
+	caCert  string
 	stdout  io.Writer
 	stderr  io.Writer
 }
@@ -63,6 +68,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.token, "token", os.Getenv("STRATA_TOKEN"), "API token (env STRATA_TOKEN; default: <data-dir>/admin-token)")
 	pf.StringVar(&g.dataDir, "data-dir", envOr("STRATA_DATA_DIR", pgembed.DefaultDataDir()), "data directory: embedded PostgreSQL and the admin-token file (env STRATA_DATA_DIR)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
+	pf.StringVar(&g.caCert, "ca-cert", os.Getenv("STRATA_CA_CERT"), "PEM file of a CA to trust for an https --server (env STRATA_CA_CERT)")
 
 	root.AddCommand(
 		newServeCmd(g),
@@ -93,22 +99,53 @@ func envOr(name, def string) string {
 func (g *globals) client() (*client.Client, error) {
 	tok := g.token
 	if tok == "" {
-		b, err := os.ReadFile(filepath.Join(g.dataDir, "admin-token"))
+		path := filepath.Join(g.dataDir, "admin-token")
+		b, err := os.ReadFile(path)
 		switch {
 		case err == nil:
 			tok = strings.TrimSpace(string(b))
 		case errors.Is(err, os.ErrNotExist):
-			// No token: the server will answer 401 with a message saying how to authenticate.
+			return nil, fmt.Errorf("no API token: pass --token, set STRATA_TOKEN, or point --data-dir/STRATA_DATA_DIR at the server's data dir (%s does not exist)", path)
 		default:
 			return nil, fmt.Errorf("read token file: %w", err)
 		}
 	}
-	c, err := client.New(g.server, tok, nil)
+	server := g.server
+	if !strings.Contains(server, "://") {
+		return nil, fmt.Errorf("--server %q: give a URL with its scheme, e.g. http://%s", server, server)
+	}
+	httpClient, err := g.httpClient()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(server, tok, httpClient)
 	if err != nil {
 		return nil, err
 	}
 	c.UserAgent = "strata-cli/" + Version
 	return c, nil
+}
+
+// httpClient trusts --ca-cert's certificates (besides the system's) when given, for servers
+// with a private or self-signed certificate.
+func (g *globals) httpClient() (*http.Client, error) {
+	if g.caCert == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(g.caCert)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-cert: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--ca-cert %s: no PEM certificate found", g.caCert)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr, Timeout: 5 * time.Minute}, nil
 }
 
 // print writes v as JSON or YAML, or calls table for the table format.

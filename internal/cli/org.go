@@ -22,6 +22,9 @@ func parseKV(flag string, kvs []string) (map[string]string, error) {
 		if !ok || k == "" {
 			return nil, fmt.Errorf("--%s %q: want key=value", flag, kv)
 		}
+		if _, dup := m[k]; dup {
+			return nil, fmt.Errorf("--%s: key %q given twice", flag, k)
+		}
 		m[k] = v
 	}
 	return m, nil

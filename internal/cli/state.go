@@ -243,11 +243,18 @@ func newStateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := c.StatePush(cmd.Context(), args[0], args[1], b, pushLock); err != nil {
+			res, err := c.StatePush(cmd.Context(), args[0], args[1], b, pushLock)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "state of %s/%s written (%d bytes)\n", args[0], args[1], len(b))
-			return nil
+			return g.print(res, func(w io.Writer) error {
+				if res.Unchanged {
+					fmt.Fprintf(w, "state of %s/%s unchanged (the same bytes are stored as version %d)\n", args[0], args[1], res.Version)
+				} else {
+					fmt.Fprintf(w, "state of %s/%s written as version %d (%d bytes)\n", args[0], args[1], res.Version, len(b))
+				}
+				return nil
+			})
 		}),
 	}
 	push.Flags().StringVar(&pushLock, "lock-id", "", "the lock ID, when the workspace is locked")
@@ -371,7 +378,15 @@ func lockHolderText(l *client.LockStatus) string {
 	case l.Info != nil:
 		return fmt.Sprintf("%s (%s, ID %s)", l.Info.Who, l.Info.Operation, l.Info.ID)
 	case l.PG != nil:
-		return fmt.Sprintf("pg client pid %d from %s (%s)", l.PG.PID, l.PG.ClientAddr, l.PG.ApplicationName)
+		from := l.PG.ClientAddr
+		if from == "" {
+			from = "local socket"
+		}
+		app := l.PG.ApplicationName
+		if app == "" {
+			app = "no application_name"
+		}
+		return fmt.Sprintf("pg client pid %d (%s) from %s, %s", l.PG.PID, l.PG.User, from, app)
 	}
 	return l.Kind
 }

@@ -210,7 +210,7 @@ type Readiness struct {
 // it reconnects (a lock that would not exclude pg clients is never handed out silently).
 func (s *Service) Readiness(ctx context.Context) Readiness {
 	if s.keeper == nil {
-		return Readiness{Detail: "no session URL configured: HTTP state locks do not exclude pg backend clients"}
+		return Readiness{Detail: "no lock-keeper session (--session-database-url off): HTTP state locks do not exclude pg backend clients"}
 	}
 	r := s.keeper.status()
 	if r.PGClientsExcluded {
