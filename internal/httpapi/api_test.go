@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -280,4 +281,34 @@ func TestConcurrentPutCreates(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, created)
+}
+
+// TestReadyz: a failing readiness check is a 503 problem naming the reason; warnings are
+// listed in a 200.
+func TestReadyz(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var fail error
+	var warnings []string
+	api := httpapi.New(httpapi.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Ready: func(context.Context) ([]string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return warnings, fail
+		}})
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	b := &testBundle{srv: srv}
+
+	mu.Lock()
+	fail = errors.New("database schema is at version 3, this strata expects 2")
+	mu.Unlock()
+	p := problem(t, b.do(t, "GET", "/readyz", "", nil), 503, "unavailable")
+	require.Contains(t, p.Detail, "version 3")
+	mu.Lock()
+	fail, warnings = nil, []string{"terraform state: no lock-keeper session"}
+	mu.Unlock()
+	r := b.do(t, "GET", "/readyz", "", nil)
+	require.Equal(t, 200, r.status)
+	require.Contains(t, string(r.body), "no lock-keeper session")
 }
