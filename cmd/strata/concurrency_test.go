@@ -65,10 +65,12 @@ func TestLabelsComposeAcrossReplicas(t *testing.T) {
 	require.Len(t, got.Metadata.Labels, n+1, "every client's label is there, and 'shared' once")
 }
 
-// TestLostUpdateControl is the control for the test above: the same clients doing a naive
-// read-modify-write (GET, then PUT without resourceVersion) lose each other's labels, and
-// the same assertion would catch it. With the resourceVersion sent back, the loser gets a
-// 409 instead of silently losing data.
+// TestLostUpdateControl is the control for the test above: it shows that its assertion
+// ("every client's label is there") catches lost updates, by running a write path that loses
+// them — a naive read-modify-write (GET, then PUT without resourceVersion) — in a fixed
+// interleaving. (That the PATCH test itself fails without the row lock was checked by
+// removing FOR UPDATE: it does.) With the resourceVersion sent back, the loser gets a 409
+// instead of silently losing data.
 func TestLostUpdateControl(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

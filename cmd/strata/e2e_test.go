@@ -251,18 +251,30 @@ func TestCrashRecovery(t *testing.T) {
 	t.Parallel()
 	dir := dataDir(t)
 	s := startServer(t, nil, "--data-dir", dir)
+	orphan := postmasterPID(t, dir)
 	require.NoError(t, s.cmd.Process.Kill())
 	<-s.done
+	require.True(t, processAlive(orphan), "killing strata leaves its PostgreSQL behind (what the next start must handle)")
+
 	s2 := startServer(t, nil, "--data-dir", dir)
+	require.False(t, processAlive(orphan), "the next start stopped the orphaned server")
 	resp, err := http.Get(s2.url + "/readyz")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode)
+	current := postmasterPID(t, dir)
 	s2.stop(t)
-	if b, err := os.ReadFile(filepath.Join(dir, "pg", "postmaster.pid")); err == nil {
-		pid, _ := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
-		require.False(t, pid > 0 && processAlive(pid), "no PostgreSQL left running")
-	}
+	require.False(t, processAlive(current), "no PostgreSQL left running")
+}
+
+// postmasterPID reads the running cluster's postmaster pid from its data dir.
+func postmasterPID(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "pg", "postmaster.pid"))
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
+	require.NoError(t, err)
+	return pid
 }
 
 // TestTwoServersOneDatabase: two replicas started together on a fresh database both come up,

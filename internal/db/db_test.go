@@ -164,6 +164,9 @@ func TestSchemasMigrateIndependently(t *testing.T) {
 	require.NotEqual(t, db.SchemaKey("strata_a"), db.SchemaKey("strata_b"))
 
 	hold := make(chan struct{})
+	var holdOnce sync.Once
+	letGo := func() { holdOnce.Do(func() { close(hold) }) }
+	t.Cleanup(letGo) // a failing assertion must not leave the holding transaction open
 	held := make(chan struct{})
 	go func() {
 		_ = a.InTx(ctx, func(tx *db.Tx) error {
@@ -184,7 +187,7 @@ func TestSchemasMigrateIndependently(t *testing.T) {
 	defer cancel2()
 	_, err = a.Migrate(actx)
 	require.Error(t, err, "schema a's migration must wait for its lock")
-	close(hold)
+	letGo()
 	_, err = a.Migrate(ctx)
 	require.NoError(t, err)
 }
@@ -200,7 +203,10 @@ func TestResourceVersionCommitOrder(t *testing.T) {
 
 	drawn := make(chan int64)
 	release := make(chan struct{})
-	done := make(chan error)
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // a failing assertion below must not leave the first transaction open
+	done := make(chan error, 1)
 	go func() {
 		done <- d.InTx(ctx, func(tx *db.Tx) error {
 			var v int64
@@ -228,7 +234,7 @@ func TestResourceVersionCommitOrder(t *testing.T) {
 	require.NoError(t, d.QueryRow(ctx, &db.Query{Name: "Plain", Text: "SELECT nextval('{{schema}}.resource_version_seq')"}).Scan(&plain))
 	require.Greater(t, plain, first)
 
-	close(release)
+	free()
 	require.NoError(t, <-done)
 	var next int64
 	require.NoError(t, d.QueryRow(ctx, testQueries.Get("DrawVersion")).Scan(&next))

@@ -142,6 +142,15 @@ func TestStateProtocol(t *testing.T) {
 	r = b.do(t, "GET", "/v1/state/net", b.admin, nil)
 	require.Equal(t, 200, r.status)
 	require.Contains(t, string(r.body), `"name":"default"`)
+
+	// DELETE: under a lock it needs the lock's ID; the versions stay for a restore.
+	require.Equal(t, 200, b.do(t, "LOCK", path, b.admin, strings.NewReader(`{"ID":"D"}`)).status)
+	require.Equal(t, 423, b.do(t, "DELETE", path, b.admin, nil).status)
+	require.Equal(t, 200, b.do(t, "DELETE", path+"?ID=D", b.admin, nil).status)
+	problem(t, b.do(t, "GET", path, b.admin, nil), 404, "not-found")
+	require.Equal(t, 200, b.do(t, "GET", path+"/versions/1", b.admin, nil).status)
+	require.Equal(t, 200, b.do(t, "POST", path+"/versions/1/restore", b.admin, nil).status)
+	require.Equal(t, 200, b.do(t, "HEAD", path, b.admin, nil).status)
 }
 
 func TestStateScopes(t *testing.T) {

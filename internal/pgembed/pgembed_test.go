@@ -250,8 +250,9 @@ func fakeBin(t *testing.T, dir, version string) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "postgres"), []byte(script), 0o755))
 }
 
+// Not parallel: it writes fake executables and runs them at once, and a fork by a parallel
+// test in that instant can hold the new file open for writing (ETXTBSY, Go issue 22315).
 func TestFindBinariesVersions(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	root := t.TempDir()
 	fakeBin(t, filepath.Join(root, "13", "bin"), "13.4 (Debian 13.4-1)")

@@ -250,11 +250,20 @@ func TestProjectCredentials(t *testing.T) {
 	_, err = s.Exec(ctx, &db.Query{Name: "t", Text: `CREATE TABLE IF NOT EXISTS ` + name + `.states (id bigint)`})
 	require.ErrorIs(t, err, db.ErrPermission)
 
-	// Asking again re-keys the same role.
+	// Asking again re-keys the same role. (The test cluster trusts its socket, so the check is
+	// on the stored SCRAM verifier rather than on a refused login.)
+	verifier := func() string {
+		var v string
+		require.NoError(t, rawSession(t, b.url).QueryRow(ctx, &db.Query{Name: "t", Text: `SELECT rolpassword FROM pg_authid WHERE rolname = $1`}, cred.Role).Scan(&v))
+		return v
+	}
+	before := verifier()
+	require.True(t, strings.HasPrefix(before, "SCRAM-SHA-256$"), "only a verifier is stored")
 	again, err := b.svc.ProjectCredentials(ctx, b.actor, name)
 	require.NoError(t, err)
 	require.Equal(t, cred.Role, again.Role)
 	require.NotEqual(t, cred.Password, again.Password)
+	require.NotEqual(t, before, verifier(), "the old password no longer matches")
 	p, err := b.svc.ProjectGet(ctx, name)
 	require.NoError(t, err)
 	require.Equal(t, cred.Role, p.CredentialsRole)
