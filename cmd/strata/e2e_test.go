@@ -363,6 +363,18 @@ func TestCLI(t *testing.T) {
 	require.NoError(t, err)
 	_, err = cli(t, readerEnv, "org", "delete", "acme")
 	require.ErrorContains(t, err, "HTTP 403")
+	out, err = cli(t, env, "token", "list")
+	require.NoError(t, err)
+	require.Contains(t, out, tok.ID)
+	require.NotContains(t, out, tok.Secret)
+	_, err = cli(t, env, "token", "revoke", tok.ID)
+	require.NoError(t, err)
+	_, err = cli(t, readerEnv, "org", "list")
+	require.ErrorContains(t, err, "HTTP 401", "a revoked token stops working")
+
+	out, err = cli(t, nil, "migrate", "up", "--database-url", url)
+	require.NoError(t, err)
+	require.Contains(t, out, "database schema is current")
 
 	_, err = cli(t, []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN="}, "org", "list", "--data-dir", dataDir(t))
 	require.ErrorContains(t, err, "no API token")

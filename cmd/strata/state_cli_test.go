@@ -24,6 +24,9 @@ func TestStateCLI(t *testing.T) {
 	require.Contains(t, out, "infra")
 	_, err = cli(t, env, "project", "create", "Bad-Name")
 	require.ErrorContains(t, err, "HTTP 400")
+	out, err = cli(t, env, "project", "list", "-o", "json")
+	require.NoError(t, err)
+	require.Contains(t, out, `"name": "infra"`)
 
 	// backend-config prints a block terraform accepts as is.
 	block, err := cli(t, env, "project", "backend-config", "infra", "default")
