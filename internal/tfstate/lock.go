@@ -131,6 +131,12 @@ func (s *Service) Lock(ctx context.Context, actor Actor, project, workspace stri
 		if errors.Is(err, errSameLock) {
 			return existing, nil
 		}
+		if errors.Is(err, errLockGone) {
+			if attempt < 100 {
+				continue
+			}
+			err = fault.New(fault.KindUnavailable, "workspace %s/%s is being locked and unlocked too fast to take; retry", project, workspace)
+		}
 		if errors.Is(err, errKeeperBusy) && attempt < 30 {
 			select {
 			case <-ctx.Done():
@@ -150,6 +156,11 @@ func (s *Service) Lock(ctx context.Context, actor Actor, project, workspace stri
 		return info, nil
 	}
 }
+
+// errLockGone: LOCK lost the insert race to a lock that was released before it could read
+// the holder; the workspace is free again, so LOCK retries at once rather than answer a 409
+// that Terraform would not understand.
+var errLockGone = errors.New("lock released concurrently")
 
 // errKeeperBusy: the keeper could not take a key that no pg client holds, so another
 // replica's keeper holds it.
@@ -185,7 +196,7 @@ func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace 
 				return err
 			}
 			if !ok {
-				return fault.Conflict("workspace %s/%s: lock changed concurrently; retry", project, workspace)
+				return errLockGone // released between our INSERT and this read: try again
 			}
 			*existing = h.Info
 			return heldBy(project, workspace, h, info.ID)
