@@ -43,14 +43,20 @@ func newTF(t *testing.T, config string, env ...string) *tfRun {
 	return &tfRun{t: t, bin: terraformBinary(t), dir: dir, env: env}
 }
 
-// run runs terraform and returns its combined output and error.
-func (r *tfRun) run(args ...string) (string, error) {
-	r.t.Helper()
+// command builds a terraform invocation in the run's directory, bounded in time.
+func (r *tfRun) command(args ...string) (*exec.Cmd, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	cmd := exec.CommandContext(ctx, r.bin, args...)
 	cmd.Dir = r.dir
 	cmd.Env = append(os.Environ(), append([]string{"TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1"}, r.env...)...)
+	return cmd, cancel
+}
+
+// run runs terraform and returns its combined output and error.
+func (r *tfRun) run(args ...string) (string, error) {
+	r.t.Helper()
+	cmd, cancel := r.command(args...)
+	defer cancel()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -58,11 +64,8 @@ func (r *tfRun) run(args ...string) (string, error) {
 // stdout runs terraform and returns only its standard output (for `state pull`).
 func (r *tfRun) stdout(args ...string) string {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	cmd, cancel := r.command(args...)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, r.bin, args...)
-	cmd.Dir = r.dir
-	cmd.Env = append(os.Environ(), append([]string{"TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1"}, r.env...)...)
 	out, err := cmd.Output()
 	require.NoError(r.t, err, "terraform %s", strings.Join(args, " "))
 	return string(out)
