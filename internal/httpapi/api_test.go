@@ -312,3 +312,39 @@ func TestReadyz(t *testing.T) {
 	require.Equal(t, 200, r.status)
 	require.Contains(t, string(r.body), "no lock-keeper session")
 }
+
+// TestPanicIsA500Problem: a handler that panics (here: an API built without its resource
+// service, a programming error) answers a 500 problem document, logs the stack, and leaves
+// the server serving.
+func TestPanicIsA500Problem(t *testing.T) {
+	t.Parallel()
+	d := pgtest.NewDB(t)
+	tokens := auth.NewService(d)
+	secret, err := tokens.Bootstrap(context.Background(), "")
+	require.NoError(t, err)
+	var logs syncBuffer
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}))
+	t.Cleanup(srv.Close)
+	b := &testBundle{srv: srv, admin: secret}
+	p := problem(t, b.do(t, "GET", "/v1/orgs/acme", secret, nil), 500, "internal")
+	require.NotContains(t, p.Detail, "nil pointer", "the cause is logged, not shown")
+	require.Contains(t, logs.String(), "panic serving request")
+	require.Equal(t, 200, b.do(t, "GET", "/healthz", "", nil).status)
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
