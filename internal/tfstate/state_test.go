@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -199,4 +200,21 @@ func TestVersionRetention(t *testing.T) {
 	vs, err = b.svc.VersionList(ctx, "p", "default")
 	require.NoError(t, err)
 	require.Equal(t, []int64{9, 8, 7}, []int64{vs[0].N, vs[1].N, vs[2].N})
+}
+
+// TestRetentionSweep: writes made by pg clients straight into the states table are pruned to
+// KeepVersions by the background sweep that Start runs.
+func TestRetentionSweep(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{noKeeper: true, opts: Options{KeepVersions: 2, PruneInterval: 50 * time.Millisecond}})
+	ctx := context.Background()
+	b.project(t, "p")
+	pg := rawSession(t, b.url)
+	for serial := int64(1); serial <= 5; serial++ {
+		rawExec(t, pg, `INSERT INTO p.states (name, data) VALUES ('default', $1) ON CONFLICT (name) DO UPDATE SET data = $1`, string(stateJSON(serial, "l", 1)))
+	}
+	require.Eventually(t, func() bool {
+		vs, err := b.svc.VersionList(ctx, "p", "default")
+		return err == nil && len(vs) == 2 && *vs[0].Serial == 5
+	}, 15*time.Second, 50*time.Millisecond, "the sweep keeps the newest 2 versions")
 }
