@@ -323,3 +323,22 @@ func TestRunAsRootUsesPostgres(t *testing.T) {
 	require.Equal(t, u.Uid, strconv.Itoa(int(r.uid)))
 	require.NotNil(t, r.cred)
 }
+
+// TestClusterVersionMismatch: a data dir made by another PostgreSQL major version than the
+// binaries found is refused with both versions and the fix named, before anything starts.
+func TestClusterVersionMismatch(t *testing.T) {
+	t.Parallel()
+	dir := testDir(t)
+	c := startCluster(t, testOptions(t, dir))
+	require.NoError(t, c.Stop(context.Background()))
+	versionFile := filepath.Join(dir, "pg", "PG_VERSION")
+	orig, err := os.ReadFile(versionFile)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(versionFile, []byte("99\n"), 0o600))
+	_, err = Start(context.Background(), testOptions(t, dir))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "created by PostgreSQL 99")
+	require.Contains(t, err.Error(), "apt-get install -y postgresql-99")
+	require.NoError(t, os.WriteFile(versionFile, orig, 0o600))
+	startCluster(t, testOptions(t, dir)) // and the right version starts again
+}
