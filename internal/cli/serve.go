@@ -129,21 +129,25 @@ func newMigrateCmd(g *globals) *cobra.Command {
 	// The db flags live on the parent so both "migrate --database-url X up" and
 	// "migrate up --database-url X" work.
 	dbf.register(cmd.PersistentFlags())
-	open := func(cmd *cobra.Command) (*server.Database, error) {
-		logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		return server.OpenDatabase(cmd.Context(), server.Config{DatabaseURL: dbf.databaseURL, Schema: dbf.schema, DataDir: g.dataDir, Logger: logger}, nil)
+	// withDB runs fn on the database (starting the embedded cluster when no URL is given)
+	// and closes it afterwards.
+	withDB := func(run func(cmd *cobra.Command, d *db.DB) error) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, _ []string) error {
+			logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			d, err := server.OpenDatabase(cmd.Context(), server.Config{DatabaseURL: dbf.databaseURL, Schema: dbf.schema, DataDir: g.dataDir, Logger: logger}, nil)
+			if err != nil {
+				return err
+			}
+			defer d.Close(cmd.Context())
+			return run(cmd, d.DB)
+		}
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "up",
 		Short: "Apply every pending migration in one transaction",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := open(cmd)
-			if err != nil {
-				return err
-			}
-			defer d.Close(cmd.Context())
-			applied, err := d.DB.Migrate(cmd.Context())
+		RunE: withDB(func(cmd *cobra.Command, d *db.DB) error {
+			applied, err := d.Migrate(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -154,19 +158,14 @@ func newMigrateCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.stdout, "applied %04d_%s\n", m.Version, m.Name)
 			}
 			return nil
-		},
+		}),
 	})
 	cmd.AddCommand(&cobra.Command{
 		Use:   "status",
 		Short: "List applied and pending migrations",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := open(cmd)
-			if err != nil {
-				return err
-			}
-			defer d.Close(cmd.Context())
-			applied, err := d.DB.AppliedMigrations(cmd.Context())
+		RunE: withDB(func(cmd *cobra.Command, d *db.DB) error {
+			applied, err := d.AppliedMigrations(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -203,7 +202,7 @@ func newMigrateCmd(g *globals) *cobra.Command {
 				}
 				return tw.flush()
 			})
-		},
+		}),
 	})
 	return cmd
 }
