@@ -170,10 +170,46 @@ type pgWatch struct {
 	downSeen           bool
 	err                error
 	readyz             map[string]time.Time // first /readyz 200 of each replica after up
+	long               longWatch
+}
+
+// longWatch is what became of the locks held across the restart once PostgreSQL was back.
+type longWatch struct {
+	rekeyed    time.Duration // when every key was held again, after PostgreSQL accepted connections; <0: not within the watch
+	silentTrue int           // samples with more locks shown protected than keys held
+	unlocked   int           // samples where a lock was shown not locked
+	samples    int
+	last       sample
+}
+
+// watchLong samples the held-across locks (status on B, keys from pg_locks) every 100 ms
+// until every key is held again and shown protected, or for 10 s.
+func watchLong(ctx context.Context, cfg *config, p *proto, names []string, up time.Time) longWatch {
+	lw := longWatch{rekeyed: -1}
+	for time.Since(up) < 10*time.Second {
+		s := observe(ctx, cfg, p, &cfg.b, names, time.Since(up))
+		lw.samples++
+		lw.last = s
+		if s.keys >= 0 && s.protected > s.keys {
+			lw.silentTrue++
+		}
+		if s.locked < len(names) {
+			lw.unlocked++
+		}
+		if s.keys == len(names) && s.protected == len(names) {
+			lw.rekeyed = s.at
+			break
+		}
+		if s.keys < 0 && s.protected == len(names) && time.Since(up) > 3*time.Second {
+			break // no psql hook: nothing more to learn than what protected says
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+	return lw
 }
 
 // restartPG runs the restart hook at `at` and watches pg_isready meanwhile.
-func restartPG(ctx context.Context, cfg *config, p *proto, reps []*replica, at time.Time) *pgWatch {
+func restartPG(ctx context.Context, cfg *config, p *proto, reps []*replica, long []string, at time.Time) *pgWatch {
 	w := &pgWatch{readyz: map[string]time.Time{}}
 	sleep(ctx, time.Until(at))
 	w.hookStart = time.Now()
@@ -206,6 +242,11 @@ func restartPG(ctx context.Context, cfg *config, p *proto, reps []*replica, at t
 	if !w.downSeen {
 		w.down = w.hookStart // the restart was quicker than one probe
 	}
+	if !w.up.IsZero() && len(long) > 0 {
+		longDone := make(chan struct{})
+		go func() { defer close(longDone); w.long = watchLong(ctx, cfg, p, long, w.up) }()
+		defer func() { <-longDone }()
+	}
 	<-done
 	// Readiness of each replica after PostgreSQL is back (informative).
 	for _, rep := range reps {
@@ -228,17 +269,56 @@ func runRestart(ctx context.Context, cfg *config) bool {
 	start := time.Now()
 	l.end = start.Add(cfg.duration)
 
+	// One run per replica holds its lock across the whole load, as a long apply would;
+	// it writes and unlocks with its lock ID after the restart.
+	var long []heldLock
+	var longNames []string
+	run := time.Now().Format("150405")
+	for _, rep := range l.reps {
+		h := heldLock{workspace: fmt.Sprintf("long-%s-%s", run, strings.ToLower(rep.name)), lineage: newID(),
+			info: lockInfo(newID(), "long-run@reliability")}
+		dl := time.Now().Add(stepBudget)
+		if r := l.p.lock(ctx, rep, h.workspace, h.info, dl); r.err != nil || r.status != http.StatusOK {
+			return verdict("restart", []string{fmt.Sprintf("LOCK %s on %s: %s %s", h.workspace, rep.name, statusText(r), snippet(r.body))}, "setup failed")
+		}
+		body := stateDoc(1, h.lineage, "long-before")
+		r := l.p.post(ctx, rep, h.workspace, h.info.ID, body, dl)
+		if r.err != nil || r.status != http.StatusOK {
+			return verdict("restart", []string{fmt.Sprintf("POST %s on %s: %s %s", h.workspace, rep.name, statusText(r), snippet(r.body))}, "setup failed")
+		}
+		l.acks = append(l.acks, ack{workspace: h.workspace, serial: 1, marker: "long-before", body: body, md5: md5hex(body), replica: rep.name, start: r.start, end: r.end})
+		long = append(long, h)
+		longNames = append(longNames, h.workspace)
+	}
+
 	var wg sync.WaitGroup
 	for i := range cfg.clients {
 		wg.Add(1)
 		go func() { defer wg.Done(); l.client(i) }()
 	}
 	// /readyz is polled on its own recorder: it is not Terraform traffic.
-	pw := restartPG(ctx, cfg, newProto(cfg.token, cfg.project, 5*time.Second, newRecorder()), l.reps, start.Add(cfg.restartAt))
+	pw := restartPG(ctx, cfg, newProto(cfg.token, cfg.project, 5*time.Second, newRecorder()), l.reps, longNames, start.Add(cfg.restartAt))
 	wg.Wait()
 	loadTime := time.Since(start)
 
 	var failures []string
+	longDone := 0
+	for i, h := range long {
+		rep := l.reps[i]
+		body := stateDoc(2, h.lineage, "long-after-"+newID()[:8])
+		dl := time.Now().Add(stepBudget)
+		w := l.p.post(ctx, rep, h.workspace, h.info.ID, body, dl)
+		if w.err != nil || w.status != http.StatusOK {
+			failures = append(failures, fmt.Sprintf("the run holding %s across the restart could not write with its lock ID on %s: %s %s", h.workspace, rep.name, statusText(w), snippet(w.body)))
+			continue
+		}
+		l.acks = append(l.acks, ack{workspace: h.workspace, serial: 2, marker: "long-after", body: body, md5: md5hex(body), replica: rep.name, start: w.start, end: w.end})
+		if r := l.p.unlock(ctx, rep, h.workspace, h.info, dl); r.err != nil || r.status != http.StatusOK {
+			failures = append(failures, fmt.Sprintf("UNLOCK %s on %s: %s %s", h.workspace, rep.name, statusText(r), snippet(r.body)))
+			continue
+		}
+		longDone++
+	}
 	if pw.err != nil {
 		failures = append(failures, "restarting PostgreSQL: "+pw.err.Error())
 	}
@@ -307,6 +387,13 @@ func runRestart(ctx context.Context, cfg *config) bool {
 		secs(pw.hookEnd.Sub(pw.hookStart)), pw.down.Sub(pw.hookStart).Seconds(), pw.downSeen, pw.up.Sub(pw.hookStart).Seconds())
 	fmt.Printf("  /readyz 200 again after PostgreSQL accepted connections: A %s, B %s\n", readyText(pw, "A"), readyText(pw, "B"))
 	fmt.Printf("  unavailability (503 or transport error) window: %s\n", window)
+	rekeyed := "not within 10 s"
+	if pw.long.rekeyed >= 0 {
+		rekeyed = fmt.Sprintf("%+.2f s", pw.long.rekeyed.Seconds())
+	}
+	fmt.Printf("  locks held across the restart (one per replica): all keys held and shown protected again %s after PostgreSQL accepted connections "+
+		"(last sample: %s); samples showing protected:true without the key: %d of %d, showing unlocked: %d; runs that wrote and unlocked with their lock ID afterwards: %d/%d\n",
+		rekeyed, pw.long.last.text(len(longNames)), pw.long.silentTrue, pw.long.samples, pw.long.unlocked, longDone, len(long))
 	fmt.Printf("  answers: %s\n", rec.summary())
 	fmt.Printf("  cycles given up: %s\n", mapText(l.abort))
 	fmt.Printf("  verified: %d workspaces, %d acknowledged writes (%d final states, %d versions read back byte for byte); "+
