@@ -179,6 +179,7 @@ type longWatch struct {
 	silentTrue int           // samples with more locks shown protected than keys held
 	unlocked   int           // samples where a lock was shown not locked
 	samples    int
+	first      sample
 	last       sample
 }
 
@@ -189,6 +190,9 @@ func watchLong(ctx context.Context, cfg *config, p *proto, names []string, up ti
 	for time.Since(up) < 10*time.Second {
 		s := observe(ctx, cfg, p, &cfg.b, names, time.Since(up))
 		lw.samples++
+		if lw.samples == 1 {
+			lw.first = s
+		}
 		lw.last = s
 		if s.keys >= 0 && s.protected > s.keys {
 			lw.silentTrue++
@@ -391,9 +395,10 @@ func runRestart(ctx context.Context, cfg *config) bool {
 	if pw.long.rekeyed >= 0 {
 		rekeyed = fmt.Sprintf("%+.2f s", pw.long.rekeyed.Seconds())
 	}
-	fmt.Printf("  locks held across the restart (one per replica): all keys held and shown protected again %s after PostgreSQL accepted connections "+
-		"(last sample: %s); samples showing protected:true without the key: %d of %d, showing unlocked: %d; runs that wrote and unlocked with their lock ID afterwards: %d/%d\n",
-		rekeyed, pw.long.last.text(len(longNames)), pw.long.silentTrue, pw.long.samples, pw.long.unlocked, longDone, len(long))
+	fmt.Printf("  locks held across the restart (one per replica): all keys held and shown protected again %s after PostgreSQL accepted connections; "+
+		"samples showing protected:true without the key: %d of %d, showing unlocked: %d; runs that wrote and unlocked with their lock ID afterwards: %d/%d\n",
+		rekeyed, pw.long.silentTrue, pw.long.samples, pw.long.unlocked, longDone, len(long))
+	fmt.Printf("    first sample %s\n    last sample  %s\n", pw.long.first.text(len(longNames)), pw.long.last.text(len(longNames)))
 	fmt.Printf("  answers: %s\n", rec.summary())
 	fmt.Printf("  cycles given up: %s\n", mapText(l.abort))
 	fmt.Printf("  verified: %d workspaces, %d acknowledged writes (%d final states, %d versions read back byte for byte); "+
