@@ -17,7 +17,7 @@
 #   bash bench/reliability.sh -scenarios kill -locks 4
 #
 # Flags (see `go run ./bench/reliability -h`): -scenarios, -clients, -shared, -share-group,
-# -duration, -restart-at, -recovery-limit, -request-timeout, -locks, -v. Each scenario prints
+# -duration, -restart-at, -recovery-limit, -request-timeout, -locks, -kill-watch, -v. Each scenario prints
 # a one-line summary starting with PASS or FAIL; the script exits non-zero when one fails.
 # Set KEEP=1 to keep the work directory (logs of PostgreSQL and both replicas) afterwards.
 #
@@ -136,7 +136,7 @@ STRATA_TOKEN="$token" "$work/reliability" \
 	"$@" || rc=$?
 if [ "$rc" != 0 ]; then
 	for r in a b; do
-		echo "--- replica $r: last log lines other than request lines ($work/$r.log)"
+		echo "--- replica $r: last log lines other than request lines (KEEP=1 keeps $work/$r.log)"
 		grep -v '"msg":"request"' "$work/$r.log" | tail -n 15
 	done
 fi

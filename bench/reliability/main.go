@@ -34,6 +34,7 @@ type config struct {
 	recoveryLimit time.Duration
 	reqTimeout    time.Duration
 	locks         int
+	killWatch     time.Duration
 	verbose       bool
 
 	hookPGRestart, hookPGIsReady, hookKillA, hookStartA, hookPSQL string
@@ -55,6 +56,7 @@ func main() {
 	flag.DurationVar(&cfg.recoveryLimit, "recovery-limit", 5*time.Second, "restart: longest accepted time from PostgreSQL accepting connections to a replica's first write")
 	flag.DurationVar(&cfg.reqTimeout, "request-timeout", 30*time.Second, "HTTP client timeout of one request")
 	flag.IntVar(&cfg.locks, "locks", 4, "kill: HTTP locks replica A holds when it is killed")
+	flag.DurationVar(&cfg.killWatch, "kill-watch", 6*time.Second, "kill: how long replica B is watched after the kill before force-unlocking")
 	flag.BoolVar(&cfg.verbose, "v", false, "print every 5xx other than 503 and every missing write")
 	flag.StringVar(&cfg.hookPGRestart, "hook-pg-restart", "", "program that restarts PostgreSQL (pg_ctl restart -m fast) and returns when it accepts connections")
 	flag.StringVar(&cfg.hookPGIsReady, "hook-pg-isready", "", "program that exits 0 when PostgreSQL accepts connections (pg_isready)")
