@@ -111,7 +111,7 @@ cat >"$work/hook-psql" <<EOF
 # Runs one SQL statement (\$1), unaligned output.
 exec "$bindir/psql" -X -q -At -h 127.0.0.1 -p $pgport -U strata -d strata -c "\$1"
 EOF
-chmod 755 "$work"/hook-*
+chmod 700 "$work"/hook-* # hook-start-a holds the token
 
 waitready() { # url name
 	for _ in $(seq 1 300); do
