@@ -155,12 +155,16 @@ func TestSchemasMigrateIndependently(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.NewEmptyDatabaseURL(t)
+	// Close the pools in Cleanups, not defers: a deferred Close runs before the Cleanup that
+	// lets the holding transaction go, and Close waits for that transaction's connection, so
+	// a failing assertion would hang the test until its timeout. Cleanups run last-in first
+	// out: letGo runs before either Close.
 	a, err := db.Open(ctx, db.Options{URL: url, Schema: "strata_a"})
 	require.NoError(t, err)
-	defer a.Close()
+	t.Cleanup(a.Close)
 	b, err := db.Open(ctx, db.Options{URL: url, Schema: "strata_b"})
 	require.NoError(t, err)
-	defer b.Close()
+	t.Cleanup(b.Close)
 	require.NotEqual(t, db.SchemaKey("strata_a"), db.SchemaKey("strata_b"))
 
 	hold := make(chan struct{})
