@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func TestSession(t *testing.T) {
 	a, err := db.OpenSession(ctx, url, "strata", "session-a")
 	require.NoError(t, err)
 	// Pool settings in the URL (it is often the pool's own) are left out of the session.
-	b, err := db.OpenSession(ctx, url+" pool_max_conns=3", "strata", "")
+	b, err := db.OpenSession(ctx, withParam(url, "pool_max_conns", "3"), "strata", "")
 	require.NoError(t, err)
 	defer b.Close(ctx)
 	require.NotZero(t, a.PID())
@@ -79,4 +80,17 @@ func TestSession(t *testing.T) {
 	require.Error(t, err)
 	require.False(t, errors.Is(err, db.ErrNoNotification))
 	require.True(t, c.Closed())
+}
+
+// withParam adds a connection parameter to url in its own form: a query parameter of a
+// postgres:// URL, or a keyword/value pair (STRATA_TEST_DATABASE_URL may be either).
+func withParam(url, key, value string) string {
+	if strings.Contains(url, "://") {
+		sep := "?"
+		if strings.Contains(url, "?") {
+			sep = "&"
+		}
+		return url + sep + key + "=" + value
+	}
+	return url + " " + key + "=" + value
 }
