@@ -1,6 +1,8 @@
 package main_test
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -18,18 +20,23 @@ func TestStateCLI(t *testing.T) {
 	t.Parallel()
 	s, token, _ := stateServer(t)
 	env := []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + token}
+	// `project credentials` makes a cluster-wide role named after the project, and test
+	// databases may share a cluster (STRATA_TEST_DATABASE_URL): a name of its own per run.
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	proj := "infra_" + hex.EncodeToString(suffix)
 
-	out, err := cli(t, env, "project", "create", "infra")
+	out, err := cli(t, env, "project", "create", proj)
 	require.NoError(t, err)
-	require.Contains(t, out, "infra")
+	require.Contains(t, out, proj)
 	_, err = cli(t, env, "project", "create", "Bad-Name")
 	require.ErrorContains(t, err, "HTTP 400")
 	out, err = cli(t, env, "project", "list", "-o", "json")
 	require.NoError(t, err)
-	require.Contains(t, out, `"name": "infra"`)
+	require.Contains(t, out, `"name": "`+proj+`"`)
 
 	// backend-config prints a block terraform accepts as is.
-	block, err := cli(t, env, "project", "backend-config", "infra", "default")
+	block, err := cli(t, env, "project", "backend-config", proj, "default")
 	require.NoError(t, err)
 	tf := newTF(t, block+`
 resource "terraform_data" "x" {
@@ -39,10 +46,10 @@ resource "terraform_data" "x" {
 	tf.ok("init", "-no-color")
 	tf.ok("apply", "-auto-approve", "-no-color")
 
-	out, err = cli(t, env, "state", "list", "infra")
+	out, err = cli(t, env, "state", "list", proj)
 	require.NoError(t, err)
 	require.Contains(t, out, "default")
-	pulled, err := cli(t, env, "state", "pull", "infra", "default")
+	pulled, err := cli(t, env, "state", "pull", proj, "default")
 	require.NoError(t, err)
 	require.Contains(t, pulled, `"cli"`)
 
@@ -54,41 +61,41 @@ resource "terraform_data" "x" {
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "state.json")
 	require.NoError(t, os.WriteFile(file, newer, 0o600))
-	_, err = cli(t, env, "state", "push", "infra", "default", file)
+	_, err = cli(t, env, "state", "push", proj, "default", file)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(file, []byte(pulled), 0o600))
-	_, err = cli(t, env, "state", "push", "infra", "default", file)
+	_, err = cli(t, env, "state", "push", proj, "default", file)
 	require.ErrorContains(t, err, "HTTP 409")
 
 	// lock / unlock.
-	lockID, err := cli(t, env, "state", "lock", "infra", "default", "--info", "maintenance")
+	lockID, err := cli(t, env, "state", "lock", proj, "default", "--info", "maintenance")
 	require.NoError(t, err)
 	lockID = strings.TrimSpace(lockID)
-	_, err = cli(t, env, "state", "lock", "infra", "default")
+	_, err = cli(t, env, "state", "lock", proj, "default")
 	require.ErrorContains(t, err, lockID)
-	out, err = cli(t, env, "state", "show", "infra", "default", "-o", "json")
+	out, err = cli(t, env, "state", "show", proj, "default", "-o", "json")
 	require.NoError(t, err)
 	require.Contains(t, out, lockID)
-	_, err = cli(t, env, "state", "unlock", "infra", "default")
+	_, err = cli(t, env, "state", "unlock", proj, "default")
 	require.ErrorContains(t, err, "--force")
-	_, err = cli(t, env, "state", "unlock", "infra", "default", lockID)
+	_, err = cli(t, env, "state", "unlock", proj, "default", lockID)
 	require.NoError(t, err)
 
 	// versions and restore.
-	out, err = cli(t, env, "state", "versions", "infra", "default", "-o", "json")
+	out, err = cli(t, env, "state", "versions", proj, "default", "-o", "json")
 	require.NoError(t, err)
 	var vs []client.StateVersion
 	require.NoError(t, json.Unmarshal([]byte(out), &vs))
 	require.GreaterOrEqual(t, len(vs), 2)
-	v1, err := cli(t, env, "state", "versions", "infra", "default", "1")
+	v1, err := cli(t, env, "state", "versions", proj, "default", "1")
 	require.NoError(t, err)
 	require.Contains(t, v1, `"lineage"`)
-	out, err = cli(t, env, "state", "restore", "infra", "default", "1")
+	out, err = cli(t, env, "state", "restore", proj, "default", "1")
 	require.NoError(t, err)
 	require.Contains(t, out, "restored version 1")
 
 	// credentials: a role that the pg backend can use for this project only.
-	out, err = cli(t, env, "project", "credentials", "infra", "-o", "json")
+	out, err = cli(t, env, "project", "credentials", proj, "-o", "json")
 	require.NoError(t, err)
 	var creds client.ProjectCredentials
 	require.NoError(t, json.Unmarshal([]byte(out), &creds))
@@ -102,8 +109,8 @@ resource "terraform_data" "x" {
 	out = pg.ok("state", "list", "-no-color")
 	require.Contains(t, out, "terraform_data.x")
 
-	_, err = cli(t, env, "project", "delete", "infra")
+	_, err = cli(t, env, "project", "delete", proj)
 	require.ErrorContains(t, err, "HTTP 409")
-	_, err = cli(t, env, "project", "delete", "infra", "--force")
+	_, err = cli(t, env, "project", "delete", proj, "--force")
 	require.NoError(t, err)
 }

@@ -85,9 +85,13 @@ func TestDatabaseDroppedAfterTest(t *testing.T) {
 	t.Parallel()
 	var name string
 	t.Run("inner", func(t *testing.T) {
-		url := NewDatabaseURL(t)
-		name = url[strings.LastIndex(url, "dbname='")+len("dbname='"):]
-		name = strings.TrimSuffix(name, "'")
+		// Ask the server, not the URL: STRATA_TEST_DATABASE_URL may be keyword/value or
+		// postgres:// form, and the clone's URL keeps that form.
+		ctx := context.Background()
+		s, err := db.OpenSession(ctx, NewDatabaseURL(t), "strata", "dropped-test")
+		require.NoError(t, err)
+		defer s.Close(ctx)
+		require.NoError(t, s.QueryRow(ctx, &db.Query{Name: "dbname", Text: "SELECT current_database()"}).Scan(&name))
 		require.True(t, strings.HasPrefix(name, "t_pgtest_"), name)
 		require.LessOrEqual(t, len(name), 63)
 	})
