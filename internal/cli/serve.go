@@ -115,6 +115,8 @@ With --database-url it uses that database; several replicas may share one.`,
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", envInt("STRATA_MAX_BODY_BYTES", server.DefaultMaxBodyBytes), "request body limit in bytes; larger bodies get 413 (env STRATA_MAX_BODY_BYTES)")
 	f.Int64Var(&cfg.MaxStateBytes, "max-state-bytes", envInt("STRATA_MAX_STATE_BYTES", 64<<20), "Terraform state size limit in bytes; larger states get 413 (env STRATA_MAX_STATE_BYTES)")
 	f.IntVar(&cfg.KeepVersions, "keep-versions", int(envInt("STRATA_KEEP_VERSIONS", 0)), "state versions kept per workspace, 0 keeps all (env STRATA_KEEP_VERSIONS)")
+	f.DurationVar(&cfg.ChangesRetention, "changes-retention", envDuration("STRATA_CHANGES_RETENTION", server.DefaultChangesRetention), "how long the changes log (what watch resumes from) is kept, 0 keeps it forever (env STRATA_CHANGES_RETENTION)")
+	f.DurationVar(&cfg.AuditRetention, "audit-retention", envDuration("STRATA_AUDIT_RETENTION", server.DefaultAuditRetention), "how long audit log entries are kept, 0 keeps them forever (env STRATA_AUDIT_RETENTION)")
 	f.StringVar(&logLevel, "log-level", envOr("STRATA_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env STRATA_LOG_LEVEL)")
 	f.DurationVar(&shutdown, "shutdown-timeout", envDuration("STRATA_SHUTDOWN_TIMEOUT", 30*time.Second), "how long in-flight requests may take to finish on SIGINT/SIGTERM (env STRATA_SHUTDOWN_TIMEOUT)")
 	return cmd

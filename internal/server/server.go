@@ -60,6 +60,10 @@ type Config struct {
 	Version string
 	// ShutdownTimeout bounds the graceful shutdown (default 30s).
 	ShutdownTimeout time.Duration
+	// ChangesRetention and AuditRetention are how long rows of the changes log and of the
+	// audit log are kept; 0 keeps them forever. The CLI's defaults are 7 days and 90 days
+	// (DefaultChangesRetention, DefaultAuditRetention).
+	ChangesRetention, AuditRetention time.Duration
 	// Ready, when set, is called with the listener's address once the server accepts requests.
 	Ready func(addr net.Addr)
 }
@@ -218,6 +222,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer state.Close()
 
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go retentionLoop(sweepCtx, d, cfg, logger)
+
 	latest := db.LatestVersion()
 	api := httpapi.New(httpapi.Options{
 		Logger:       logger,
@@ -317,6 +325,9 @@ func (c *Config) validate() error {
 	}
 	if err := db.ValidateSchemaName(c.Schema); err != nil {
 		return fmt.Errorf("--schema: %w", err)
+	}
+	if c.ChangesRetention < 0 || c.AuditRetention < 0 {
+		return fmt.Errorf("--changes-retention and --audit-retention must be 0 (keep forever) or a positive duration")
 	}
 	if c.KeepVersions < 0 {
 		return fmt.Errorf("--keep-versions %d: must be 0 (keep all) or more", c.KeepVersions)

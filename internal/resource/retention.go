@@ -1,0 +1,33 @@
+package resource
+
+import (
+	"context"
+	"embed"
+	"time"
+
+	"github.com/stratahq/strata/internal/db"
+)
+
+//go:embed retention.sql
+var retentionFS embed.FS
+
+var retentionQ = db.MustParseQueries(retentionFS, "retention.sql")
+
+// PruneChanges deletes the changes recorded before cutoff, batch rows per statement, so a
+// large backlog never holds one long transaction or one huge lock set. It returns how many
+// rows it deleted. The changes log is what watch resumes from, so the retention must be
+// longer than any watcher's expected absence; a watcher that comes back after it is told its
+// resourceVersion is too old and lists again (Kubernetes' 410 Gone).
+//
+// Several replicas may sweep at once: they take the same oldest rows, one waits for the
+// other's row locks and then finds them gone, so the work is wasted at worst, never wrong.
+func PruneChanges(ctx context.Context, d *db.DB, cutoff time.Time, batch int) (int64, error) {
+	var total int64
+	for {
+		n, err := d.Exec(ctx, retentionQ.Get("ChangesPrune"), cutoff, batch)
+		total += n
+		if err != nil || n < int64(batch) || ctx.Err() != nil {
+			return total, err
+		}
+	}
+}

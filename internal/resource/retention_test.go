@@ -1,0 +1,48 @@
+package resource_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/resource"
+)
+
+// TestPruneChanges: changes recorded before the cutoff go, in batches smaller than the
+// backlog, and newer ones stay.
+func TestPruneChanges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		_, err := b.svc.Create(ctx, org(name), client.Object{})
+		require.NoError(t, err)
+	}
+	// Age the first three changes (a, b, c) by a day.
+	_, err := b.db.Exec(ctx, &db.Query{Name: "age", Text: `UPDATE {{schema}}.changes SET changed_at = now() - interval '1 day'
+		WHERE name IN ('a', 'b', 'c')`})
+	require.NoError(t, err)
+
+	n, err := resource.PruneChanges(ctx, b.db, time.Now().Add(-time.Hour), 2)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n, "three old changes in batches of two")
+
+	rows, err := b.db.Query(ctx, &db.Query{Name: "left", Text: `SELECT name FROM {{schema}}.changes ORDER BY resource_version`})
+	require.NoError(t, err)
+	var left []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		left = append(left, s)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"d", "e"}, left)
+
+	n, err = resource.PruneChanges(ctx, b.db, time.Now().Add(-time.Hour), 2)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing more is old enough")
+}
