@@ -7,9 +7,9 @@
 // reach other replicas.
 //
 // A scope is "admin" or family:verb:name, e.g. orgs:read:acme, pillars:render:*,
-// projects:write:net, state:force-unlock:net, kinds:register:*. Allows decides whether a
-// principal's scopes grant one (family, verb, name); the implications between verbs are
-// listed in Allows.
+// projects:write:net, state:read-outputs:net, state:force-unlock:net, kinds:register:*.
+// Allows decides whether a principal's scopes grant one (family, verb, name); the
+// implications between verbs are listed in impliedVerbs.
 package auth
 
 import (
@@ -46,7 +46,11 @@ const CacheTTL = 10 * time.Second
 var Families = []string{"orgs", "groups", "nodes", "pillars", "projects", "state", "kinds", "resources", "tokens", "audit"}
 
 // Verbs are the verbs scopes name; "*" grants every verb.
-var Verbs = []string{"read", "write", "delete", "render", "lock", "force-unlock", "register", "credentials", "*"}
+var Verbs = []string{"read", "read-outputs", "write", "delete", "render", "lock", "force-unlock", "register", "credentials", "*"}
+
+// outputsOnlyFamilies are the families the read-outputs verb applies to: only Terraform
+// state has root outputs to show apart from the rest of a document.
+var outputsOnlyFamilies = []string{"state", "*"}
 
 var scopeNameRE = regexp.MustCompile(`^(\*|[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}\*?)$`)
 
@@ -83,6 +87,9 @@ func ParseScope(s string) (Scope, error) {
 	if !contains(Verbs, sc.Verb) {
 		return Scope{}, fmt.Errorf("scope %q: unknown verb %q (known: %s)", s, sc.Verb, strings.Join(Verbs, ", "))
 	}
+	if sc.Verb == "read-outputs" && !contains(outputsOnlyFamilies, sc.Family) {
+		return Scope{}, fmt.Errorf("scope %q: verb read-outputs applies only to the state family (state:read-outputs:<project>)", s)
+	}
 	if !scopeNameRE.MatchString(sc.Name) {
 		return Scope{}, fmt.Errorf("scope %q: name must be *, a name, or a prefix ending in *", s)
 	}
@@ -98,15 +105,33 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// impliedVerbs lists, for a granted verb, the other verbs it also grants. Writing a thing
-// needs reading it (Terraform reads before it writes), and state writers must lock. force-unlock
-// and credentials are never implied: they override other people's work or hand out database
-// access, so they are granted by name only.
+// impliedVerbs lists, for a granted verb, the other verbs it also grants directly; implies
+// follows them transitively. Writing a thing needs reading it (Terraform reads before it
+// writes), and state writers must lock. Reading a whole state includes reading its outputs,
+// never the reverse: read-outputs grants nothing else, which is its point. Lock grants read
+// but never write: a lock only keeps others out. force-unlock and credentials are never
+// implied: they override other people's work or hand out database access, so they are
+// granted by name only.
 var impliedVerbs = map[string][]string{
 	"write":  {"read", "lock", "delete"},
 	"delete": {"read"},
 	"lock":   {"read"},
 	"render": {"read"},
+	"read":   {"read-outputs"},
+}
+
+// implies reports whether granting verb granted also grants want. The implication graph is
+// small and acyclic, so a walk is enough.
+func implies(granted, want string) bool {
+	if granted == want {
+		return true
+	}
+	for _, v := range impliedVerbs[granted] {
+		if implies(v, want) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s Scope) grants(family, verb, name string) bool {
@@ -116,7 +141,7 @@ func (s Scope) grants(family, verb, name string) bool {
 	if s.Family != "*" && s.Family != family {
 		return false
 	}
-	if s.Verb != "*" && s.Verb != verb && !contains(impliedVerbs[s.Verb], verb) {
+	if s.Verb != "*" && !implies(s.Verb, verb) {
 		return false
 	}
 	switch {
