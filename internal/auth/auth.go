@@ -120,19 +120,29 @@ var impliedVerbs = map[string][]string{
 	"read":   {"read-outputs"},
 }
 
-// implies reports whether granting verb granted also grants want. The implication graph is
-// small and acyclic, so a walk is enough.
-func implies(granted, want string) bool {
-	if granted == want {
-		return true
-	}
-	for _, v := range impliedVerbs[granted] {
-		if implies(v, want) {
-			return true
+// grantedVerbs maps each verb to every verb it grants, itself included: impliedVerbs
+// followed transitively, computed once.
+var grantedVerbs = func() map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, v := range Verbs {
+		seen := map[string]bool{v: true}
+		for todo := []string{v}; len(todo) > 0; {
+			cur := todo[len(todo)-1]
+			todo = todo[:len(todo)-1]
+			for _, next := range impliedVerbs[cur] {
+				if !seen[next] {
+					seen[next] = true
+					todo = append(todo, next)
+				}
+			}
 		}
+		out[v] = seen
 	}
-	return false
-}
+	return out
+}()
+
+// implies reports whether granting verb granted also grants want.
+func implies(granted, want string) bool { return grantedVerbs[granted][want] }
 
 func (s Scope) grants(family, verb, name string) bool {
 	if s.Admin {
