@@ -146,6 +146,9 @@ func TestTerraformRemoteStateOutputsOnly(t *testing.T) {
 	up.ok("apply", "-auto-approve", "-no-color")
 	upOut := outputsOf(t, up)
 
+	help, err := cli(t, nil, "token", "create", "--help")
+	require.NoError(t, err)
+	require.Contains(t, help, "state:read-outputs:")
 	out, err := cli(t, []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + admin},
 		"token", "create", "downstream", "--scope", "state:read-outputs:net", "-o", "json")
 	require.NoError(t, err)
