@@ -238,6 +238,9 @@ type Token struct {
 // Service verifies and manages tokens.
 type Service struct {
 	db *db.DB
+	// now is the clock expiry is judged by (time.Now; tests inject their own, so expiry is
+	// tested exactly and without waiting).
+	now func() time.Time
 
 	mu    sync.Mutex
 	cache map[[32]byte]cacheEntry
@@ -248,9 +251,23 @@ type cacheEntry struct {
 	expires time.Time
 }
 
+// Option configures a Service.
+type Option func(*Service)
+
+// WithClock makes the service judge token expiry, and the cache's lifetime, by now instead
+// of time.Now. The database refuses tokens past expires_at by its own clock as well, so a
+// clock set behind the database's cannot revive an expired token.
+func WithClock(now func() time.Time) Option {
+	return func(s *Service) { s.now = now }
+}
+
 // NewService returns a token service over d.
-func NewService(d *db.DB) *Service {
-	return &Service{db: d, cache: map[[32]byte]cacheEntry{}}
+func NewService(d *db.DB, opts ...Option) *Service {
+	s := &Service{db: d, now: time.Now, cache: map[[32]byte]cacheEntry{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // ErrUnauthenticated is returned for a missing, unknown, expired or revoked token.
@@ -262,7 +279,7 @@ func (s *Service) Verify(ctx context.Context, secret string) (*Principal, error)
 		return nil, ErrUnauthenticated
 	}
 	h := sha256.Sum256([]byte(secret))
-	now := time.Now()
+	now := s.now()
 	s.mu.Lock()
 	if e, ok := s.cache[h]; ok && now.Before(e.expires) {
 		s.mu.Unlock()
@@ -281,6 +298,9 @@ func (s *Service) Verify(ctx context.Context, secret string) (*Principal, error)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("verify token: %w", err)
+	}
+	if expires != nil && !now.Before(*expires) {
+		return nil, ErrUnauthenticated
 	}
 	for _, raw := range scopes {
 		sc, err := ParseScope(raw)
@@ -329,7 +349,7 @@ type CreateParams struct {
 
 var tokenNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@\-]{0,99}$`)
 
-func (c *CreateParams) validate() error {
+func (c *CreateParams) validate(now time.Time) error {
 	if !tokenNameRE.MatchString(c.Name) {
 		return fault.Invalid("/name", "token name must be 1-100 characters of letters, digits, '_', '.', '@', '-', starting with a letter or digit")
 	}
@@ -341,8 +361,13 @@ func (c *CreateParams) validate() error {
 			return fault.Invalid(fmt.Sprintf("/scopes/%d", i), "%v", err)
 		}
 	}
-	if c.ExpiresAt != nil && !c.ExpiresAt.After(time.Now()) {
-		return fault.Invalid("/expiresAt", "expiry must be in the future")
+	if c.ExpiresAt != nil {
+		// The database keeps microseconds; the record returned must be the one stored.
+		at := c.ExpiresAt.Truncate(time.Microsecond)
+		c.ExpiresAt = &at
+		if !at.After(now) {
+			return fault.Invalid("/expiresAt", "expiry must be in the future")
+		}
 	}
 	if c.Secret != "" {
 		if err := ValidateSecret(c.Secret); err != nil {
@@ -368,14 +393,14 @@ func (s *Service) Create(ctx context.Context, actor AuditActor, p CreateParams) 
 	secret := p.Secret
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		var err error
-		tok, secret, err = createTx(ctx, tx, actor, p)
+		tok, secret, err = createTx(ctx, tx, actor, p, s.now())
 		return err
 	})
 	return tok, secret, err
 }
 
-func createTx(ctx context.Context, tx *db.Tx, actor AuditActor, p CreateParams) (Token, string, error) {
-	if err := p.validate(); err != nil {
+func createTx(ctx context.Context, tx *db.Tx, actor AuditActor, p CreateParams, now time.Time) (Token, string, error) {
+	if err := p.validate(now); err != nil {
 		return Token{}, "", err
 	}
 	secret := p.Secret
@@ -455,11 +480,11 @@ func (s *Service) Revoke(ctx context.Context, actor AuditActor, id string) error
 func (s *Service) Bootstrap(ctx context.Context, secret string) (string, error) {
 	var created string
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
-		n, err := tx.Exec(ctx, q.Get("BootstrapClaim"), "admin-token", time.Now().UTC().Format(time.RFC3339))
+		n, err := tx.Exec(ctx, q.Get("BootstrapClaim"), "admin-token", s.now().UTC().Format(time.RFC3339))
 		if err != nil || n == 0 {
 			return err
 		}
-		_, sec, err := createTx(ctx, tx, AuditActor{Actor: "system"}, CreateParams{Name: "admin", Scopes: []string{"admin"}, Secret: secret})
+		_, sec, err := createTx(ctx, tx, AuditActor{Actor: "system"}, CreateParams{Name: "admin", Scopes: []string{"admin"}, Secret: secret}, s.now())
 		created = sec
 		return err
 	})
