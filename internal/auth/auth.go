@@ -7,9 +7,9 @@
 // reach other replicas.
 //
 // A scope is "admin" or family:verb:name, e.g. orgs:read:acme, pillars:render:*,
-// projects:write:net, state:force-unlock:net, kinds:register:*. Allows decides whether a
-// principal's scopes grant one (family, verb, name); the implications between verbs are
-// listed in Allows.
+// projects:write:net, state:read-outputs:net, state:force-unlock:net, kinds:register:*.
+// Allows decides whether a principal's scopes grant one (family, verb, name); the
+// implications between verbs are listed in impliedVerbs.
 package auth
 
 import (
@@ -46,7 +46,11 @@ const CacheTTL = 10 * time.Second
 var Families = []string{"orgs", "groups", "nodes", "pillars", "projects", "state", "kinds", "resources", "tokens", "audit"}
 
 // Verbs are the verbs scopes name; "*" grants every verb.
-var Verbs = []string{"read", "write", "delete", "render", "lock", "force-unlock", "register", "credentials", "*"}
+var Verbs = []string{"read", "read-outputs", "write", "delete", "render", "lock", "force-unlock", "register", "credentials", "*"}
+
+// outputsOnlyFamilies are the families the read-outputs verb applies to: only Terraform
+// state has root outputs to show apart from the rest of a document.
+var outputsOnlyFamilies = []string{"state", "*"}
 
 var scopeNameRE = regexp.MustCompile(`^(\*|[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}\*?)$`)
 
@@ -83,6 +87,9 @@ func ParseScope(s string) (Scope, error) {
 	if !contains(Verbs, sc.Verb) {
 		return Scope{}, fmt.Errorf("scope %q: unknown verb %q (known: %s)", s, sc.Verb, strings.Join(Verbs, ", "))
 	}
+	if sc.Verb == "read-outputs" && !contains(outputsOnlyFamilies, sc.Family) {
+		return Scope{}, fmt.Errorf("scope %q: verb read-outputs applies only to the state family (state:read-outputs:<project>)", s)
+	}
 	if !scopeNameRE.MatchString(sc.Name) {
 		return Scope{}, fmt.Errorf("scope %q: name must be *, a name, or a prefix ending in *", s)
 	}
@@ -98,16 +105,44 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// impliedVerbs lists, for a granted verb, the other verbs it also grants. Writing a thing
-// needs reading it (Terraform reads before it writes), and state writers must lock. force-unlock
-// and credentials are never implied: they override other people's work or hand out database
-// access, so they are granted by name only.
+// impliedVerbs lists, for a granted verb, the other verbs it also grants directly; implies
+// follows them transitively. Writing a thing needs reading it (Terraform reads before it
+// writes), and state writers must lock. Reading a whole state includes reading its outputs,
+// never the reverse: read-outputs grants nothing else, which is its point. Lock grants read
+// but never write: a lock only keeps others out. force-unlock and credentials are never
+// implied: they override other people's work or hand out database access, so they are
+// granted by name only.
 var impliedVerbs = map[string][]string{
 	"write":  {"read", "lock", "delete"},
 	"delete": {"read"},
 	"lock":   {"read"},
 	"render": {"read"},
+	"read":   {"read-outputs"},
 }
+
+// grantedVerbs maps each verb to every verb it grants, itself included: impliedVerbs
+// followed transitively, computed once.
+var grantedVerbs = func() map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, v := range Verbs {
+		seen := map[string]bool{v: true}
+		for todo := []string{v}; len(todo) > 0; {
+			cur := todo[len(todo)-1]
+			todo = todo[:len(todo)-1]
+			for _, next := range impliedVerbs[cur] {
+				if !seen[next] {
+					seen[next] = true
+					todo = append(todo, next)
+				}
+			}
+		}
+		out[v] = seen
+	}
+	return out
+}()
+
+// implies reports whether granting verb granted also grants want.
+func implies(granted, want string) bool { return grantedVerbs[granted][want] }
 
 func (s Scope) grants(family, verb, name string) bool {
 	if s.Admin {
@@ -116,7 +151,7 @@ func (s Scope) grants(family, verb, name string) bool {
 	if s.Family != "*" && s.Family != family {
 		return false
 	}
-	if s.Verb != "*" && s.Verb != verb && !contains(impliedVerbs[s.Verb], verb) {
+	if s.Verb != "*" && !implies(s.Verb, verb) {
 		return false
 	}
 	switch {
@@ -203,6 +238,9 @@ type Token struct {
 // Service verifies and manages tokens.
 type Service struct {
 	db *db.DB
+	// now is the clock expiry is judged by (time.Now; tests inject their own, so expiry is
+	// tested exactly and without waiting).
+	now func() time.Time
 
 	mu    sync.Mutex
 	cache map[[32]byte]cacheEntry
@@ -213,9 +251,23 @@ type cacheEntry struct {
 	expires time.Time
 }
 
+// Option configures a Service.
+type Option func(*Service)
+
+// WithClock makes the service judge token expiry, and the cache's lifetime, by now instead
+// of time.Now. The database refuses tokens past expires_at by its own clock as well, so a
+// clock set behind the database's cannot revive an expired token.
+func WithClock(now func() time.Time) Option {
+	return func(s *Service) { s.now = now }
+}
+
 // NewService returns a token service over d.
-func NewService(d *db.DB) *Service {
-	return &Service{db: d, cache: map[[32]byte]cacheEntry{}}
+func NewService(d *db.DB, opts ...Option) *Service {
+	s := &Service{db: d, now: time.Now, cache: map[[32]byte]cacheEntry{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // ErrUnauthenticated is returned for a missing, unknown, expired or revoked token.
@@ -227,7 +279,7 @@ func (s *Service) Verify(ctx context.Context, secret string) (*Principal, error)
 		return nil, ErrUnauthenticated
 	}
 	h := sha256.Sum256([]byte(secret))
-	now := time.Now()
+	now := s.now()
 	s.mu.Lock()
 	if e, ok := s.cache[h]; ok && now.Before(e.expires) {
 		s.mu.Unlock()
@@ -246,6 +298,9 @@ func (s *Service) Verify(ctx context.Context, secret string) (*Principal, error)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("verify token: %w", err)
+	}
+	if expires != nil && !now.Before(*expires) {
+		return nil, ErrUnauthenticated
 	}
 	for _, raw := range scopes {
 		sc, err := ParseScope(raw)
@@ -294,7 +349,7 @@ type CreateParams struct {
 
 var tokenNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@\-]{0,99}$`)
 
-func (c *CreateParams) validate() error {
+func (c *CreateParams) validate(now time.Time) error {
 	if !tokenNameRE.MatchString(c.Name) {
 		return fault.Invalid("/name", "token name must be 1-100 characters of letters, digits, '_', '.', '@', '-', starting with a letter or digit")
 	}
@@ -306,8 +361,13 @@ func (c *CreateParams) validate() error {
 			return fault.Invalid(fmt.Sprintf("/scopes/%d", i), "%v", err)
 		}
 	}
-	if c.ExpiresAt != nil && !c.ExpiresAt.After(time.Now()) {
-		return fault.Invalid("/expiresAt", "expiry must be in the future")
+	if c.ExpiresAt != nil {
+		// The database keeps microseconds; the record returned must be the one stored.
+		at := c.ExpiresAt.Truncate(time.Microsecond)
+		c.ExpiresAt = &at
+		if !at.After(now) {
+			return fault.Invalid("/expiresAt", "expiry must be in the future")
+		}
 	}
 	if c.Secret != "" {
 		if err := ValidateSecret(c.Secret); err != nil {
@@ -333,14 +393,14 @@ func (s *Service) Create(ctx context.Context, actor AuditActor, p CreateParams) 
 	secret := p.Secret
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		var err error
-		tok, secret, err = createTx(ctx, tx, actor, p)
+		tok, secret, err = createTx(ctx, tx, actor, p, s.now())
 		return err
 	})
 	return tok, secret, err
 }
 
-func createTx(ctx context.Context, tx *db.Tx, actor AuditActor, p CreateParams) (Token, string, error) {
-	if err := p.validate(); err != nil {
+func createTx(ctx context.Context, tx *db.Tx, actor AuditActor, p CreateParams, now time.Time) (Token, string, error) {
+	if err := p.validate(now); err != nil {
 		return Token{}, "", err
 	}
 	secret := p.Secret
@@ -420,11 +480,11 @@ func (s *Service) Revoke(ctx context.Context, actor AuditActor, id string) error
 func (s *Service) Bootstrap(ctx context.Context, secret string) (string, error) {
 	var created string
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
-		n, err := tx.Exec(ctx, q.Get("BootstrapClaim"), "admin-token", time.Now().UTC().Format(time.RFC3339))
+		n, err := tx.Exec(ctx, q.Get("BootstrapClaim"), "admin-token", s.now().UTC().Format(time.RFC3339))
 		if err != nil || n == 0 {
 			return err
 		}
-		_, sec, err := createTx(ctx, tx, AuditActor{Actor: "system"}, CreateParams{Name: "admin", Scopes: []string{"admin"}, Secret: secret})
+		_, sec, err := createTx(ctx, tx, AuditActor{Actor: "system"}, CreateParams{Name: "admin", Scopes: []string{"admin"}, Secret: secret}, s.now())
 		created = sec
 		return err
 	})

@@ -23,7 +23,11 @@ func newTokenCmd(g *globals) *cobra.Command {
 		Long: `Create a token; its secret is printed once and never stored.
 
 Scopes are "admin" or family:verb:name, for example orgs:read:acme, orgs:write:*,
-pillars:render:*, projects:write:net, state:write:net, state:force-unlock:net.`,
+pillars:render:*, projects:write:net, state:write:net, state:force-unlock:net.
+
+state:read-outputs:PROJECT is for terraform_remote_state in other configurations: the
+token reads the project's states with their root outputs (sensitive ones included) and no
+resources, and can do nothing else (docs/terraform.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
@@ -45,7 +49,7 @@ pillars:render:*, projects:write:net, state:write:net, state:force-unlock:net.`,
 			})
 		},
 	}
-	create.Flags().StringArrayVar(&scopes, "scope", nil, "scope to grant (repeatable)")
+	create.Flags().StringArrayVar(&scopes, "scope", nil, "scope to grant (repeatable), e.g. state:write:net, or state:read-outputs:net for terraform_remote_state")
 	create.Flags().DurationVar(&expiresIn, "expires-in", 0, "expire the token after this long (e.g. 720h); default never")
 
 	list := &cobra.Command{
