@@ -173,4 +173,3 @@ func (s *Service) terminatePGHolders(ctx context.Context, tx *db.Tx, project, wo
 	}
 	return ended, nil
 }
-
