@@ -117,6 +117,11 @@ type Service struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	started bool
+
+	// Test-only: the control of the concurrent-writers test reads the state without the
+	// row lock (noRowLock), and afterRead runs between a write's read and its update.
+	noRowLock bool
+	afterRead func()
 }
 
 // New builds a Service on d. It does not connect anything; Start does.

@@ -165,8 +165,17 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 		var id int64
 		var cur string
 		var placeholder bool
-		err = tx.QueryRow(ctx, pq("StateGetForUpdate", project), project, workspace).Scan(&id, &cur, &placeholder)
+		// FOR UPDATE: a concurrent writer waits here and then reads what this one wrote, so
+		// the write rules judge it against the state it would replace (TestConcurrentWriters).
+		read := "StateGetForUpdate"
+		if s.noRowLock {
+			read = "StateGetNoRowLock"
+		}
+		err = tx.QueryRow(ctx, pq(read, project), project, workspace).Scan(&id, &cur, &placeholder)
 		exists := err == nil
+		if s.afterRead != nil {
+			s.afterRead()
+		}
 		if err != nil && !errors.Is(err, db.ErrNotFound) {
 			return err
 		}
