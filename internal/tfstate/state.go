@@ -242,9 +242,10 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 // Why the fact and not the stored flag: unprotected_since is written only after a keeper
 // notices a loss, and the window before that is exactly when a pg client gets in. Why not
 // the try alone: the owner's keeper holds the key exclusively, so the shared try would
-// refuse the lock's own holder. The fact costs a join of pg_locks and pg_stat_activity per
-// write, measured at about 0.1 ms with a few hundred backends and locks (both are in-memory
-// snapshots), noise next to the write of a state of any size.
+// refuse the lock's own holder. The fact costs a join of pg_locks and pg_stat_activity in
+// the lock read: measured 0.20 ms per read against 0.02 ms for a plain row read (local
+// cluster, 8 locks, ~20 backends; both views are in-memory snapshots that grow with backends
+// and locks, not with data), noise next to a state write's own transaction.
 func pgClientCheck(ctx context.Context, tx *db.Tx, project, workspace string, id int64, lock heldLock, locked bool) error {
 	if locked && lock.KeyHeld {
 		return nil
