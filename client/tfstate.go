@@ -79,6 +79,18 @@ type LockStatus struct {
 	Protected bool `json:"protected"`
 	// Since is when the lock was taken (for pg holders: as near as PostgreSQL tells).
 	Since *time.Time `json:"since,omitempty"`
+	// UnprotectedSince is when the lock keeper lost (or could not take) the lock's advisory
+	// key, while it is lost: a pg client may have held the workspace since then.
+	UnprotectedSince *time.Time `json:"unprotectedSince,omitempty"`
+	// LastGap is the last window in which the lock was unprotected and that has ended (the key
+	// was taken back and verified), for an operator to check what pg clients did meanwhile.
+	LastGap *LockGap `json:"lastGap,omitempty"`
+}
+
+// LockGap is a window in which an HTTP lock did not hold its workspace's advisory key.
+type LockGap struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
 }
 
 // PGHolder describes a PostgreSQL backend holding a pg backend advisory key.

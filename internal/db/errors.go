@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/puddle/v2"
+
+	"github.com/stratahq/strata/internal/fault"
 )
 
 // Error categories. Every error that leaves this package wraps one of them (or is a plain
@@ -117,4 +119,39 @@ func classify(code string) error {
 		return ErrUnavailable
 	}
 	return nil
+}
+
+// Fault is the one mapping from this package's error kinds to the fault categories the HTTP
+// layer answers with; capability packages and httpapi both use it, so a database error means
+// the same status wherever it surfaces. A fault error passes unchanged, as does an error
+// that is not the database's (the caller decides; httpapi makes it a logged 500).
+//
+//   - ErrInvalid: KindInvalid (a value only the database could judge; still the client's input)
+//   - ErrUnavailable: KindUnavailable (unreachable, shutting down, too many connections)
+//   - ErrLockNotAvailable: KindUnavailable (lock_timeout, serialization failure, deadlock: retry)
+//   - context.DeadlineExceeded / context.Canceled: KindUnavailable (timed out / cancelled)
+//
+// ErrNotFound, ErrConflict and ErrPermission stay as they are: what they mean depends on the
+// operation, which the capability package knows and this mapping does not.
+func Fault(err error) error {
+	if err == nil {
+		return nil
+	}
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	switch {
+	case errors.Is(err, ErrInvalid):
+		return fault.Wrap(fault.KindInvalid, err, "the database refused a value in the request (out of range or not representable)")
+	case errors.Is(err, ErrUnavailable):
+		return fault.Wrap(fault.KindUnavailable, err, "the database is not reachable; try again")
+	case errors.Is(err, ErrLockNotAvailable):
+		return fault.Wrap(fault.KindUnavailable, err, "the database could not complete the request because of concurrent activity; try again")
+	case errors.Is(err, context.DeadlineExceeded):
+		return fault.Wrap(fault.KindUnavailable, err, "the request timed out")
+	case errors.Is(err, context.Canceled):
+		return fault.Wrap(fault.KindUnavailable, err, "the request was cancelled")
+	}
+	return err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,6 +64,7 @@ func OpenSession(ctx context.Context, url, schema, applicationName string) (*Ses
 		applicationName = "strata"
 	}
 	cfg.RuntimeParams["application_name"] = applicationName
+	keepAlive(cfg)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect session: %w", interpretError(err))
@@ -74,6 +77,45 @@ func OpenSession(ctx context.Context, url, schema, applicationName string) (*Ses
 		return nil, fmt.Errorf("read session backend start: %w", interpretError(err))
 	}
 	return s, nil
+}
+
+// Keep-alive settings of sessions. A session lives for hours holding advisory keys; when the
+// peer vanishes (a host or network failure, no FIN, no RST), both sides must notice within
+// about a minute rather than the kernel's two hours: strata's side so the lock keeper marks
+// its locks unprotected and reconnects, the server's side so the dead replica's backend
+// ends and its keys go to a keeper that is alive.
+const (
+	keepAliveIdle     = 15 * time.Second
+	keepAliveInterval = 5 * time.Second
+	keepAliveCount    = 3
+	// userTimeout bounds how long sent data may stay unacknowledged before the server's
+	// kernel drops the connection (tcp_user_timeout, in ms on the server side).
+	userTimeout = 30 * time.Second
+)
+
+// keepAlive turns on TCP keepalives on strata's side of a session (the dialer) and asks
+// the server for the same on its side (tcp_keepalives_* and tcp_user_timeout, per-session
+// settings any role may change; values in the URL win). Over a Unix socket none of this
+// applies — there is no peer to lose but the local server, and PostgreSQL ignores the
+// settings there — which is why every keeper call also has its own timeout.
+func keepAlive(cfg *pgx.ConnConfig) {
+	d := &net.Dialer{
+		Timeout: cfg.ConnectTimeout,
+		KeepAliveConfig: net.KeepAliveConfig{
+			Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount,
+		},
+	}
+	cfg.DialFunc = d.DialContext
+	for k, v := range map[string]string{
+		"tcp_keepalives_idle":     strconv.Itoa(int(keepAliveIdle.Seconds())),
+		"tcp_keepalives_interval": strconv.Itoa(int(keepAliveInterval.Seconds())),
+		"tcp_keepalives_count":    strconv.Itoa(keepAliveCount),
+		"tcp_user_timeout":        strconv.Itoa(int(userTimeout.Milliseconds())),
+	} {
+		if _, set := cfg.RuntimeParams[k]; !set {
+			cfg.RuntimeParams[k] = v
+		}
+	}
 }
 
 // OpenSession opens a dedicated session with the pool's own connection string. Use it only

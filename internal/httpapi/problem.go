@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,8 +48,9 @@ var kinds = map[fault.Kind]kindInfo{
 
 // classify maps any error to a fault.Error, so the one writer below has a single input.
 // Errors that are not categorised by the capability packages are recognised here: request
-// bodies that are too large or malformed (400/413), an unreachable database (503), a
-// cancelled request; everything else is a 500 whose cause is logged, never shown.
+// bodies that are too large (413); database and context errors by the one mapping,
+// db.Fault (an unreachable database or a timed-out request is a 503); everything else is a
+// 500 whose cause is logged, never shown.
 func classify(err error) *fault.Error {
 	var fe *fault.Error
 	if errors.As(err, &fe) {
@@ -60,19 +60,8 @@ func classify(err error) *fault.Error {
 	if errors.As(err, &maxErr) {
 		return &fault.Error{Kind: fault.KindTooLarge, Detail: fmt.Sprintf("request body is larger than the limit of %d bytes", maxErr.Limit), Err: err}
 	}
-	switch {
-	case errors.Is(err, db.ErrInvalid):
-		// Capability packages validate first; this is the backstop for a value only the
-		// database could judge, so the client still learns it was its input.
-		return &fault.Error{Kind: fault.KindInvalid, Detail: "the database refused a value in the request (out of range or not representable)", Err: err}
-	case errors.Is(err, db.ErrUnavailable):
-		return &fault.Error{Kind: fault.KindUnavailable, Detail: "the database is not reachable; try again", Err: err}
-	case errors.Is(err, db.ErrLockNotAvailable):
-		return &fault.Error{Kind: fault.KindUnavailable, Detail: "the database could not complete the request because of concurrent activity; try again", Err: err}
-	case errors.Is(err, context.DeadlineExceeded):
-		return &fault.Error{Kind: fault.KindUnavailable, Detail: "the request timed out", Err: err}
-	case errors.Is(err, context.Canceled):
-		return &fault.Error{Kind: fault.KindUnavailable, Detail: "the request was cancelled", Err: err}
+	if errors.As(db.Fault(err), &fe) {
+		return fe
 	}
 	return &fault.Error{Kind: fault.KindInternal, Detail: "internal error; the server log has the details", Err: err}
 }

@@ -3,41 +3,57 @@ package tfstate
 import (
 	"context"
 	"errors"
-	"sync"
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
 )
 
 // keeper is the replica's lock keeper: one dedicated session (db.Session) that holds the
 // advisory keys of all the HTTP locks this replica owns, so that pg backend clients find
-// those workspaces locked. Its calls are serialized by mu, which also guards its maps.
+// those workspaces locked.
 //
-// The keeper runs all its queries on its own session, never on the pool: LOCK transactions
-// hold pool connections while they wait for mu, so a keeper waiting for a pool connection
-// under mu could deadlock with them.
+// Whoever uses the session holds the keeper's slot (a channel of capacity one, not a mutex,
+// so that a request waiting for the keeper gives up when its context ends). Every call on
+// the session has its own timeout (Options.KeeperTimeout): a frozen backend or a dead peer
+// costs one timeout, after which the driver closes the connection and the keeper starts
+// over on a new one. Readiness reads an atomic snapshot and never waits for the slot.
 //
 // What the keeper should hold is decided by the database, not by memory: the lock rows this
-// replica owns (tf_locks.owner), plus keys that a LOCK transaction has taken and not yet
-// committed or rolled back (pending). held is what the session actually holds. Every
-// correction (release after an unlock here or elsewhere, re-taking after a reconnect,
-// taking over the locks of a dead replica) compares the two.
+// replica owns (tf_locks.owner). held is what the session holds, as last verified in
+// pg_locks. A LOCK holds the slot for its whole transaction (taking the key before the row
+// commits), so a reconcile never sees a key whose row is not yet visible.
+//
+// "Protected" is a fact, not a flag: GET …/lock and writes look at pg_locks for the owner's
+// keeper backend. unprotected_since records the gaps: when the session is lost, every lock
+// of this replica is marked (through the pool, before anything else) and the window audited
+// (state.lock.unprotected); the mark is cleared only when the key has been taken again and
+// seen in pg_locks for this session's pid (state.lock.protected, with the window).
 type keeper struct {
 	svc *Service
 	url string
 
-	mu      sync.Mutex
+	slot chan struct{}
+
+	// Guarded by slot.
 	sess    *db.Session
 	held    map[int64]bool
-	pending map[int64]int
 	lastErr error
-	dirty   bool // reconnected: reconcile soon
+	dirty   bool // (re)connected: reconcile soon
+
+	// callStart is when the session call in flight began (unix nanoseconds), 0 when none.
+	callStart atomic.Int64
+	snap      atomic.Pointer[Readiness]
 
 	pokeCh chan struct{}
 }
 
 func newKeeper(s *Service, url string) *keeper {
-	return &keeper{svc: s, url: url, held: map[int64]bool{}, pending: map[int64]int{}, pokeCh: make(chan struct{}, 1)}
+	k := &keeper{svc: s, url: url, slot: make(chan struct{}, 1), held: map[int64]bool{}, pokeCh: make(chan struct{}, 1)}
+	k.snap.Store(&Readiness{Detail: "lock keeper session is not connected yet: HTTP state locks do not exclude pg backend clients until it is"})
+	return k
 }
 
 func (k *keeper) appName() string {
@@ -48,201 +64,462 @@ func (k *keeper) appName() string {
 	return name
 }
 
-// ensure connects the session when there is none (or it was lost), registers it, and
-// re-takes the keys it held; a key it cannot get back is marked unprotected. Call with mu
-// held.
+// actor names the keeper in the audit log.
+func (k *keeper) actor() Actor { return Actor{Name: "strata-lock-keeper/" + k.svc.replica} }
+
+// errKeeperUnavailable answers a request that could not get the keeper in time.
+func errKeeperUnavailable(err error) error {
+	return fault.Wrap(fault.KindUnavailable, err, "the lock keeper's database session is not answering; retry")
+}
+
+// acquireSlot waits for the keeper, at most until ctx ends or for the keeper's wait bound
+// (Options.KeeperWait), whichever comes first. A request waiting here holds no pool
+// connection.
+func (k *keeper) acquireSlot(ctx context.Context) error {
+	t := time.NewTimer(k.svc.opts.KeeperWait)
+	defer t.Stop()
+	select {
+	case k.slot <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return errKeeperUnavailable(ctx.Err())
+	case <-t.C:
+		return errKeeperUnavailable(fmt.Errorf("waited %v for the lock keeper", k.svc.opts.KeeperWait))
+	}
+}
+
+func (k *keeper) releaseSlot() { <-k.slot }
+
+// call runs one round trip on the session with the keeper's own timeout, detached from the
+// caller's cancellation: pgx closes a connection whose query is cancelled, and closing the
+// keeper's session because one client hung up would release the keys of every lock this
+// replica holds. A call that breaks the session (or times out, which breaks it) ends in
+// lost. Call with the slot held and a session open.
+func (k *keeper) call(ctx context.Context, f func(ctx context.Context, s *db.Session) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.svc.opts.KeeperTimeout)
+	defer cancel()
+	k.callStart.Store(time.Now().UnixNano())
+	err := f(ctx, k.sess)
+	k.callStart.Store(0)
+	if err != nil && k.sess.Closed() {
+		k.lost(ctx, err)
+	}
+	return err
+}
+
+// bounded is a context for keeper work through the pool: detached from the caller, bounded
+// by the keeper's timeout.
+func (k *keeper) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), k.svc.opts.KeeperTimeout)
+}
+
+// lost drops a session that failed. Before anything else it marks every lock of this
+// replica unprotected, through the pool: from now until a reconcile has taken and verified
+// their keys again, a pg client may hold them. Call with the slot held.
+func (k *keeper) lost(ctx context.Context, err error) {
+	if k.sess != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = k.sess.Close(cctx)
+		cancel()
+		k.sess = nil
+	}
+	k.held = map[int64]bool{}
+	k.lastErr = err
+	k.svc.log.Warn("lock keeper session lost; its locks are unprotected until it has taken their keys again", "err", err)
+	k.markUnprotected(ctx, nil, "the lock keeper's session was lost: "+err.Error())
+	k.publish(0)
+}
+
+// markUnprotected marks the replica's locks with keys (all when keys is nil) unprotected
+// through the pool, auditing each newly marked one.
+func (k *keeper) markUnprotected(ctx context.Context, keys []int64, reason string) {
+	ctx, cancel := k.bounded(ctx)
+	defer cancel()
+	err := k.svc.db.InTx(ctx, func(tx *db.Tx) error {
+		rows, err := tx.Query(ctx, q.Get("KeeperMarkUnprotected"), k.svc.replica, keys)
+		if err != nil {
+			return err
+		}
+		type mark struct {
+			target string
+			since  time.Time
+		}
+		var marks []mark
+		for rows.Next() {
+			var project, workspace string
+			var since time.Time
+			if err := rows.Scan(&project, &workspace, &since); err != nil {
+				rows.Close()
+				return err
+			}
+			marks = append(marks, mark{project + "/" + workspace, since})
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, m := range marks {
+			k.svc.log.Error("HTTP lock unprotected: a pg client may hold its workspace", "lock", m.target, "reason", reason)
+			if err := audit(ctx, tx, k.actor(), "state.lock.unprotected", m.target, map[string]any{
+				"since": m.since.UTC(), "replica": k.svc.replica, "reason": reason,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// The locks still read as unprotected: GET …/lock and writes check pg_locks.
+		k.svc.log.Error("cannot mark locks unprotected", "err", err)
+	}
+}
+
+// markProtected clears the mark of locks whose keys were verified held, auditing the gap.
+func (k *keeper) markProtected(ctx context.Context, keys []int64) {
+	if len(keys) == 0 {
+		return
+	}
+	ctx, cancel := k.bounded(ctx)
+	defer cancel()
+	err := k.svc.db.InTx(ctx, func(tx *db.Tx) error {
+		rows, err := tx.Query(ctx, q.Get("KeeperMarkProtected"), k.svc.replica, keys)
+		if err != nil {
+			return err
+		}
+		type gap struct {
+			target   string
+			from, to time.Time
+		}
+		var gaps []gap
+		for rows.Next() {
+			var g gap
+			var project, workspace string
+			if err := rows.Scan(&project, &workspace, &g.from, &g.to); err != nil {
+				rows.Close()
+				return err
+			}
+			g.target = project + "/" + workspace
+			gaps = append(gaps, g)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, g := range gaps {
+			k.svc.log.Info("HTTP lock protected again", "lock", g.target, "unprotected_from", g.from, "unprotected_to", g.to)
+			if err := audit(ctx, tx, k.actor(), "state.lock.protected", g.target, map[string]any{
+				"from": g.from.UTC(), "to": g.to.UTC(), "replica": k.svc.replica,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		k.svc.log.Warn("cannot mark locks protected", "err", err)
+	}
+}
+
+// ensure connects the session when there is none (or it was lost) and registers it. A
+// session found closed is handled as lost first. Call with the slot held.
 func (k *keeper) ensure(ctx context.Context) error {
 	if k.sess != nil && !k.sess.Closed() {
 		return nil
 	}
 	if k.sess != nil {
-		_ = k.sess.Close(ctx)
-		k.sess = nil
+		k.lost(ctx, errors.New("connection closed"))
 	}
-	sess, err := db.OpenSession(ctx, k.url, k.svc.db.Schema(), k.appName())
+	cctx, cancel := k.bounded(ctx)
+	defer cancel()
+	sess, err := db.OpenSession(cctx, k.url, k.svc.db.Schema(), k.appName())
 	if err != nil {
 		k.lastErr = err
+		k.publish(0)
 		return err
 	}
-	if _, err := sess.Exec(ctx, q.Get("KeeperRegister"), k.svc.replica, int32(sess.PID()), sess.BackendStart()); err != nil {
-		_ = sess.Close(ctx)
+	if _, err := sess.Exec(cctx, q.Get("KeeperRegister"), k.svc.replica, int32(sess.PID()), sess.BackendStart()); err != nil {
+		_ = sess.Close(cctx)
 		k.lastErr = err
+		k.publish(0)
 		return err
 	}
 	k.sess = sess
 	k.lastErr = nil
 	k.dirty = true
 	k.svc.log.Info("lock keeper session connected", "pid", sess.PID(), "replica", k.svc.replica)
-	for key := range k.held {
-		ok, err := sess.TryAdvisoryLock(ctx, key)
-		if err != nil {
-			k.broken(ctx, err)
-			return err
-		}
-		if !ok {
-			delete(k.held, key)
-			k.markUnprotected(ctx, key)
-		}
-	}
+	k.publish(-1)
 	return nil
 }
 
-// broken drops a session that failed; the next call reconnects. Call with mu held.
-func (k *keeper) broken(ctx context.Context, err error) {
-	k.lastErr = err
-	if k.sess != nil {
-		_ = k.sess.Close(ctx)
-		k.sess = nil
+// take takes key for a LOCK transaction in flight (the caller holds the slot until its
+// transaction has ended). It reports false when another session holds the key. A session
+// found broken is replaced once.
+func (k *keeper) take(ctx context.Context, key int64) (bool, error) {
+	if k.held[key] && k.sess != nil && !k.sess.Closed() {
+		return true, nil
 	}
-	k.svc.log.Warn("lock keeper session lost; reconnecting", "err", err)
-}
-
-func (k *keeper) markUnprotected(ctx context.Context, key int64) {
-	k.svc.log.Error("lock keeper could not re-take an advisory key: a pg client may hold the locked workspace", "key", key)
-	if _, err := k.sess.Exec(ctx, q.Get("KeeperMarkUnprotected"), k.svc.replica, key); err != nil {
-		k.svc.log.Warn("mark lock unprotected", "key", key, "err", err)
-	}
-}
-
-// sessionTimeout bounds one keeper round trip made on behalf of a request.
-const sessionTimeout = 10 * time.Second
-
-// detach returns a context for running keeper queries on behalf of a request. It must not
-// carry the request's cancellation: pgx closes a connection whose query is cancelled, and
-// closing the keeper's session would release the advisory keys of every lock this replica
-// holds because one client hung up.
-func detach(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), sessionTimeout)
-}
-
-// acquire takes key for a LOCK transaction in flight; done must follow. It reports false
-// when another session holds the key.
-func (k *keeper) acquire(ctx context.Context, key int64) (bool, error) {
-	ctx, cancel := detach(ctx)
-	defer cancel()
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err := k.ensure(ctx); err != nil {
-		return false, err
-	}
-	if !k.held[key] {
-		ok, err := k.sess.TryAdvisoryLock(ctx, key)
-		if err != nil {
-			k.broken(ctx, err)
+	var err error
+	for range 2 {
+		if err = k.ensure(ctx); err != nil {
 			return false, err
 		}
-		if !ok {
-			return false, nil
+		var got map[int64]bool
+		err = k.call(ctx, func(ctx context.Context, s *db.Session) error {
+			var err error
+			got, err = tryKeys(ctx, s, []int64{key})
+			return err
+		})
+		if err == nil {
+			if got[key] {
+				k.held[key] = true
+			}
+			return got[key], nil
 		}
-		k.held[key] = true
+		if k.sess != nil {
+			return false, err // a statement error, not a lost session
+		}
 	}
-	k.pending[key]++
-	return true, nil
+	return false, err
 }
 
-// done ends an acquire: after a rollback the key is let go unless a lock row still wants it.
-func (k *keeper) done(ctx context.Context, key int64, committed bool) {
-	ctx, cancel := detach(ctx)
-	defer cancel()
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.pending[key]--; k.pending[key] <= 0 {
-		delete(k.pending, key)
-	}
-	if !committed {
-		k.releaseIfUnwanted(ctx, key)
-	}
-}
-
-// release lets key go after this replica committed an unlock, unless it is wanted again.
+// release lets key go when no lock row of this replica wants it: after this replica
+// committed an unlock, or after a LOCK transaction that took it rolled back. Call with the
+// slot held.
 func (k *keeper) release(ctx context.Context, key int64) {
-	ctx, cancel := detach(ctx)
-	defer cancel()
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.releaseIfUnwanted(ctx, key)
+	if !k.held[key] || k.sess == nil {
+		return
+	}
+	if k.sess.Closed() {
+		k.lost(ctx, errors.New("connection closed"))
+		return
+	}
+	_ = k.call(ctx, func(ctx context.Context, s *db.Session) error {
+		var wanted bool
+		if err := s.QueryRow(ctx, q.Get("KeeperWants"), k.svc.replica, key).Scan(&wanted); err != nil || wanted {
+			return err
+		}
+		if err := unlockKeys(ctx, s, []int64{key}); err != nil {
+			return err
+		}
+		delete(k.held, key)
+		return nil
+	})
 }
 
-func (k *keeper) releaseIfUnwanted(ctx context.Context, key int64) {
-	if !k.held[key] || k.pending[key] > 0 {
+// releaseAfterUnlock is release for a request whose unlock has committed: it waits for the
+// slot as a request does; when it cannot get it, the next reconcile lets the key go.
+func (k *keeper) releaseAfterUnlock(ctx context.Context, key int64) {
+	if err := k.acquireSlot(ctx); err != nil {
+		k.poke()
 		return
 	}
-	if k.sess == nil || k.sess.Closed() {
-		delete(k.held, key) // the session, and so the key, is gone
-		return
-	}
-	var wanted bool
-	if err := k.sess.QueryRow(ctx, q.Get("KeeperWants"), k.svc.replica, key).Scan(&wanted); err != nil {
-		k.broken(ctx, err)
-		return
-	}
-	if wanted {
-		return
-	}
-	if _, err := k.sess.AdvisoryUnlock(ctx, key); err != nil {
-		k.broken(ctx, err)
-		return
-	}
-	delete(k.held, key)
+	defer k.releaseSlot()
+	k.release(ctx, key)
 }
 
-// reconcile makes the session hold exactly the keys of the lock rows this replica owns:
-// it takes over locks whose owner's keeper is gone, takes keys it lacks (marking those it
-// cannot get as unprotected), and lets go of keys no row and no transaction wants (an
-// unlock served by another replica). Call with mu held.
+func tryKeys(ctx context.Context, s *db.Session, keys []int64) (map[int64]bool, error) {
+	rows, err := s.Query(ctx, q.Get("KeeperTryLocks"), keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	got := map[int64]bool{}
+	for rows.Next() {
+		var key int64
+		var ok bool
+		if err := rows.Scan(&key, &ok); err != nil {
+			return nil, err
+		}
+		got[key] = ok
+	}
+	return got, rows.Err()
+}
+
+func unlockKeys(ctx context.Context, s *db.Session, keys []int64) error {
+	rows, err := s.Query(ctx, q.Get("KeeperUnlocks"), keys)
+	if err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
+}
+
+func scanKeys(rows db.Rows, err error) ([]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []int64
+	for rows.Next() {
+		var key int64
+		if err := rows.Scan(&key); err != nil {
+			return nil, err
+		}
+		keys = append(keys, key)
+	}
+	return keys, rows.Err()
+}
+
+// goneKeeperAge is how long a keeper row of a replica whose backend is gone, and that owns
+// no lock, is kept before the reconcile deletes it.
+const goneKeeperAge = time.Hour
+
+// reconcile makes the session hold exactly the keys of the lock rows this replica owns: it
+// takes over locks whose owner's keeper backend is gone, takes the keys it lacks in one
+// statement, verifies in pg_locks what it holds, marks protected only verified keys (and
+// unprotected the others: a pg client holds them), and lets go of keys no row wants (an
+// unlock served by another replica). Call with the slot held.
 func (k *keeper) reconcile(ctx context.Context) {
 	if err := k.ensure(ctx); err != nil {
 		return
 	}
 	k.dirty = false
-	if n, err := k.sess.Exec(ctx, q.Get("KeeperAdopt"), k.svc.replica); err != nil {
-		k.svc.log.Warn("lock keeper: take over orphaned locks", "err", err)
-	} else if n > 0 {
-		k.svc.log.Info("lock keeper took over locks of a replica that is gone", "locks", n)
-	}
-	rows, err := k.sess.Query(ctx, q.Get("KeeperLocks"), k.svc.replica)
+	var adopted [][2]string
+	err := k.call(ctx, func(ctx context.Context, s *db.Session) error {
+		rows, err := s.Query(ctx, q.Get("KeeperAdopt"), k.svc.replica)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var project, workspace, from string
+			var since time.Time
+			if err := rows.Scan(&project, &workspace, &from, &since); err != nil {
+				return err
+			}
+			adopted = append(adopted, [2]string{project + "/" + workspace, from})
+		}
+		return rows.Err()
+	})
 	if err != nil {
-		k.svc.log.Warn("lock keeper: list locks", "err", err)
-		return
-	}
-	want := map[int64]bool{}
-	for rows.Next() {
-		var key int64
-		if err := rows.Scan(&key); err != nil {
-			rows.Close()
+		k.svc.log.Warn("lock keeper: take over orphaned locks", "err", err)
+		if k.sess == nil {
 			return
 		}
-		want[key] = true
+	} else if len(adopted) > 0 {
+		k.svc.log.Warn("lock keeper took over locks of a replica whose keeper is gone; they are unprotected until their keys are verified", "locks", adopted)
+		k.auditAdopted(ctx, adopted)
 	}
-	if rows.Err() != nil {
+
+	var want, missing, verified []int64
+	err = k.call(ctx, func(ctx context.Context, s *db.Session) error {
+		var err error
+		if want, err = scanKeys(s.Query(ctx, q.Get("KeeperLocks"), k.svc.replica)); err != nil {
+			return err
+		}
+		missing = missing[:0]
+		for _, key := range want {
+			if !k.held[key] {
+				missing = append(missing, key)
+			}
+		}
+		if len(missing) > 0 {
+			got, err := tryKeys(ctx, s, missing)
+			if err != nil {
+				return err
+			}
+			for key, ok := range got {
+				if ok {
+					k.held[key] = true
+				}
+			}
+		}
+		verified, err = scanKeys(s.Query(ctx, q.Get("KeeperVerify"), want))
+		return err
+	})
+	if err != nil {
+		k.svc.log.Warn("lock keeper: take keys", "err", err)
 		return
 	}
-	for key := range want {
-		if !k.held[key] {
-			ok, err := k.sess.TryAdvisoryLock(ctx, key)
-			if err != nil {
-				k.broken(ctx, err)
-				return
-			}
-			if !ok {
-				k.markUnprotected(ctx, key)
-				continue
-			}
-			k.held[key] = true
-		}
-		if _, err := k.sess.Exec(ctx, q.Get("KeeperMarkProtected"), k.svc.replica, key); err != nil {
-			k.svc.log.Warn("mark lock protected", "key", key, "err", err)
+	ok := map[int64]bool{}
+	for _, key := range verified {
+		ok[key] = true
+	}
+	wanted := map[int64]bool{}
+	var refused []int64
+	for _, key := range want {
+		wanted[key] = true
+		if !ok[key] {
+			delete(k.held, key)
+			refused = append(refused, key)
 		}
 	}
+	if len(refused) > 0 {
+		k.markUnprotected(ctx, refused, "the lock keeper cannot take the lock's advisory key: a pg client (or a frozen former session) holds it")
+	}
+	k.markProtected(ctx, verified)
+
+	var extra []int64
 	for key := range k.held {
-		if !want[key] && k.pending[key] == 0 {
-			if _, err := k.sess.AdvisoryUnlock(ctx, key); err != nil {
-				k.broken(ctx, err)
-				return
-			}
+		if !wanted[key] {
+			extra = append(extra, key)
+		}
+	}
+	if len(extra) > 0 {
+		if err := k.call(ctx, func(ctx context.Context, s *db.Session) error { return unlockKeys(ctx, s, extra) }); err != nil {
+			return
+		}
+		for _, key := range extra {
 			delete(k.held, key)
 		}
 	}
+	_ = k.call(ctx, func(ctx context.Context, s *db.Session) error {
+		_, err := s.Exec(ctx, q.Get("KeeperCleanup"), goneKeeperAge.Seconds())
+		return err
+	})
+	k.publish(int64(len(refused)))
+}
+
+// auditAdopted records locks taken over from gone replicas (target, former owner).
+func (k *keeper) auditAdopted(ctx context.Context, adopted [][2]string) {
+	ctx, cancel := k.bounded(ctx)
+	defer cancel()
+	_ = k.svc.db.InTx(ctx, func(tx *db.Tx) error {
+		for _, a := range adopted {
+			if err := audit(ctx, tx, k.actor(), "state.lock.adopted", a[0], map[string]any{"replica": k.svc.replica, "from": a[1]}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// publish updates the snapshot Readiness reads; unprotected < 0 keeps the last count.
+func (k *keeper) publish(unprotected int64) {
+	r := Readiness{}
+	if prev := k.snap.Load(); prev != nil && unprotected < 0 {
+		unprotected = prev.UnprotectedLocks
+	}
+	if unprotected < 0 {
+		unprotected = 0
+	}
+	r.UnprotectedLocks = unprotected
+	if k.sess == nil || k.sess.Closed() {
+		r.Detail = "lock keeper session is down: HTTP state locks do not exclude pg backend clients until it reconnects"
+		if k.lastErr != nil {
+			r.Detail += ": " + k.lastErr.Error()
+		}
+	} else {
+		r.PGClientsExcluded = true
+		r.KeeperPID = k.sess.PID()
+		if unprotected > 0 {
+			r.Detail = fmt.Sprintf("%d lock(s) could not re-take their advisory key: pg clients may hold them", unprotected)
+		}
+	}
+	k.snap.Store(&r)
+}
+
+// status is the snapshot, corrected by a call in flight for too long: a session that does
+// not answer cannot vouch for anything.
+func (k *keeper) status() Readiness {
+	r := *k.snap.Load()
+	if start := k.callStart.Load(); start != 0 {
+		if d := time.Since(time.Unix(0, start)); d > k.svc.opts.keeperStuckAfter() {
+			r.PGClientsExcluded = false
+			r.Detail = fmt.Sprintf("lock keeper session has not answered for %v (LOCK answers 503 meanwhile; the session is replaced after %v)", d.Round(time.Millisecond), k.svc.opts.KeeperTimeout)
+		}
+	}
+	return r
 }
 
 // poke asks the run loop to reconcile soon.
@@ -253,33 +530,49 @@ func (k *keeper) poke() {
 	}
 }
 
+// withSlot runs f holding the slot, for the background loop; it waits for the slot until
+// ctx ends.
+func (k *keeper) withSlot(ctx context.Context, f func()) {
+	select {
+	case k.slot <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer k.releaseSlot()
+	f()
+}
+
 // run heart-beats through the session (which also notices a lost session within one
 // interval), reconnects, and reconciles periodically and when poked.
 func (k *keeper) run(ctx context.Context) {
-	interval := k.svc.opts.HeartbeatInterval
-	t := time.NewTicker(interval)
+	t := time.NewTicker(k.svc.opts.HeartbeatInterval)
 	defer t.Stop()
-	beats := 0
+	var reconcile <-chan time.Time
+	if k.svc.opts.ReconcileInterval > 0 {
+		rt := time.NewTicker(k.svc.opts.ReconcileInterval)
+		defer rt.Stop()
+		reconcile = rt.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-k.pokeCh:
-			k.mu.Lock()
-			k.reconcile(ctx)
-			k.mu.Unlock()
+			k.withSlot(ctx, func() { k.reconcile(ctx) })
+		case <-reconcile:
+			k.withSlot(ctx, func() { k.reconcile(ctx) })
 		case <-t.C:
-			beats++
-			k.mu.Lock()
-			if err := k.ensure(ctx); err == nil {
-				if _, err := k.sess.Exec(ctx, q.Get("KeeperHeartbeat"), k.svc.replica); err != nil && ctx.Err() == nil {
-					k.broken(ctx, err)
+			k.withSlot(ctx, func() {
+				if err := k.ensure(ctx); err == nil {
+					_ = k.call(ctx, func(ctx context.Context, s *db.Session) error {
+						_, err := s.Exec(ctx, q.Get("KeeperHeartbeat"), k.svc.replica)
+						return err
+					})
 				}
-			}
-			if k.dirty || beats%5 == 0 {
-				k.reconcile(ctx)
-			}
-			k.mu.Unlock()
+				if k.dirty && k.sess != nil {
+					k.reconcile(ctx)
+				}
+			})
 		}
 	}
 }
@@ -325,34 +618,32 @@ func (k *keeper) listen(ctx context.Context) {
 	}
 }
 
-func (k *keeper) status() Readiness {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.sess == nil || k.sess.Closed() {
-		detail := "lock keeper session is down: HTTP state locks do not exclude pg backend clients until it reconnects"
-		if k.lastErr != nil {
-			detail += ": " + k.lastErr.Error()
-		}
-		return Readiness{Detail: detail}
-	}
-	return Readiness{PGClientsExcluded: true, KeeperPID: k.sess.PID()}
-}
-
 // close ends the session (PostgreSQL releases its keys) and unregisters the keeper, so
-// other replicas take over its locks at their next reconcile.
+// other replicas take over its locks at their next reconcile. It waits for a call in flight
+// at most for its timeout.
 func (k *keeper) close() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), k.svc.opts.KeeperTimeout+5*time.Second)
 	defer cancel()
+	select {
+	case k.slot <- struct{}{}:
+		defer k.releaseSlot()
+	case <-ctx.Done():
+		k.svc.log.Warn("lock keeper busy at close; leaving its session to the process exit")
+		return
+	}
 	if k.sess != nil && !k.sess.Closed() {
-		if _, err := k.sess.Exec(ctx, q.Get("KeeperUnregister"), k.svc.replica); err != nil {
-			k.svc.log.Warn("unregister lock keeper", "err", err)
-		}
+		_ = k.call(ctx, func(ctx context.Context, s *db.Session) error {
+			_, err := s.Exec(ctx, q.Get("KeeperUnregister"), k.svc.replica)
+			return err
+		})
 	}
 	if k.sess != nil {
+		// The keys go with the session: until another keeper has taken them over, pg
+		// clients may take them.
+		k.markUnprotected(ctx, nil, "the replica's lock keeper stopped")
 		_ = k.sess.Close(ctx)
 		k.sess = nil
 	}
 	k.held = map[int64]bool{}
+	k.publish(0)
 }

@@ -23,10 +23,20 @@ type heldLock struct {
 	Owner   string
 	// CreatedBy is the actor (token) that took the lock.
 	CreatedBy string
-	// Unprotected is true while the keeper could not (re)take the lock's advisory key, so a
-	// pg client may hold it.
-	Unprotected bool
+	Created   time.Time
+	// UnprotectedSince is set while the keeper has recorded a gap: it lost or could not take
+	// the lock's advisory key, so a pg client may hold it.
+	UnprotectedSince *time.Time
+	// LastGapStart and LastGapEnd are the last recorded gap that has ended.
+	LastGapStart, LastGapEnd *time.Time
+	// KeyHeld is the fact, read from pg_locks in the same statement: the owner's live keeper
+	// backend holds the lock's key exclusively, so no pg client can.
+	KeyHeld bool
 }
+
+// Protected is whether the lock excludes pg clients now: its owner's keeper holds the key,
+// and no gap is open (a gap closes only once the key is verified).
+func (h heldLock) Protected() bool { return h.KeyHeld && h.UnprotectedSince == nil }
 
 // usableBy refuses a lock's ID to anyone but the token that took the lock, unless the actor
 // may force-unlock. A lock's ID is not a secret — the 423 answer and GET …/lock show it, as
@@ -41,7 +51,8 @@ func (h heldLock) usableBy(actor Actor, project, workspace string) error {
 func scanLock(row db.Row) (heldLock, bool, error) {
 	var h heldLock
 	var info string
-	err := row.Scan(&h.ID, &info, &h.StateID, &h.Owner, &h.CreatedBy, &h.Unprotected)
+	err := row.Scan(&h.ID, &info, &h.StateID, &h.Owner, &h.CreatedBy, &h.UnprotectedSince, &h.Created,
+		&h.LastGapStart, &h.LastGapEnd, &h.KeyHeld)
 	if errors.Is(err, db.ErrNotFound) {
 		return heldLock{}, false, nil
 	}
@@ -166,9 +177,18 @@ var errLockGone = errors.New("lock released concurrently")
 // replica's keeper holds it.
 var errKeeperBusy = errors.New("advisory key held by another strata keeper")
 
+// lockOnce is one attempt at LOCK. With a keeper, it first waits for the keeper's slot
+// (bounded by ctx and Options.KeeperWait, holding no pool connection meanwhile), then runs
+// the transaction holding it: the keeper takes the key before the row commits, and lets it
+// go again when the transaction rolls back.
 func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace string, info client.LockInfo, stored []byte, existing *client.LockInfo) error {
-	var acquired bool
-	var key int64
+	if s.keeper != nil {
+		if err := s.keeper.acquireSlot(ctx); err != nil {
+			return err
+		}
+		defer s.keeper.releaseSlot()
+	}
+	var took int64
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		if err := requireProject(ctx, tx, project); err != nil {
 			return err
@@ -205,14 +225,14 @@ func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace 
 			return err
 		}
 		if s.keeper != nil {
-			ok, err := s.keeper.acquire(ctx, id)
+			ok, err := s.keeper.take(ctx, id)
 			if err != nil {
-				return fault.Wrap(fault.KindUnavailable, err, "the lock keeper's database session is unavailable; retry")
+				return errKeeperUnavailable(err)
 			}
 			if !ok {
 				return s.keyRefused(ctx, tx, project, workspace, id)
 			}
-			acquired, key = true, id
+			took = id
 		} else {
 			// No keeper: at least refuse while a pg client holds the key now.
 			var ok bool
@@ -225,23 +245,10 @@ func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace 
 		}
 		return audit(ctx, tx, actor, "state.lock", project+"/"+workspace, map[string]any{"id": info.ID, "operation": info.Operation, "who": info.Who})
 	})
-	if acquired {
-		s.keeper.done(context.WithoutCancel(ctx), key, err == nil)
+	if took != 0 && err != nil {
+		s.keeper.release(ctx, took)
 	}
 	return err
-}
-
-// keyRefused explains why the keeper could not take key: a pg client holds it (423 at
-// once), or nobody visible does, which means another replica's keeper (errKeeperBusy).
-func (s *Service) keyRefused(ctx context.Context, tx *db.Tx, project, workspace string, key int64) error {
-	holders, err := pgHolders(ctx, tx, key)
-	if err != nil {
-		return err
-	}
-	if len(holders) == 0 {
-		return errKeeperBusy
-	}
-	return pgLocked(ctx, tx, project, workspace, key)
 }
 
 // ensureRow returns the workspace's row id, creating the row with a placeholder state when
@@ -379,45 +386,6 @@ func (s *Service) Unlock(ctx context.Context, actor Actor, project, workspace st
 	return nil
 }
 
-// terminatePGHolders ends the PostgreSQL backends of pg clients holding the workspace: its
-// row id key, or, for a workspace without a row, the creation keys of its schema (OpenTofu's
-// key for this schema, and Terraform's -1, which a first apply holds for its whole run).
-func (s *Service) terminatePGHolders(ctx context.Context, tx *db.Tx, project, workspace string) ([]pgHolder, error) {
-	var id int64
-	keys := []int64{}
-	err := tx.QueryRow(ctx, pq("StateGetID", project), workspace).Scan(&id)
-	switch {
-	case err == nil:
-		keys = append(keys, id)
-	case errors.Is(err, db.ErrNotFound):
-		keys = append(keys, TerraformCreationKey, OpenTofuCreationKey(project, "states"))
-	default:
-		return nil, err
-	}
-	holders, err := pgHolders(ctx, tx, keys...)
-	if err != nil {
-		return nil, err
-	}
-	var ended []pgHolder
-	for _, h := range holders {
-		if !h.Exclusive {
-			continue // strata's own creators, for an instant
-		}
-		var ok bool
-		if err := tx.QueryRow(ctx, q.Get("LockTerminate"), h.PID).Scan(&ok); err != nil {
-			if errors.Is(err, db.ErrPermission) {
-				return nil, fault.Wrap(fault.KindForbidden, err, "strata's database role may not terminate backend %d (grant it pg_signal_backend)", h.PID)
-			}
-			return nil, err
-		}
-		if ok {
-			s.log.Warn("force-unlock terminated a pg backend client", "project", project, "workspace", workspace, "pid", h.PID, "key", h.Key, "user", h.User, "addr", h.Addr)
-			ended = append(ended, h)
-		}
-	}
-	return ended, nil
-}
-
 // afterUnlock makes the advisory key follow the deleted lock row. This replica's keeper
 // lets go at once. Another replica's keeper was told by NOTIFY; give it a moment, and when
 // that replica has stopped heart-beating (gone, while its backend lingers), terminate its
@@ -425,7 +393,7 @@ func (s *Service) terminatePGHolders(ctx context.Context, tx *db.Tx, project, wo
 func (s *Service) afterUnlock(ctx context.Context, owner string, key int64) {
 	if owner == s.replica {
 		if s.keeper != nil {
-			s.keeper.release(ctx, key)
+			s.keeper.releaseAfterUnlock(ctx, key)
 		}
 		return
 	}
@@ -460,6 +428,12 @@ func (s *Service) afterUnlock(ctx context.Context, owner string, key int64) {
 
 // LockStatus tells who holds a workspace: an HTTP client (its LockInfo), or a pg client
 // (the backend's pid, address, application and since when), or nobody.
+//
+// For an HTTP lock, Protected is read from pg_locks in the same statement (the owner's
+// keeper backend exists and holds the key), not taken from a stored flag, so a lock is never
+// shown protected after its owner's keeper backend is gone; unprotectedSince and lastGap
+// come from the gaps the keeper recorded. A lock whose owner's keeper is gone makes this
+// replica's keeper look at once, to take it over.
 func (s *Service) LockStatus(ctx context.Context, project, workspace string) (client.LockStatus, error) {
 	if err := s.validate(project, workspace); err != nil {
 		return client.LockStatus{}, err
@@ -467,35 +441,36 @@ func (s *Service) LockStatus(ctx context.Context, project, workspace string) (cl
 	if err := requireProject(ctx, s.db, project); err != nil {
 		return client.LockStatus{}, categorize(err)
 	}
-	var id int64
-	var info, owner string
-	var unprotected *time.Time
-	var created time.Time
-	err := s.db.QueryRow(ctx, q.Get("LockGet"), project, workspace).Scan(new(string), &info, &id, &owner, &unprotected, &created)
-	if err == nil {
-		st := client.LockStatus{Locked: true, Kind: "http", Info: &client.LockInfo{}, Since: &created}
-		_ = json.Unmarshal([]byte(info), st.Info)
-		st.Protected = owner != "" && unprotected == nil
-		return st, nil
-	}
-	if !errors.Is(err, db.ErrNotFound) {
+	h, ok, err := scanLock(s.db.QueryRow(ctx, q.Get("LockGet"), project, workspace))
+	if err != nil {
 		return client.LockStatus{}, categorize(err)
 	}
-	var keys []int64
-	err = s.db.QueryRow(ctx, pq("StateGetID", project), workspace).Scan(&id)
-	switch {
-	case err == nil:
-		keys = []int64{id}
-	case errors.Is(err, db.ErrNotFound):
-		keys = []int64{TerraformCreationKey, OpenTofuCreationKey(project, "states")}
-	default:
-		return client.LockStatus{}, categorize(err)
+	if !ok {
+		st, err := s.pgLockStatus(ctx, project, workspace)
+		return st, categorize(err)
 	}
-	holders, err := pgHolders(ctx, s.db, keys...)
-	if err != nil || len(holders) == 0 || !holders[0].Exclusive {
-		return client.LockStatus{}, categorize(err)
+	if !h.KeyHeld && h.Owner != s.replica && s.keeper != nil {
+		s.keeper.poke()
 	}
-	h := holders[0]
-	since := h.Since.UTC()
-	return client.LockStatus{Locked: true, Kind: "pg", PG: h.status(), Since: &since}, nil
+	return h.status(), nil
+}
+
+// status is the API's view of an HTTP lock.
+func (h heldLock) status() client.LockStatus {
+	created := h.Created
+	st := client.LockStatus{Locked: true, Kind: "http", Info: &client.LockInfo{}, Since: &created, Protected: h.Protected()}
+	*st.Info = h.Info
+	if !st.Protected && h.Owner != "" {
+		since := h.UnprotectedSince
+		if since == nil {
+			// Not yet noticed by a keeper: the key is not held now, which is all we know.
+			now := time.Now().UTC()
+			since = &now
+		}
+		st.UnprotectedSince = since
+	}
+	if h.LastGapStart != nil && h.LastGapEnd != nil {
+		st.LastGap = &client.LockGap{From: h.LastGapStart.UTC(), To: h.LastGapEnd.UTC()}
+	}
+	return st
 }

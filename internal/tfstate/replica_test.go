@@ -1,13 +1,17 @@
 package tfstate
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
 )
 
 // TestUnlockForwardedToOwner: an UNLOCK served by another replica deletes the row and
@@ -145,4 +149,92 @@ func TestUnlockTerminatesGoneOwner(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond, "the gone owner's keeper backend was terminated")
 	probe := rawSession(t, b.url)
 	require.True(t, pgClientTry(t, probe, key))
+}
+
+// TestForwardedUnlockByNotify: with the periodic reconcile off and the heartbeat an hour
+// away, only the NOTIFY that a forwarded UNLOCK sends can make the owner let the key go;
+// it does so well under a second. Without the NOTIFY (or its listener) the key stays held
+// and the test fails its bound.
+func TestForwardedUnlockByNotify(t *testing.T) {
+	t.Parallel()
+	off := Options{HeartbeatInterval: time.Hour, ReconcileInterval: -1}
+	off.ReplicaID = "owner"
+	a := setup(t, setupOpts{opts: off})
+	off.ReplicaID = "other"
+	bb := setupOn(t, a.url, setupOpts{opts: off})
+	ctx := context.Background()
+	a.project(t, "p")
+	_, err := a.svc.StateWrite(ctx, a.actor, "p", "default", WriteRequest{Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+	_, err = a.svc.Lock(ctx, a.actor, "p", "default", lockBody("L"))
+	require.NoError(t, err)
+	pg := rawSession(t, a.url)
+	key := stateID(t, pg, "p", "default")
+	require.False(t, pgClientTry(t, pg, key))
+
+	// Unlock directly in the database through B's path, but measure the owner's release
+	// from the commit: B's Unlock waits for the owner up to 3 s, so time it apart.
+	start := time.Now()
+	require.NoError(t, bb.svc.Unlock(ctx, bb.actor, "p", "default", UnlockRequest{ID: "L"}))
+	require.Eventually(t, func() bool { return pgClientTry(t, pg, key) }, 2*time.Second, 10*time.Millisecond, "the owner released the key on NOTIFY")
+	require.Less(t, time.Since(start), 2*time.Second)
+}
+
+// TestConcurrentWriters: writers that all start from serial 1 and write serial 2 race; the
+// row lock (FOR UPDATE) makes each wait for the one before and then judge its write against
+// what that one stored, so exactly one succeeds and the others are refused as stale. The
+// control reads without the row lock, with every writer held after its read until all have
+// read: then all of them succeed and each overwrites the last (acknowledged writes lost).
+func TestConcurrentWriters(t *testing.T) {
+	t.Parallel()
+	for _, rowLock := range []bool{true, false} {
+		t.Run(fmt.Sprintf("rowLock=%v", rowLock), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, setupOpts{noKeeper: true})
+			ctx := context.Background()
+			b.project(t, "p")
+			_, err := b.svc.StateWrite(ctx, b.actor, "p", "default", WriteRequest{Body: stateJSON(1, "l", 1)})
+			require.NoError(t, err)
+			const writers = 4
+			var arrived sync.WaitGroup
+			arrived.Add(writers)
+			all := make(chan struct{})
+			go func() { arrived.Wait(); close(all) }()
+			b.svc.noRowLock = !rowLock
+			b.svc.afterRead = func() {
+				arrived.Done()
+				select { // with the row lock the others cannot arrive: go on after a while
+				case <-all:
+				case <-time.After(300 * time.Millisecond):
+				}
+			}
+			errs := make(chan error, writers)
+			for i := range writers {
+				go func() {
+					// Serial 2, different content each.
+					body := bytes.Replace(stateJSON(2, "l", 1), []byte(`"outputs": {}`), fmt.Appendf(nil, `"outputs": {"w": {"value": %d, "type": "number"}}`, i), 1)
+					_, err := b.svc.StateWrite(ctx, b.actor, "p", "default", WriteRequest{Body: body})
+					errs <- err
+				}()
+			}
+			ok := 0
+			for range writers {
+				select {
+				case err := <-errs:
+					if err == nil {
+						ok++
+					} else {
+						requireKind(t, err, fault.KindConflict)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatal("a writer did not answer")
+				}
+			}
+			if rowLock {
+				require.Equal(t, 1, ok, "exactly one writer of serial 2 wins")
+			} else {
+				require.Equal(t, writers, ok, "control: without the row lock every writer succeeds")
+			}
+		})
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -72,9 +71,27 @@ type Options struct {
 	// HeartbeatInterval is how often the keeper proves its session alive and how fast it
 	// notices a lost one; 2s when 0. A replica silent for 5 intervals counts as gone.
 	HeartbeatInterval time.Duration
+	// ReconcileInterval is how often the keeper compares the keys it holds with the lock
+	// rows it owns (taking over locks of replicas whose keeper is gone, letting go of keys
+	// unlocked elsewhere); 2 heartbeats when 0, never when negative (then only NOTIFY
+	// forwards, reconnects and look-ups that find a gone owner trigger it).
+	ReconcileInterval time.Duration
+	// KeeperTimeout bounds every round trip on the keeper's session; 10s when 0. A call
+	// that times out closes the session (the driver cannot tell a slow backend from a dead
+	// one), so the keeper marks its locks unprotected and starts over on a new one.
+	KeeperTimeout time.Duration
+	// KeeperWait bounds how long a request (LOCK) waits for the keeper when it is busy,
+	// within the request's own deadline; 5s when 0. Then the request answers 503.
+	KeeperWait time.Duration
 	// PruneInterval is how often versions beyond KeepVersions are deleted for writes made by
 	// pg clients (strata's own writes prune at once); 1m when 0.
 	PruneInterval time.Duration
+}
+
+// keeperStuckAfter is how long a keeper call may take before Readiness reports the keeper
+// as not answering.
+func (o Options) keeperStuckAfter() time.Duration {
+	return min(o.KeeperWait, max(o.HeartbeatInterval, time.Second))
 }
 
 // Actor is who calls: the name recorded in versions and the audit log, the address the
@@ -100,6 +117,11 @@ type Service struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	started bool
+
+	// Test-only: the control of the concurrent-writers test reads the state without the
+	// row lock (noRowLock), and afterRead runs between a write's read and its update.
+	noRowLock bool
+	afterRead func()
 }
 
 // New builds a Service on d. It does not connect anything; Start does.
@@ -115,6 +137,15 @@ func New(d *db.DB, opts Options) (*Service, error) {
 	}
 	if opts.PruneInterval <= 0 {
 		opts.PruneInterval = time.Minute
+	}
+	if opts.ReconcileInterval == 0 {
+		opts.ReconcileInterval = 2 * opts.HeartbeatInterval
+	}
+	if opts.KeeperTimeout <= 0 {
+		opts.KeeperTimeout = 10 * time.Second
+	}
+	if opts.KeeperWait <= 0 {
+		opts.KeeperWait = 5 * time.Second
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -157,13 +188,13 @@ func (s *Service) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
 	if s.keeper != nil {
-		s.keeper.mu.Lock()
-		if err := s.keeper.ensure(ctx); err != nil {
-			s.log.Warn("lock keeper cannot connect yet; pg clients are not excluded until it does", "err", err)
-		} else {
-			s.keeper.reconcile(ctx)
-		}
-		s.keeper.mu.Unlock()
+		s.keeper.withSlot(ctx, func() {
+			if err := s.keeper.ensure(ctx); err != nil {
+				s.log.Warn("lock keeper cannot connect yet; pg clients are not excluded until it does", "err", err)
+			} else {
+				s.keeper.reconcile(ctx)
+			}
+		})
 		s.wg.Add(2)
 		go func() { defer s.wg.Done(); s.keeper.run(ctx) }()
 		go func() { defer s.wg.Done(); s.keeper.listen(ctx) }()
@@ -206,19 +237,15 @@ type Readiness struct {
 
 // Readiness reports the lock keeper's state. It never fails the readiness of strata as a
 // whole, since everything but LOCK works without the keeper: with no keeper configured, HTTP
-// locks are rows only; with a keeper configured whose session is down, LOCK answers 503 until
-// it reconnects (a lock that would not exclude pg clients is never handed out silently).
-func (s *Service) Readiness(ctx context.Context) Readiness {
+// locks are rows only; with a keeper configured whose session is down or not answering, LOCK
+// answers 503 until it is back (a lock that would not exclude pg clients is never handed out
+// silently). It reads a snapshot the keeper keeps, never waiting for the keeper or the pool,
+// so /readyz answers even while the keeper's backend is frozen.
+func (s *Service) Readiness(context.Context) Readiness {
 	if s.keeper == nil {
 		return Readiness{Detail: "no lock-keeper session (--session-database-url off): HTTP state locks do not exclude pg backend clients"}
 	}
-	r := s.keeper.status()
-	if r.PGClientsExcluded {
-		if err := s.db.QueryRow(ctx, q.Get("KeeperUnprotectedCount"), s.replica).Scan(&r.UnprotectedLocks); err == nil && r.UnprotectedLocks > 0 {
-			r.Detail = fmt.Sprintf("%d lock(s) could not re-take their advisory key: pg clients may hold them", r.UnprotectedLocks)
-		}
-	}
-	return r
+	return s.keeper.status()
 }
 
 func (s *Service) pruneLoop(ctx context.Context) {
@@ -261,114 +288,15 @@ func audit(ctx context.Context, qr db.Querier, actor Actor, action, target strin
 	})
 }
 
-// categorize turns database errors that escape a method into fault categories the HTTP
-// layer maps; fault errors pass unchanged.
-func categorize(err error) error {
-	if err == nil {
-		return nil
-	}
-	var fe *fault.Error
-	if errors.As(err, &fe) {
-		return err
-	}
-	switch {
-	case errors.Is(err, db.ErrUnavailable):
-		return fault.Wrap(fault.KindUnavailable, err, "database unavailable")
-	case errors.Is(err, db.ErrLockNotAvailable):
-		return fault.Wrap(fault.KindUnavailable, err, "the database is busy with a conflicting change; retry")
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	}
-	return err
-}
+// categorize turns database errors that escape a method into fault categories, by the one
+// mapping in db.Fault; fault errors and others pass unchanged.
+func categorize(err error) error { return db.Fault(err) }
 
 // lockedError is a 423 whose body is the holder's LockInfo, which Terraform and OpenTofu
 // parse from a conflict answer (and fail on anything else).
 func lockedError(detail string, holder client.LockInfo) error {
 	body, _ := json.Marshal(holder)
 	return &fault.Error{Kind: fault.KindLocked, Detail: detail, Body: body, ContentType: "application/json"}
-}
-
-// pgHolder is a PostgreSQL backend holding an advisory key, as pg_locks ⨝ pg_stat_activity
-// tell (user, address and application are empty unless strata's role may read other
-// roles' activity: pg_read_all_stats).
-type pgHolder struct {
-	Key   int64
-	PID   int
-	User  string
-	Addr  string
-	App   string
-	Since time.Time
-	// Exclusive is false for shared holds: strata's own creators of other workspaces.
-	Exclusive bool
-}
-
-func (h pgHolder) status() *client.PGHolder {
-	return &client.PGHolder{PID: h.PID, User: h.User, ClientAddr: h.Addr, ApplicationName: h.App, Since: h.Since.UTC(), Key: h.Key}
-}
-
-// lockInfo synthesizes a LockInfo for a pg client, which stores none: HTTP clients can only
-// show a holder they can parse.
-func (h pgHolder) lockInfo(project, workspace string) client.LockInfo {
-	op := "pg backend lock"
-	if h.Key <= 0 {
-		op = "pg backend workspace creation"
-	}
-	who := h.User
-	if h.Addr != "" {
-		who += "@" + h.Addr
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "held by a pg backend client: PostgreSQL backend pid %d", h.PID)
-	if h.App != "" {
-		fmt.Fprintf(&b, ", application %q", h.App)
-	}
-	fmt.Fprintf(&b, ", advisory key %d; strata state unlock --force ends it", h.Key)
-	return client.LockInfo{
-		ID: fmt.Sprintf("pg-backend-pid-%d", h.PID), Operation: op, Info: b.String(), Who: who,
-		Created: h.Since.UTC(), Path: project + "/" + workspace,
-	}
-}
-
-func pgHolders(ctx context.Context, qr db.Querier, keys ...int64) ([]pgHolder, error) {
-	rows, err := qr.Query(ctx, q.Get("LockHolders"), keys)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []pgHolder
-	for rows.Next() {
-		var h pgHolder
-		var pid int32
-		if err := rows.Scan(&h.Key, &pid, &h.User, &h.Addr, &h.App, &h.Since, &h.Exclusive); err != nil {
-			return nil, err
-		}
-		h.PID = int(pid)
-		out = append(out, h)
-	}
-	return out, rows.Err()
-}
-
-// pgLocked builds the 423 for keys held by a pg client, naming the first holder found.
-func pgLocked(ctx context.Context, qr db.Querier, project, workspace string, keys ...int64) error {
-	holders, err := pgHolders(ctx, qr, keys...)
-	if err != nil {
-		return err
-	}
-	if len(holders) == 0 {
-		// Released between the try and the look-up, or held by another replica's keeper
-		// that is about to let go: the client retries (-lock-timeout).
-		return lockedError(fmt.Sprintf("workspace %s/%s is locked by another session; retry", project, workspace), client.LockInfo{
-			ID: "pg-backend", Operation: "pg backend lock", Info: "the workspace's advisory key was held; retry",
-			Created: time.Now().UTC(), Path: project + "/" + workspace,
-		})
-	}
-	h := holders[0]
-	what := "locked"
-	if h.Key <= 0 {
-		what = "being created"
-	}
-	return lockedError(fmt.Sprintf("workspace %s/%s is %s by a pg backend client (PostgreSQL backend pid %d)", project, workspace, what, h.PID), h.lockInfo(project, workspace))
 }
 
 // creationKeys takes both workspace-creation keys, shared, for the transaction.

@@ -16,13 +16,6 @@ SELECT backend_pid, backend_start, heartbeat_at, now() - heartbeat_at
 FROM {{schema}}.tf_keepers
 WHERE replica = $1
 
--- name: KeeperAlive
--- A keeper is alive while its backend (pid and start time) exists.
-SELECT EXISTS (
-	SELECT 1 FROM {{schema}}.tf_keepers k
-	JOIN pg_stat_activity a ON a.pid = k.backend_pid AND a.backend_start = k.backend_start
-	WHERE k.replica = $1)
-
 -- name: KeeperTerminate
 -- Ends a keeper's backend, only if it is still the recorded one.
 SELECT pg_terminate_backend(a.pid)
@@ -31,16 +24,25 @@ JOIN pg_stat_activity a ON a.pid = k.backend_pid AND a.backend_start = k.backend
 WHERE k.replica = $1
 
 -- name: KeeperAdopt
--- Locks whose owner's keeper is gone (or that no keeper protected) are taken over, so their
--- keys are held again: the lock rows outlive the replica that made them.
+-- Locks whose owner's keeper backend is gone (or that no keeper protected) are taken over,
+-- so their keys are held again: the lock rows outlive the replica that made them. Their keys
+-- were free since that backend ended, so they are marked unprotected until this keeper has
+-- taken and verified them. SKIP LOCKED: a row an UNLOCK is deleting is left to it.
+WITH gone AS (
+	SELECT l.project, l.workspace, l.owner
+	FROM {{schema}}.tf_locks l
+	WHERE l.owner <> $1
+	  AND NOT EXISTS (
+		SELECT 1 FROM {{schema}}.tf_keepers k
+		JOIN pg_stat_activity a ON a.pid = k.backend_pid AND a.backend_start = k.backend_start
+		WHERE k.replica = l.owner)
+	FOR UPDATE SKIP LOCKED
+)
 UPDATE {{schema}}.tf_locks l
-SET owner = $1
-WHERE l.owner <> $1
-  AND NOT EXISTS (
-	SELECT 1 FROM {{schema}}.tf_keepers k
-	JOIN pg_stat_activity a ON a.pid = k.backend_pid AND a.backend_start = k.backend_start
-	WHERE k.replica = l.owner)
-RETURNING state_id
+SET owner = $1, unprotected_since = coalesce(l.unprotected_since, now())
+FROM gone g
+WHERE l.project = g.project AND l.workspace = g.workspace
+RETURNING l.project, l.workspace, g.owner, l.unprotected_since
 
 -- name: KeeperLocks
 SELECT DISTINCT state_id FROM {{schema}}.tf_locks WHERE owner = $1
@@ -48,13 +50,42 @@ SELECT DISTINCT state_id FROM {{schema}}.tf_locks WHERE owner = $1
 -- name: KeeperWants
 SELECT EXISTS (SELECT 1 FROM {{schema}}.tf_locks WHERE owner = $1 AND state_id = $2)
 
+-- name: KeeperTryLocks
+-- Takes many session-level keys in one round trip. PostgreSQL counts repeated holds of one
+-- key by one session, so the caller passes only keys it does not hold yet.
+SELECT k, pg_try_advisory_lock(k) FROM unnest($1::bigint[]) AS k
+
+-- name: KeeperUnlocks
+SELECT k, pg_advisory_unlock(k) FROM unnest($1::bigint[]) AS k
+
+-- name: KeeperVerify
+-- The keys among $1 that this session holds exclusively, as pg_locks (not memory) tells.
+SELECT (l.classid::bigint << 32) | l.objid::bigint
+FROM pg_locks l
+WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted AND l.mode = 'ExclusiveLock'
+  AND l.pid = pg_backend_pid()
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND ((l.classid::bigint << 32) | l.objid::bigint) = ANY ($1::bigint[])
+
 -- name: KeeperMarkUnprotected
-UPDATE {{schema}}.tf_locks SET unprotected_since = coalesce(unprotected_since, now())
-WHERE owner = $1 AND state_id = $2
+-- Marks the replica's locks (all of them when $2 is NULL, else those with the keys in $2)
+-- unprotected, returning those newly marked so the gap's start is audited once.
+UPDATE {{schema}}.tf_locks SET unprotected_since = now()
+WHERE owner = $1 AND unprotected_since IS NULL AND ($2::bigint[] IS NULL OR state_id = ANY ($2::bigint[]))
+RETURNING project, workspace, unprotected_since
 
 -- name: KeeperMarkProtected
-UPDATE {{schema}}.tf_locks SET unprotected_since = NULL
-WHERE owner = $1 AND state_id = $2 AND unprotected_since IS NOT NULL
+-- Clears the mark of locks whose keys the keeper has taken back and verified, keeping the
+-- window as the lock's last gap.
+UPDATE {{schema}}.tf_locks
+SET last_gap_start = unprotected_since, last_gap_end = now(), unprotected_since = NULL
+WHERE owner = $1 AND state_id = ANY ($2::bigint[]) AND unprotected_since IS NOT NULL
+RETURNING project, workspace, last_gap_start, last_gap_end
 
--- name: KeeperUnprotectedCount
-SELECT count(*) FROM {{schema}}.tf_locks WHERE owner = $1 AND unprotected_since IS NOT NULL
+-- name: KeeperCleanup
+-- Forgets keepers of replicas that are gone: their backend no longer exists, they have not
+-- heart-beaten for $1, and they own no lock (a lock's owner is kept until it is adopted).
+DELETE FROM {{schema}}.tf_keepers k
+WHERE k.heartbeat_at < now() - make_interval(secs => $1::float8)
+  AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = k.backend_pid AND a.backend_start = k.backend_start)
+  AND NOT EXISTS (SELECT 1 FROM {{schema}}.tf_locks l WHERE l.owner = k.replica)

@@ -15,6 +15,14 @@ LEFT JOIN {{schema}}.tf_placeholders ph ON ph.project = $1 AND ph.workspace = s.
 WHERE s.name = $2
 FOR UPDATE OF s
 
+-- name: StateGetNoRowLock
+-- StateGetForUpdate without the row lock, only for the control of the concurrent-writers
+-- test (it shows that without FOR UPDATE two writers of the same serial both succeed).
+SELECT s.id, coalesce(s.data, ''), coalesce(ph.md5 = md5(s.data), false)
+FROM {{project}}.states s
+LEFT JOIN {{schema}}.tf_placeholders ph ON ph.project = $1 AND ph.workspace = s.name
+WHERE s.name = $2
+
 -- name: StateGetID
 SELECT id FROM {{project}}.states WHERE name = $1
 

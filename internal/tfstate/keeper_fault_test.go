@@ -1,0 +1,277 @@
+package tfstate
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
+)
+
+// freeze stops a PostgreSQL backend (SIGSTOP): it keeps its connection and its locks but
+// answers nothing, like a backend stuck on I/O or a peer behind a dead link. The test
+// cluster runs on this machine (pgtest); a server elsewhere cannot be signalled, and the
+// test fails saying so. The backend is always continued when the test ends.
+func freeze(t *testing.T, pid uint32) (thaw func()) {
+	t.Helper()
+	require.NotZero(t, pid)
+	require.NoError(t, syscall.Kill(int(pid), syscall.SIGSTOP), "freezing backend %d needs the test cluster on this machine (pgtest's own, or STRATA_TEST_DATABASE_URL to a local server run by this user or root)", pid)
+	var once sync.Once
+	thaw = func() { once.Do(func() { _ = syscall.Kill(int(pid), syscall.SIGCONT) }) }
+	t.Cleanup(thaw)
+	return thaw
+}
+
+// within runs f and fails the test when it has not returned after d; it never hangs the
+// test (f is left running; the frozen backend is thawed by the cleanup).
+func within[T any](t *testing.T, d time.Duration, f func() T) T {
+	t.Helper()
+	ch := make(chan T, 1)
+	go func() { ch <- f() }()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("no answer within %v", d)
+	}
+	var zero T
+	return zero
+}
+
+// lockStatus is LockStatus that must succeed.
+func lockStatus(t *testing.T, b *testBundle, workspace string) (locked, protected bool) {
+	t.Helper()
+	st, err := b.svc.LockStatus(context.Background(), "p", workspace)
+	require.NoError(t, err)
+	return st.Locked, st.Protected
+}
+
+// auditActions lists the audit actions recorded for a target, oldest first.
+func auditActions(t *testing.T, s *db.Session, target string) []string {
+	t.Helper()
+	rows, err := s.Query(context.Background(), &db.Query{Name: "test", Text: `SELECT action FROM strata.audit_log WHERE target = $1 ORDER BY id`}, target)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var a string
+		require.NoError(t, rows.Scan(&a))
+		out = append(out, a)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// TestFrozenKeeperNeverFreezesLocks: with the keeper's backend frozen (its call hangs and,
+// with a long KeeperTimeout, is not replaced during the test), a LOCK with a 5 s deadline
+// answers 503 within ~6 s, 25 such LOCKs at once do not starve the pool (a read still
+// answers), Readiness reports the keeper not answering at once, and after the backend
+// continues everything recovers with no lock lost. Reverting the fix (mutex without
+// deadline; LOCK waiting for the keeper inside its transaction) makes the LOCK hang and the
+// read starve, so the test fails on its bounds.
+func TestFrozenKeeperNeverFreezesLocks(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{maxConns: 4, opts: Options{KeeperTimeout: time.Minute}})
+	ctx := context.Background()
+	b.project(t, "p")
+	_, err := b.svc.Lock(ctx, b.actor, "p", "held", lockBody("H"))
+	require.NoError(t, err)
+	pg := rawSession(t, b.url)
+	key := stateID(t, pg, "p", "held")
+	_, err = b.svc.StateWrite(ctx, b.actor, "p", "readable", WriteRequest{Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+
+	thaw := freeze(t, b.svc.Readiness(ctx).KeeperPID)
+	require.Eventually(t, func() bool { return !b.svc.Readiness(ctx).PGClientsExcluded }, 5*time.Second, 50*time.Millisecond,
+		"Readiness reports the keeper not answering without waiting for it")
+
+	lockErr := func(ws string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := b.svc.Lock(ctx, b.actor, "p", ws, lockBody("F-"+ws))
+		return err
+	}
+	start := time.Now()
+	err = within(t, 8*time.Second, func() error { return lockErr("frozen") })
+	requireKind(t, err, fault.KindUnavailable)
+	require.Less(t, time.Since(start), 7*time.Second)
+
+	// 25 LOCKs waiting for the frozen keeper hold no pool connection (the pool has 4).
+	errs := make(chan error, 25)
+	for i := range 25 {
+		go func() { errs <- lockErr(fmt.Sprintf("w%d", i)) }()
+	}
+	time.Sleep(500 * time.Millisecond)
+	got := within(t, 4*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, err := b.svc.StateGet(ctx, "p", "readable")
+		return err
+	})
+	require.NoError(t, got, "a read answers while LOCKs wait for the frozen keeper")
+	for range 25 {
+		err := within(t, 10*time.Second, func() error { return <-errs })
+		requireKind(t, err, fault.KindUnavailable)
+	}
+
+	thaw()
+	require.Eventually(t, func() bool { return b.svc.Readiness(ctx).PGClientsExcluded }, 15*time.Second, 50*time.Millisecond)
+	_, err = b.svc.Lock(ctx, b.actor, "p", "after", lockBody("A"))
+	require.NoError(t, err)
+	locked, protected := lockStatus(t, b, "held")
+	require.True(t, locked)
+	require.True(t, protected, "the lock taken before the freeze is still held")
+	require.False(t, pgClientTry(t, pg, key))
+}
+
+// TestKeeperTerminatedNeverSilentlyProtected: the keeper's backend is killed and a pg client
+// takes the key at once, before the keeper can notice (its heartbeat is an hour away). From
+// that instant GET …/lock says protected:false and the lock's own holder may not write;
+// when the keeper next uses its session it marks the lock unprotected and audits the gap's
+// start; once the pg client lets go the key is taken back, verified, the gap is closed in
+// the audit log and shown as lastGap. Reverting to the stored flag (LockStatus and the write
+// path trusting unprotected_since) shows protected:true and lets the write through.
+func TestKeeperTerminatedNeverSilentlyProtected(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{opts: Options{HeartbeatInterval: time.Hour}})
+	ctx := context.Background()
+	b.project(t, "p")
+	_, err := b.svc.StateWrite(ctx, b.actor, "p", "default", WriteRequest{Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+	_, err = b.svc.Lock(ctx, b.actor, "p", "default", lockBody("L"))
+	require.NoError(t, err)
+	pg := rawSession(t, b.url)
+	key := stateID(t, pg, "p", "default")
+	locked, protected := lockStatus(t, b, "default")
+	require.True(t, locked)
+	require.True(t, protected)
+
+	rawBool(t, pg, `SELECT pg_terminate_backend($1)`, int32(b.svc.Readiness(ctx).KeeperPID))
+	require.Eventually(t, func() bool { return pgClientTry(t, pg, key) }, 5*time.Second, 10*time.Millisecond, "the key is free once the keeper's backend is gone")
+	_, protected = lockStatus(t, b, "default")
+	require.False(t, protected, "a lock whose key a pg client holds is never reported protected")
+	_, err = b.svc.StateWrite(ctx, b.actor, "p", "default", WriteRequest{LockID: "L", Body: stateJSON(2, "l", 1)})
+	requireLocked(t, err)
+
+	// The keeper notices at its next use of the session (here a LOCK elsewhere), marks and
+	// audits the gap, and carries on with a new session.
+	_, err = b.svc.Lock(ctx, b.actor, "p", "other", lockBody("O"))
+	require.NoError(t, err)
+	require.Contains(t, auditActions(t, pg, "p/default"), "state.lock.unprotected")
+	st, err := b.svc.LockStatus(ctx, "p", "default")
+	require.NoError(t, err)
+	require.NotNil(t, st.UnprotectedSince)
+
+	rawBool(t, pg, `SELECT pg_advisory_unlock($1)`, key)
+	b.svc.keeper.poke()
+	require.Eventually(t, func() bool { _, p := lockStatus(t, b, "default"); return p }, 10*time.Second, 50*time.Millisecond)
+	st, err = b.svc.LockStatus(ctx, "p", "default")
+	require.NoError(t, err)
+	require.Nil(t, st.UnprotectedSince)
+	require.NotNil(t, st.LastGap)
+	require.False(t, st.LastGap.To.Before(st.LastGap.From))
+	require.Equal(t, []string{"state.lock", "state.lock.unprotected", "state.lock.protected"}, auditActions(t, pg, "p/default"))
+	require.False(t, pgClientTry(t, pg, key))
+	_, err = b.svc.StateWrite(ctx, b.actor, "p", "default", WriteRequest{LockID: "L", Body: stateJSON(2, "l", 1)})
+	require.NoError(t, err)
+}
+
+// TestKeeperFrozenPastTimeout: the keeper's backend freezes; its call times out, which
+// closes the session (keys stay with the frozen backend until it continues). The keeper
+// marks its locks unprotected through the pool, reconnects and keeps serving LOCK; a pg
+// client is excluded throughout (the frozen backend holds the key) and the lock reads
+// protected:false until the key is verified again after the backend continues. Without
+// the fix the heartbeat hangs forever and the lock reads protected:true.
+func TestKeeperFrozenPastTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{opts: Options{KeeperTimeout: time.Second}})
+	ctx := context.Background()
+	b.project(t, "p")
+	_, err := b.svc.Lock(ctx, b.actor, "p", "default", lockBody("L"))
+	require.NoError(t, err)
+	pg := rawSession(t, b.url)
+	key := stateID(t, pg, "p", "default")
+	old := b.svc.Readiness(ctx).KeeperPID
+
+	thaw := freeze(t, old)
+	require.Eventually(t, func() bool {
+		r := b.svc.Readiness(ctx)
+		return r.PGClientsExcluded && r.KeeperPID != old
+	}, 10*time.Second, 50*time.Millisecond, "the keeper replaced its frozen session")
+	require.Contains(t, auditActions(t, pg, "p/default"), "state.lock.unprotected")
+	for range 5 {
+		require.False(t, pgClientTry(t, pg, key), "the frozen backend still holds the key")
+		_, protected := lockStatus(t, b, "default")
+		require.False(t, protected, "the keeper cannot verify the key: not protected")
+		time.Sleep(100 * time.Millisecond)
+	}
+	_, err = b.svc.Lock(ctx, b.actor, "p", "during", lockBody("D"))
+	require.NoError(t, err, "LOCK works on the new session")
+
+	thaw()
+	require.Eventually(t, func() bool { _, p := lockStatus(t, b, "default"); return p }, 15*time.Second, 50*time.Millisecond)
+	require.False(t, pgClientTry(t, pg, key))
+	require.Contains(t, auditActions(t, pg, "p/default"), "state.lock.protected")
+}
+
+// TestDeadReplicaLocksTakenOver: replica A holds two locks and dies without unregistering
+// (its loops stop, its keeper backend is killed: what kill -9 leaves behind). A pg client
+// takes one key at once. Replica B shows both locks protected:false at once (their owner's
+// keeper backend is gone), takes them over, verifies the free key (protected again) and
+// refuses to call protected the key the pg client holds, until it lets go. Reverting to
+// the stored flag shows both as protected:true while a pg client holds one.
+func TestDeadReplicaLocksTakenOver(t *testing.T) {
+	t.Parallel()
+	a := setup(t, setupOpts{opts: Options{ReplicaID: "replica-a"}})
+	bb := setupOn(t, a.url, setupOpts{opts: Options{ReplicaID: "replica-b"}})
+	ctx := context.Background()
+	a.project(t, "p")
+	for _, ws := range []string{"one", "two"} {
+		_, err := a.svc.StateWrite(ctx, a.actor, "p", ws, WriteRequest{Body: stateJSON(1, "l", 1)})
+		require.NoError(t, err)
+		_, err = a.svc.Lock(ctx, a.actor, "p", ws, lockBody("L-"+ws))
+		require.NoError(t, err)
+	}
+	pg := rawSession(t, a.url)
+	keyOne, keyTwo := stateID(t, pg, "p", "one"), stateID(t, pg, "p", "two")
+	_, protected := lockStatus(t, bb, "one")
+	require.True(t, protected)
+
+	// kill -9 of replica A.
+	pid := a.svc.Readiness(ctx).KeeperPID
+	a.svc.cancel()
+	a.svc.wg.Wait()
+	rawBool(t, pg, `SELECT pg_terminate_backend($1)`, int32(pid))
+	require.Eventually(t, func() bool { return pgClientTry(t, pg, keyOne) }, 5*time.Second, 10*time.Millisecond)
+
+	for _, ws := range []string{"one", "two"} {
+		locked, protected := lockStatus(t, bb, ws)
+		require.True(t, locked)
+		require.False(t, protected, "%s: its owner's keeper is gone", ws)
+	}
+	_, err := bb.svc.StateWrite(ctx, bb.actor, "p", "one", WriteRequest{LockID: "L-one", Body: stateJSON(2, "l", 1)})
+	requireLocked(t, err)
+
+	require.Eventually(t, func() bool { _, p := lockStatus(t, bb, "two"); return p }, 10*time.Second, 50*time.Millisecond, "B took over and verified the free key")
+	probe := rawSession(t, a.url)
+	require.False(t, pgClientTry(t, probe, keyTwo))
+	for range 5 {
+		_, protected := lockStatus(t, bb, "one")
+		require.False(t, protected, "B never calls protected a key a pg client holds")
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Contains(t, auditActions(t, pg, "p/one"), "state.lock.adopted")
+
+	rawBool(t, pg, `SELECT pg_advisory_unlock($1)`, keyOne)
+	require.Eventually(t, func() bool { _, p := lockStatus(t, bb, "one"); return p }, 10*time.Second, 50*time.Millisecond)
+	require.False(t, pgClientTry(t, probe, keyOne))
+	require.Contains(t, auditActions(t, pg, "p/one"), "state.lock.protected")
+	_, err = bb.svc.StateWrite(ctx, bb.actor, "p", "one", WriteRequest{LockID: "L-one", Body: stateJSON(2, "l", 1)})
+	require.NoError(t, err)
+}

@@ -1,0 +1,175 @@
+package tfstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
+)
+
+// This file is the one home of pg-holder discovery: which PostgreSQL backends (pg backend
+// clients, never strata's own keepers) hold a workspace's advisory keys, how they are shown
+// (GET …/lock, the 423 answer's LockInfo) and how force-unlock ends them.
+
+// pgHolder is a PostgreSQL backend holding an advisory key, as pg_locks ⨝ pg_stat_activity
+// tell (user, address and application are empty unless strata's role may read other
+// roles' activity: pg_read_all_stats).
+type pgHolder struct {
+	Key   int64
+	PID   int
+	User  string
+	Addr  string
+	App   string
+	Since time.Time
+	// Exclusive is false for shared holds: strata's own creators of other workspaces.
+	Exclusive bool
+}
+
+func (h pgHolder) status() *client.PGHolder {
+	return &client.PGHolder{PID: h.PID, User: h.User, ClientAddr: h.Addr, ApplicationName: h.App, Since: h.Since.UTC(), Key: h.Key}
+}
+
+// lockInfo synthesizes a LockInfo for a pg client, which stores none: HTTP clients can only
+// show a holder they can parse.
+func (h pgHolder) lockInfo(project, workspace string) client.LockInfo {
+	op := "pg backend lock"
+	if h.Key <= 0 {
+		op = "pg backend workspace creation"
+	}
+	who := h.User
+	if h.Addr != "" {
+		who += "@" + h.Addr
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "held by a pg backend client: PostgreSQL backend pid %d", h.PID)
+	if h.App != "" {
+		fmt.Fprintf(&b, ", application %q", h.App)
+	}
+	fmt.Fprintf(&b, ", advisory key %d; strata state unlock --force ends it", h.Key)
+	return client.LockInfo{
+		ID: fmt.Sprintf("pg-backend-pid-%d", h.PID), Operation: op, Info: b.String(), Who: who,
+		Created: h.Since.UTC(), Path: project + "/" + workspace,
+	}
+}
+
+func pgHolders(ctx context.Context, qr db.Querier, keys ...int64) ([]pgHolder, error) {
+	rows, err := qr.Query(ctx, q.Get("LockHolders"), keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []pgHolder
+	for rows.Next() {
+		var h pgHolder
+		var pid int32
+		if err := rows.Scan(&h.Key, &pid, &h.User, &h.Addr, &h.App, &h.Since, &h.Exclusive); err != nil {
+			return nil, err
+		}
+		h.PID = int(pid)
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// pgLocked builds the 423 for keys held by a pg client, naming the first holder found.
+func pgLocked(ctx context.Context, qr db.Querier, project, workspace string, keys ...int64) error {
+	holders, err := pgHolders(ctx, qr, keys...)
+	if err != nil {
+		return err
+	}
+	if len(holders) == 0 {
+		// Released between the try and the look-up, or held by another replica's keeper
+		// that is about to let go: the client retries (-lock-timeout).
+		return lockedError(fmt.Sprintf("workspace %s/%s is locked by another session; retry", project, workspace), client.LockInfo{
+			ID: "pg-backend", Operation: "pg backend lock", Info: "the workspace's advisory key was held; retry",
+			Created: time.Now().UTC(), Path: project + "/" + workspace,
+		})
+	}
+	h := holders[0]
+	what := "locked"
+	if h.Key <= 0 {
+		what = "being created"
+	}
+	return lockedError(fmt.Sprintf("workspace %s/%s is %s by a pg backend client (PostgreSQL backend pid %d)", project, workspace, what, h.PID), h.lockInfo(project, workspace))
+}
+
+// keyRefused explains why the keeper could not take key: a pg client holds it (423 at
+// once), or nobody visible does, which means another replica's keeper (errKeeperBusy).
+func (s *Service) keyRefused(ctx context.Context, tx *db.Tx, project, workspace string, key int64) error {
+	holders, err := pgHolders(ctx, tx, key)
+	if err != nil {
+		return err
+	}
+	if len(holders) == 0 {
+		return errKeeperBusy
+	}
+	return pgLocked(ctx, tx, project, workspace, key)
+}
+
+// workspaceKeys are the keys a pg client holds to lock a workspace: its row id, or, for a
+// workspace without a row, the creation keys of its schema (OpenTofu's key for this schema,
+// and Terraform's -1, which a first apply holds for its whole run).
+func workspaceKeys(ctx context.Context, qr db.Querier, project, workspace string) ([]int64, error) {
+	var id int64
+	err := qr.QueryRow(ctx, pq("StateGetID", project), workspace).Scan(&id)
+	switch {
+	case err == nil:
+		return []int64{id}, nil
+	case errors.Is(err, db.ErrNotFound):
+		return []int64{TerraformCreationKey, OpenTofuCreationKey(project, "states")}, nil
+	}
+	return nil, err
+}
+
+// pgLockStatus is LockStatus for a workspace without an HTTP lock: the first pg client
+// holding one of its keys exclusively, or not locked.
+func (s *Service) pgLockStatus(ctx context.Context, project, workspace string) (client.LockStatus, error) {
+	keys, err := workspaceKeys(ctx, s.db, project, workspace)
+	if err != nil {
+		return client.LockStatus{}, err
+	}
+	holders, err := pgHolders(ctx, s.db, keys...)
+	if err != nil || len(holders) == 0 || !holders[0].Exclusive {
+		return client.LockStatus{}, err
+	}
+	h := holders[0]
+	since := h.Since.UTC()
+	return client.LockStatus{Locked: true, Kind: "pg", PG: h.status(), Since: &since}, nil
+}
+
+// terminatePGHolders ends the PostgreSQL backends of pg clients holding the workspace: its
+// row id key, or, for a workspace without a row, the creation keys of its schema (OpenTofu's
+// key for this schema, and Terraform's -1, which a first apply holds for its whole run).
+func (s *Service) terminatePGHolders(ctx context.Context, tx *db.Tx, project, workspace string) ([]pgHolder, error) {
+	keys, err := workspaceKeys(ctx, tx, project, workspace)
+	if err != nil {
+		return nil, err
+	}
+	holders, err := pgHolders(ctx, tx, keys...)
+	if err != nil {
+		return nil, err
+	}
+	var ended []pgHolder
+	for _, h := range holders {
+		if !h.Exclusive {
+			continue // strata's own creators, for an instant
+		}
+		var ok bool
+		if err := tx.QueryRow(ctx, q.Get("LockTerminate"), h.PID).Scan(&ok); err != nil {
+			if errors.Is(err, db.ErrPermission) {
+				return nil, fault.Wrap(fault.KindForbidden, err, "strata's database role may not terminate backend %d (grant it pg_signal_backend)", h.PID)
+			}
+			return nil, err
+		}
+		if ok {
+			s.log.Warn("force-unlock terminated a pg backend client", "project", project, "workspace", workspace, "pid", h.PID, "key", h.Key, "user", h.User, "addr", h.Addr)
+			ended = append(ended, h)
+		}
+	}
+	return ended, nil
+}
