@@ -342,29 +342,35 @@ func (s *Service) WorkspaceList(ctx context.Context, project string) ([]client.W
 	out := []client.Workspace{}
 	for rows.Next() {
 		var w client.Workspace
-		var info, owner *string
-		var unprotected, lockedAt *time.Time
 		var pid *int32
 		var user, addr, app *string
 		var since *time.Time
 		var key *int64
+		// The lock columns are NULL without an HTTP lock: scanned as pointers, then copied.
+		var lockID, info, owner, createdBy *string
+		var stateID *int64
+		var created *time.Time
+		var keyHeld *bool
+		var h heldLock
 		if err := rows.Scan(&w.Name, &w.Size, &w.Serial, &w.Lineage, &w.Placeholder, &w.Version, &w.UpdatedAt,
-			&info, &owner, &unprotected, &lockedAt, &pid, &user, &addr, &app, &since, &key); err != nil {
+			&pid, &user, &addr, &app, &since, &key,
+			&lockID, &info, &stateID, &owner, &createdBy, &h.UnprotectedSince, &created,
+			&h.LastGapStart, &h.LastGapEnd, &keyHeld); err != nil {
 			return nil, categorize(err)
 		}
 		if w.Placeholder {
 			w.Size, w.Serial, w.Lineage = 0, nil, ""
 		}
 		switch {
-		case info != nil:
-			st := &client.LockStatus{Locked: true, Kind: "http", Info: &client.LockInfo{}, Since: lockedAt}
-			_ = json.Unmarshal([]byte(*info), st.Info)
-			st.Protected = owner != nil && *owner != "" && unprotected == nil
-			w.Lock = st
+		case lockID != nil:
+			h.ID, h.StateID, h.Owner, h.CreatedBy, h.Created, h.KeyHeld = *lockID, *stateID, *owner, *createdBy, *created, *keyHeld
+			_ = json.Unmarshal([]byte(*info), &h.Info)
+			st := h.status()
+			w.Lock = &st
 		case pid != nil:
-			h := pgHolder{Key: *key, PID: int(*pid), User: *user, Addr: *addr, App: *app, Since: *since}
-			t := h.Since.UTC()
-			w.Lock = &client.LockStatus{Locked: true, Kind: "pg", PG: h.status(), Since: &t}
+			ph := pgHolder{Key: *key, PID: int(*pid), User: *user, Addr: *addr, App: *app, Since: *since}
+			t := ph.Since.UTC()
+			w.Lock = &client.LockStatus{Locked: true, Kind: "pg", PG: ph.status(), Since: &t}
 		}
 		out = append(out, w)
 	}

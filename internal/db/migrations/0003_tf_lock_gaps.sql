@@ -1,3 +1,4 @@
+-- strata:compatible-since 2
 -- The last window in which an HTTP lock did not hold its workspace's advisory key (its
 -- keeper's session was lost, frozen past its timeout, or its replica died), kept on the lock
 -- so GET …/lock can show it; every window is also in the audit log (state.lock.unprotected,

@@ -1,17 +1,10 @@
 -- name: LockGet
--- key_held is the fact behind "protected": the lock's owner has a registered keeper whose
--- backend still exists (pid and start, since pids are reused) and holds the lock's key
--- exclusively, as pg_locks tells right now; the stored unprotected_since only records gaps.
+-- key_held (tf_lock_key_held, migration 0004) is the fact behind "protected": the owner's
+-- live keeper backend holds the lock's key, as pg_locks tells right now; the stored
+-- unprotected_since only records gaps.
 SELECT l.lock_id, l.info, l.state_id, l.owner, l.created_by, l.unprotected_since, l.created_at,
 	l.last_gap_start, l.last_gap_end,
-	EXISTS (
-		SELECT 1 FROM {{schema}}.tf_keepers k
-		JOIN pg_stat_activity a ON a.pid = k.backend_pid AND a.backend_start = k.backend_start
-		JOIN pg_locks pl ON pl.pid = k.backend_pid
-		WHERE k.replica = l.owner AND l.owner <> ''
-		  AND pl.locktype = 'advisory' AND pl.objsubid = 1 AND pl.granted AND pl.mode = 'ExclusiveLock'
-		  AND pl.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		  AND ((pl.classid::bigint << 32) | pl.objid::bigint) = l.state_id) AS key_held
+	{{schema}}.tf_lock_key_held(l.owner, l.state_id) AS key_held
 FROM {{schema}}.tf_locks l
 WHERE l.project = $1 AND l.workspace = $2
 
@@ -20,14 +13,7 @@ WHERE l.project = $1 AND l.workspace = $2
 -- lock ID and its commit. key_held as in LockGet.
 SELECT l.lock_id, l.info, l.state_id, l.owner, l.created_by, l.unprotected_since, l.created_at,
 	l.last_gap_start, l.last_gap_end,
-	EXISTS (
-		SELECT 1 FROM {{schema}}.tf_keepers k
-		JOIN pg_stat_activity a ON a.pid = k.backend_pid AND a.backend_start = k.backend_start
-		JOIN pg_locks pl ON pl.pid = k.backend_pid
-		WHERE k.replica = l.owner AND l.owner <> ''
-		  AND pl.locktype = 'advisory' AND pl.objsubid = 1 AND pl.granted AND pl.mode = 'ExclusiveLock'
-		  AND pl.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		  AND ((pl.classid::bigint << 32) | pl.objid::bigint) = l.state_id) AS key_held
+	{{schema}}.tf_lock_key_held(l.owner, l.state_id) AS key_held
 FROM {{schema}}.tf_locks l
 WHERE l.project = $1 AND l.workspace = $2
 FOR SHARE OF l
@@ -35,14 +21,7 @@ FOR SHARE OF l
 -- name: LockGetForUpdate
 SELECT l.lock_id, l.info, l.state_id, l.owner, l.created_by, l.unprotected_since, l.created_at,
 	l.last_gap_start, l.last_gap_end,
-	EXISTS (
-		SELECT 1 FROM {{schema}}.tf_keepers k
-		JOIN pg_stat_activity a ON a.pid = k.backend_pid AND a.backend_start = k.backend_start
-		JOIN pg_locks pl ON pl.pid = k.backend_pid
-		WHERE k.replica = l.owner AND l.owner <> ''
-		  AND pl.locktype = 'advisory' AND pl.objsubid = 1 AND pl.granted AND pl.mode = 'ExclusiveLock'
-		  AND pl.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		  AND ((pl.classid::bigint << 32) | pl.objid::bigint) = l.state_id) AS key_held
+	{{schema}}.tf_lock_key_held(l.owner, l.state_id) AS key_held
 FROM {{schema}}.tf_locks l
 WHERE l.project = $1 AND l.workspace = $2
 FOR UPDATE OF l

@@ -68,6 +68,13 @@ USING {{schema}}.tf_placeholders ph
 WHERE s.name = $2 AND ph.project = $1 AND ph.workspace = s.name AND ph.md5 = md5(s.data)
 
 -- name: WorkspaceList
+-- Serial, lineage and size come from each workspace's latest version row, which the
+-- versions trigger writes for every write by any client, so listing never parses or hashes
+-- the states (up to 64 MiB each). Only a workspace whose latest version is not of its
+-- current size (a schema adopted with states written before strata, or a write that bypassed
+-- the trigger) is parsed. A placeholder is recognised by its recorded MD5: only workspaces
+-- with a placeholder record are hashed, and those states are a few bytes. The lock columns
+-- are those of LockGet, so an HTTP lock reads as GET …/lock shows it.
 WITH holders AS (
 	SELECT DISTINCT ON (key) key, pid, usename, client_addr, application_name, since
 	FROM (
@@ -84,15 +91,18 @@ WITH holders AS (
 	) h
 	ORDER BY key, since
 )
-SELECT s.name, coalesce(octet_length(s.data), 0), (m).serial, coalesce((m).lineage, ''),
-	coalesce(ph.md5 = md5(s.data), false),
+SELECT s.name, s.size,
+	CASE WHEN v.size = s.size THEN v.serial ELSE ({{schema}}.tf_state_meta(s.data)).serial END,
+	coalesce(CASE WHEN v.size = s.size THEN v.lineage ELSE ({{schema}}.tf_state_meta(s.data)).lineage END, ''),
+	CASE WHEN ph.md5 IS NULL THEN false ELSE ph.md5 = md5(s.data) END,
 	coalesce(v.n, 0), v.created_at,
-	l.info, coalesce(l.owner, ''), l.unprotected_since, l.created_at,
-	h.pid, h.usename, h.client_addr, h.application_name, h.since, h.key
-FROM (SELECT id, name, data, {{schema}}.tf_state_meta(data) AS m FROM {{project}}.states WHERE name IS NOT NULL) s
+	h.pid, h.usename, h.client_addr, h.application_name, h.since, h.key,
+	l.lock_id, l.info, l.state_id, l.owner, l.created_by, l.unprotected_since, l.created_at,
+	l.last_gap_start, l.last_gap_end, {{schema}}.tf_lock_key_held(l.owner, l.state_id)
+FROM (SELECT id, name, data, coalesce(octet_length(data), 0) AS size FROM {{project}}.states WHERE name IS NOT NULL) s
 LEFT JOIN {{schema}}.tf_placeholders ph ON ph.project = $1 AND ph.workspace = s.name
 LEFT JOIN LATERAL (
-	SELECT n, created_at FROM {{schema}}.tf_state_versions
+	SELECT n, created_at, serial, lineage, size FROM {{schema}}.tf_state_versions
 	WHERE project = $1 AND workspace = s.name ORDER BY n DESC LIMIT 1) v ON true
 LEFT JOIN {{schema}}.tf_locks l ON l.project = $1 AND l.workspace = s.name
 LEFT JOIN holders h ON h.key = s.id

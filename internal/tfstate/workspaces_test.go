@@ -1,0 +1,74 @@
+package tfstate
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/internal/db"
+)
+
+// TestWorkspaceListReadsVersions: the list reports each workspace's serial, lineage and size
+// from its latest version, falls back to the state itself where no version of its current
+// size exists (a schema adopted with states written before strata), and shows an HTTP lock
+// exactly as GET …/lock does.
+func TestWorkspaceListReadsVersions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{})
+	b.project(t, "p")
+	for serial := int64(1); serial <= 3; serial++ {
+		_, err := b.svc.StateWrite(ctx, b.actor, "p", "a", WriteRequest{Body: stateJSON(serial, "la", 1)})
+		require.NoError(t, err)
+	}
+	_, err := b.svc.StateWrite(ctx, b.actor, "p", "b", WriteRequest{Body: stateJSON(7, "lb", 0)})
+	require.NoError(t, err)
+	// b's history is gone (as for a state adopted from a pg backend schema): the list must
+	// read its state instead of reporting nothing.
+	_, err = b.db.Exec(ctx, &db.Query{Name: "forget", Text: `DELETE FROM {{schema}}.tf_state_versions WHERE project = 'p' AND workspace = 'b'`})
+	require.NoError(t, err)
+	_, err = b.svc.Lock(ctx, b.actor, "p", "a", lockBody("L1"))
+	require.NoError(t, err)
+
+	wss, err := b.svc.WorkspaceList(ctx, "p")
+	require.NoError(t, err)
+	require.Len(t, wss, 2)
+	a, bw := wss[0], wss[1]
+	require.Equal(t, "a", a.Name)
+	require.NotNil(t, a.Serial)
+	require.EqualValues(t, 3, *a.Serial)
+	require.Equal(t, "la", a.Lineage)
+	require.EqualValues(t, len(stateJSON(3, "la", 1)), a.Size)
+	require.EqualValues(t, 3, a.Version)
+	require.False(t, a.Placeholder)
+
+	require.Equal(t, "b", bw.Name)
+	require.NotNil(t, bw.Serial, "read from the state when no version matches")
+	require.EqualValues(t, 7, *bw.Serial)
+	require.Equal(t, "lb", bw.Lineage)
+	require.EqualValues(t, 0, bw.Version)
+
+	st, err := b.svc.LockStatus(ctx, "p", "a")
+	require.NoError(t, err)
+	require.NotNil(t, a.Lock)
+	require.Equal(t, "L1", a.Lock.Info.ID)
+	require.True(t, a.Lock.Protected)
+	require.Equal(t, st.Protected, a.Lock.Protected)
+	require.Nil(t, bw.Lock)
+
+	// The keeper loses the key (its backend is terminated): the list must not say protected.
+	pid := b.svc.Readiness(ctx).KeeperPID
+	require.NotZero(t, pid)
+	_, err = b.db.Exec(ctx, &db.Query{Name: "kill", Text: `SELECT pg_terminate_backend($1)`}, int32(pid))
+	require.NoError(t, err)
+	wss, err = b.svc.WorkspaceList(ctx, "p")
+	require.NoError(t, err)
+	if wss[0].Lock.Protected {
+		// Only possible if the keeper already re-took and verified the key in between.
+		st, err := b.svc.LockStatus(ctx, "p", "a")
+		require.NoError(t, err)
+		require.True(t, st.Protected)
+		require.NotEqual(t, pid, b.svc.Readiness(ctx).KeeperPID, "protected only through a new keeper session")
+	}
+}
