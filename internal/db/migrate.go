@@ -198,8 +198,9 @@ type SchemaStatus struct {
 	Required int64
 }
 
-// Compatible reports whether the binary can run on the database's schema as it is.
-func (s SchemaStatus) Compatible() bool { return s.Current <= s.Known && s.Known >= s.Required }
+// Compatible reports whether the binary can run on the schema (once it is migrated up to
+// the binary's version, when it is older).
+func (s SchemaStatus) Compatible() bool { return s.Known >= s.Required }
 
 // Warning describes a compatible schema that is newer than the binary ("" otherwise): a
 // staged rollout in progress, which an operator should finish.
