@@ -298,12 +298,21 @@ func lockTimeoutSetting(timeout time.Duration) string {
 // migrationError wraps a failed migration statement; a lock_timeout becomes
 // ErrMigrationLockTimeout with advice.
 func migrationError(m Migration, timeout time.Duration, err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
-		return fmt.Errorf("apply migration %04d_%s: %w: it waited longer than the migration lock timeout (%s) for a lock held by another session, such as a long-running query or an idle open transaction on the same table; nothing of it was applied, retry once that session is done (or raise --migration-lock-timeout): %v",
-			m.Version, m.Name, ErrMigrationLockTimeout, timeout, err)
+	if isLockTimeout(err) {
+		return fmt.Errorf("apply migration %04d_%s: %w", m.Version, m.Name, lockTimeoutError(timeout, err))
 	}
 	return fmt.Errorf("apply migration %04d_%s: %w", m.Version, m.Name, interpretError(err))
+}
+
+// isLockTimeout reports a statement cancelled by lock_timeout.
+func isLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03" && !errors.Is(err, ErrMigrationLockTimeout) // lock_not_available
+}
+
+func lockTimeoutError(timeout time.Duration, err error) error {
+	return fmt.Errorf("%w: it waited longer than the migration lock timeout (%s) for a lock held by another session, such as a long-running query or an idle open transaction on the same table; nothing was applied, retry once that session is done (or raise --migration-lock-timeout): %v",
+		ErrMigrationLockTimeout, timeout, err)
 }
 
 // bootstrap creates the schema and schema_migrations, adding compatible_since to tables made
@@ -385,6 +394,9 @@ func (d *DB) migrateBatch(ctx context.Context, ms []Migration, timeout time.Dura
 		}
 		return nil
 	})
+	if isLockTimeout(err) { // while bootstrapping schema_migrations or reading it
+		err = lockTimeoutError(timeout, err)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -412,6 +424,9 @@ func (d *DB) migrateAlone(ctx context.Context, m Migration, timeout time.Duratio
 		return false, interpretError(err)
 	}
 	st, err := schemaStatus(ctx, conn, ident, m.Version)
+	if isLockTimeout(err) {
+		err = lockTimeoutError(timeout, err)
+	}
 	if err != nil {
 		return false, err
 	}
