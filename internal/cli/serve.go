@@ -188,7 +188,15 @@ release compatible and fails otherwise.`,
 				return err
 			}
 			if len(applied) == 0 {
-				fmt.Fprintln(g.stdout, "database schema is current")
+				st, err := d.CheckSchema(cmd.Context(), db.LatestVersion())
+				if err != nil {
+					return err
+				}
+				if w := st.Warning(); w != "" {
+					fmt.Fprintln(g.stdout, "nothing to apply: "+w)
+				} else {
+					fmt.Fprintln(g.stdout, "database schema is current")
+				}
 			}
 			for _, m := range applied {
 				fmt.Fprintf(g.stdout, "applied %04d_%s\n", m.Version, m.Name)
