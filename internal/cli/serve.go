@@ -22,6 +22,24 @@ type dbFlags struct {
 	schema      string
 }
 
+// migrationLockTimeout registers --migration-lock-timeout on fs.
+func migrationLockTimeout(fs *pflag.FlagSet, d *time.Duration) {
+	fs.DurationVar(d, "migration-lock-timeout", envDuration("STRATA_MIGRATION_LOCK_TIMEOUT", db.DefaultMigrationLockTimeout),
+		"how long a migration statement waits for a table lock before failing (nothing applied, safe to retry); 0 waits without limit (env STRATA_MIGRATION_LOCK_TIMEOUT)")
+}
+
+// lockTimeoutOption turns the flag's value into db.MigrateOptions.LockTimeout, where 0 means
+// the default and a negative value no limit.
+func lockTimeoutOption(d time.Duration) (time.Duration, error) {
+	switch {
+	case d < 0:
+		return 0, fmt.Errorf("--migration-lock-timeout %s: must not be negative", d)
+	case d == 0:
+		return -1, nil
+	}
+	return d, nil
+}
+
 func (f *dbFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.databaseURL, "database-url", os.Getenv("STRATA_DATABASE_URL"), "PostgreSQL URL; empty starts the embedded cluster in <data-dir>/pg (env STRATA_DATABASE_URL)")
 	fs.StringVar(&f.schema, "schema", envOr("STRATA_SCHEMA", db.DefaultSchema), "schema for strata's tables (env STRATA_SCHEMA)")
@@ -73,6 +91,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		cfg      server.Config
 		logLevel string
 		shutdown time.Duration
+		lockWait time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -93,6 +112,9 @@ With --database-url it uses that database; several replicas may share one.`,
 			}
 			logger, err := newLogger(logLevel)
 			if err != nil {
+				return err
+			}
+			if cfg.MigrationLockTimeout, err = lockTimeoutOption(lockWait); err != nil {
 				return err
 			}
 			cfg.DatabaseURL = dbf.databaseURL
@@ -119,11 +141,15 @@ With --database-url it uses that database; several replicas may share one.`,
 	f.DurationVar(&cfg.AuditRetention, "audit-retention", envDuration("STRATA_AUDIT_RETENTION", server.DefaultAuditRetention), "how long audit log entries are kept, 0 keeps them forever (env STRATA_AUDIT_RETENTION)")
 	f.StringVar(&logLevel, "log-level", envOr("STRATA_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env STRATA_LOG_LEVEL)")
 	f.DurationVar(&shutdown, "shutdown-timeout", envDuration("STRATA_SHUTDOWN_TIMEOUT", 30*time.Second), "how long in-flight requests may take to finish on SIGINT/SIGTERM (env STRATA_SHUTDOWN_TIMEOUT)")
+	migrationLockTimeout(f, &lockWait)
 	return cmd
 }
 
 func newMigrateCmd(g *globals) *cobra.Command {
-	var dbf dbFlags
+	var (
+		dbf      dbFlags
+		lockWait time.Duration
+	)
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply or list database schema migrations (talks to the database directly)",
@@ -144,24 +170,44 @@ func newMigrateCmd(g *globals) *cobra.Command {
 			return run(cmd, d.DB)
 		}
 	}
-	cmd.AddCommand(&cobra.Command{
+	up := &cobra.Command{
 		Use:   "up",
-		Short: "Apply every pending migration in one transaction",
-		Args:  cobra.NoArgs,
+		Short: "Apply every pending migration (in one transaction, but for no-transaction migrations)",
+		Long: `Apply every pending migration.
+
+Consecutive migrations run in one transaction; a migration marked strata:no-transaction (such
+as CREATE INDEX CONCURRENTLY) runs on its own after the ones before it committed. On a schema
+newer than this strata knows, nothing is applied: that succeeds when the schema declares this
+release compatible and fails otherwise.`,
+		Args: cobra.NoArgs,
 		RunE: withDB(func(cmd *cobra.Command, d *db.DB) error {
-			applied, err := d.Migrate(cmd.Context())
+			timeout, err := lockTimeoutOption(lockWait)
+			if err != nil {
+				return err
+			}
+			applied, err := d.MigrateWith(cmd.Context(), db.MigrateOptions{LockTimeout: timeout})
 			if err != nil {
 				return err
 			}
 			if len(applied) == 0 {
-				fmt.Fprintln(g.stdout, "database schema is current")
+				st, err := d.CheckSchema(cmd.Context(), db.LatestVersion())
+				if err != nil {
+					return err
+				}
+				if w := st.Warning(); w != "" {
+					fmt.Fprintln(g.stdout, "nothing to apply: "+w)
+				} else {
+					fmt.Fprintln(g.stdout, "database schema is current")
+				}
 			}
 			for _, m := range applied {
 				fmt.Fprintf(g.stdout, "applied %04d_%s\n", m.Version, m.Name)
 			}
 			return nil
 		}),
-	})
+	}
+	migrationLockTimeout(up.Flags(), &lockWait)
+	cmd.AddCommand(up)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "status",
 		Short: "List applied and pending migrations",
@@ -176,31 +222,37 @@ func newMigrateCmd(g *globals) *cobra.Command {
 				return err
 			}
 			type row struct {
-				Version   int64      `json:"version"`
-				Name      string     `json:"name"`
-				AppliedAt *time.Time `json:"appliedAt,omitempty"`
-				Status    string     `json:"status"`
+				Version         int64      `json:"version"`
+				Name            string     `json:"name"`
+				CompatibleSince int64      `json:"compatibleSince"`
+				AppliedAt       *time.Time `json:"appliedAt,omitempty"`
+				Status          string     `json:"status"`
 			}
 			var rows []row
 			seen := map[int64]bool{}
+			latest := known[len(known)-1].Version
 			for _, a := range applied {
 				at := a.AppliedAt.UTC()
-				rows = append(rows, row{a.Version, a.Name, &at, "applied"})
+				status := "applied"
+				if a.Version > latest {
+					status = "applied, newer than this strata"
+				}
+				rows = append(rows, row{a.Version, a.Name, a.CompatibleSince, &at, status})
 				seen[a.Version] = true
 			}
 			for _, m := range known {
 				if !seen[m.Version] {
-					rows = append(rows, row{m.Version, m.Name, nil, "pending"})
+					rows = append(rows, row{m.Version, m.Name, m.CompatibleSince, nil, "pending"})
 				}
 			}
 			return g.print(rows, func(w io.Writer) error {
-				tw := newTable(w, "VERSION", "NAME", "STATUS", "APPLIED AT")
+				tw := newTable(w, "VERSION", "NAME", "COMPATIBLE SINCE", "STATUS", "APPLIED AT")
 				for _, r := range rows {
 					at := ""
 					if r.AppliedAt != nil {
 						at = r.AppliedAt.Format(time.RFC3339)
 					}
-					tw.row(fmt.Sprintf("%04d", r.Version), r.Name, r.Status, at)
+					tw.row(fmt.Sprintf("%04d", r.Version), r.Name, fmt.Sprintf("%04d", r.CompatibleSince), r.Status, at)
 				}
 				return tw.flush()
 			})
@@ -212,7 +264,7 @@ func newMigrateCmd(g *globals) *cobra.Command {
 func newVersionCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print strata's version and the schema version it migrates to",
+		Short: "Print strata's version and the schema version it knows (migrates to)",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			fmt.Fprintf(g.stdout, "strata %s (schema version %d)\n", Version, db.LatestVersion())

@@ -15,16 +15,26 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// Migration is one embedded schema change.
+// Migration is one schema change.
 type Migration struct {
 	Version int64
 	Name    string
 	SQL     string
+	// CompatibleSince is the lowest embedded-schema version (the highest migration a release
+	// embeds) a strata binary must know to run on the schema this migration produces. A
+	// purely additive migration declares the previous version, so the previous release keeps
+	// running during a staged rollout. Declared by the header `-- strata:compatible-since N`.
+	CompatibleSince int64
+	// NoTransaction marks a migration that must run outside a transaction, such as CREATE
+	// INDEX CONCURRENTLY (header `-- strata:no-transaction`). It must be re-runnable: a failure
+	// half-way leaves what it did so far, unrecorded, and the next run starts it again.
+	NoTransaction bool
 }
 
 // AppliedMigration is a row of schema_migrations.
@@ -32,17 +42,43 @@ type AppliedMigration struct {
 	Version   int64
 	Name      string
 	AppliedAt time.Time
+	// CompatibleSince is the recorded compatible-since version; rows applied before it was
+	// recorded count as their own version.
+	CompatibleSince int64
 }
 
-// ErrSchemaTooNew is returned when the database was migrated by a newer strata.
+// ErrSchemaTooNew is returned when the database was migrated by a newer strata whose schema
+// this strata cannot run on.
 var ErrSchemaTooNew = errors.New("database schema is newer than this strata")
 
-var migrationFileRE = regexp.MustCompile(`^(\d{4})_([a-z0-9_]+)\.sql$`)
+// ErrMigrationLockTimeout is returned when a migration waited longer than its lock_timeout for
+// a lock another session holds. The migration's transaction rolled back; retrying is safe.
+var ErrMigrationLockTimeout = errors.New("migration waited too long for a lock")
 
-// Migrations returns the embedded migrations in version order. It fails on a gap or a
-// duplicate version, so two branches adding the same number cannot both land.
+// DefaultMigrationLockTimeout bounds how long a migration's statement waits for a table lock,
+// so DDL never queues indefinitely behind a long reader (queued DDL blocks every later reader).
+const DefaultMigrationLockTimeout = 5 * time.Second
+
+var (
+	migrationFileRE = regexp.MustCompile(`^(\d{4})_([a-z0-9_]+)\.sql$`)
+	directiveRE     = regexp.MustCompile(`^--\s*strata:([a-z-]+)\s*(.*?)\s*$`)
+)
+
+// Migrations returns the embedded migrations in version order. It fails on a gap, a
+// duplicate version, or a missing or malformed header, so two branches adding the same
+// number cannot both land and no migration can forget to declare its compatibility.
 func Migrations() ([]Migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
+	sub, err := fs.Sub(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	return ParseMigrations(sub)
+}
+
+// ParseMigrations reads the NNNN_name.sql files at the root of fsys. Tests build their own
+// migration sets with it (fstest.MapFS) and run them with MigrateOptions.Migrations.
+func ParseMigrations(fsys fs.FS) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return nil, err
 	}
@@ -53,11 +89,15 @@ func Migrations() ([]Migration, error) {
 			return nil, fmt.Errorf("migration file %q: name must be NNNN_name.sql", e.Name())
 		}
 		v, _ := strconv.ParseInt(m[1], 10, 64)
-		b, err := fs.ReadFile(migrationFS, "migrations/"+e.Name())
+		b, err := fs.ReadFile(fsys, e.Name())
 		if err != nil {
 			return nil, err
 		}
-		ms = append(ms, Migration{Version: v, Name: m[2], SQL: string(b)})
+		mig := Migration{Version: v, Name: m[2], SQL: string(b)}
+		if err := parseHeaders(&mig); err != nil {
+			return nil, fmt.Errorf("migration file %q: %w", e.Name(), err)
+		}
+		ms = append(ms, mig)
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
 	for i, m := range ms {
@@ -68,7 +108,47 @@ func Migrations() ([]Migration, error) {
 	return ms, nil
 }
 
-// LatestVersion is the highest embedded migration version.
+// parseHeaders reads the `-- strata:` directive lines of a migration. Every migration must
+// declare compatible-since; an unknown or repeated directive is an error rather than ignored.
+func parseHeaders(m *Migration) error {
+	seen := map[string]bool{}
+	for _, line := range strings.Split(m.SQL, "\n") {
+		d := directiveRE.FindStringSubmatch(strings.TrimSpace(line))
+		if d == nil {
+			continue
+		}
+		name, arg := d[1], d[2]
+		if seen[name] {
+			return fmt.Errorf("header strata:%s given twice", name)
+		}
+		seen[name] = true
+		switch name {
+		case "compatible-since":
+			n, err := strconv.ParseInt(arg, 10, 64)
+			if err != nil || n < 1 {
+				return fmt.Errorf("header strata:compatible-since %q: want a migration version (a positive integer)", arg)
+			}
+			if n > m.Version {
+				return fmt.Errorf("header strata:compatible-since %d is above the migration's own version %d", n, m.Version)
+			}
+			m.CompatibleSince = n
+		case "no-transaction":
+			if arg != "" {
+				return fmt.Errorf("header strata:no-transaction takes no argument, got %q", arg)
+			}
+			m.NoTransaction = true
+		default:
+			return fmt.Errorf("unknown header strata:%s (known: compatible-since, no-transaction)", name)
+		}
+	}
+	if m.CompatibleSince == 0 {
+		return errors.New("missing header line `-- strata:compatible-since N` (the lowest schema version a strata release must know to run on this schema; the previous version for an additive change)")
+	}
+	return nil
+}
+
+// LatestVersion is the highest embedded migration version: the schema version this strata
+// knows.
 func LatestVersion() int64 {
 	ms, err := Migrations()
 	if err != nil || len(ms) == 0 {
@@ -98,45 +178,215 @@ func renderMigration(sql, schema string) string {
 	return r.Replace(sql)
 }
 
-// Migrate applies every pending migration in one transaction, guarded by the
-// transaction-scoped advisory lock (SchemaKey(schema), 1). Several strata processes starting
-// at once on an empty database serialize on that lock: the first applies the batch, the
-// others find nothing pending once it commits. A failed batch rolls back whole, leaving the
-// previous schema in place. It returns the versions it applied.
-func (d *DB) Migrate(ctx context.Context) ([]Migration, error) {
-	ms, err := Migrations()
+// MigrateOptions tunes Migrate.
+type MigrateOptions struct {
+	// LockTimeout bounds each statement's wait for a lock (default
+	// DefaultMigrationLockTimeout); a negative value waits without limit.
+	LockTimeout time.Duration
+	// Migrations replaces the embedded set (tests); nil uses Migrations().
+	Migrations []Migration
+}
+
+// SchemaStatus compares the database's schema with the one a strata binary knows.
+type SchemaStatus struct {
+	// Current is the highest applied version (0 before the first migration).
+	Current int64
+	// Known is the highest version the binary embeds.
+	Known int64
+	// Required is the lowest known version that can run on the database's schema: the
+	// highest compatible-since over the applied migrations.
+	Required int64
+}
+
+// Compatible reports whether the binary can run on the schema (once it is migrated up to
+// the binary's version, when it is older).
+func (s SchemaStatus) Compatible() bool { return s.Known >= s.Required }
+
+// Warning describes a compatible schema that is newer than the binary ("" otherwise): a
+// staged rollout in progress, which an operator should finish.
+func (s SchemaStatus) Warning() string {
+	if s.Current > s.Known && s.Compatible() {
+		return fmt.Sprintf("schema is at %d, newer than this release's %d; compatible since %d", s.Current, s.Known, s.Required)
+	}
+	return ""
+}
+
+// Err is nil when the binary can serve on the schema: ErrSchemaTooNew naming the three
+// versions when it cannot, and an error when migrations are still pending.
+func (s SchemaStatus) Err() error {
+	switch {
+	case s.Current > s.Known && s.Known < s.Required:
+		return fmt.Errorf("%w: the database is at version %d, this strata knows versions up to %d, and the schema needs at least %d (compatible since); upgrade strata",
+			ErrSchemaTooNew, s.Current, s.Known, s.Required)
+	case s.Current < s.Known:
+		return fmt.Errorf("database schema is at version %d, this strata expects %d; run strata migrate up", s.Current, s.Known)
+	}
+	return nil
+}
+
+// CheckSchema compares the database's schema with a binary knowing versions up to known.
+// Readiness uses it: compatible-newer is ready with Warning, anything else is Err.
+func (d *DB) CheckSchema(ctx context.Context, known int64) (SchemaStatus, error) {
+	st := SchemaStatus{Known: known}
+	applied, err := d.AppliedMigrations(ctx)
 	if err != nil {
-		return nil, err
+		return st, err
+	}
+	for _, a := range applied {
+		st.Current = max(st.Current, a.Version)
+		st.Required = max(st.Required, a.CompatibleSince)
+	}
+	return st, nil
+}
+
+// Migrate applies every pending embedded migration with the default options.
+func (d *DB) Migrate(ctx context.Context) ([]Migration, error) {
+	return d.MigrateWith(ctx, MigrateOptions{})
+}
+
+// MigrateWith applies every pending migration. Consecutive transactional migrations run in
+// one transaction, guarded by the transaction-scoped advisory lock (SchemaKey(schema), 1).
+// Several strata processes starting at once on an empty database serialize on that lock:
+// the first applies the batch, the others find nothing pending once it commits. A failed
+// batch rolls back whole, leaving the previous schema in place. A no-transaction migration
+// runs alone after the batch before it commits, on a dedicated connection holding the same
+// key as a session lock, and is recorded only once it succeeded.
+//
+// On a schema newer than the set, it applies nothing: it returns nil when the schema's
+// compatible-since allows this binary and ErrSchemaTooNew otherwise. It returns the versions
+// it applied.
+func (d *DB) MigrateWith(ctx context.Context, opts MigrateOptions) ([]Migration, error) {
+	ms := opts.Migrations
+	if ms == nil {
+		var err error
+		if ms, err = Migrations(); err != nil {
+			return nil, err
+		}
+	}
+	if len(ms) == 0 {
+		return nil, errors.New("no migrations")
+	}
+	timeout := opts.LockTimeout
+	if timeout == 0 {
+		timeout = DefaultMigrationLockTimeout
 	}
 	var applied []Migration
+	for {
+		batch, next, err := d.migrateBatch(ctx, ms, timeout)
+		applied = append(applied, batch...)
+		if err != nil || next == nil {
+			return applied, err
+		}
+		done, err := d.migrateAlone(ctx, *next, timeout)
+		if err != nil {
+			return applied, err
+		}
+		if done {
+			applied = append(applied, *next)
+		}
+	}
+}
+
+// lockTimeoutSetting renders a timeout for set_config: whole milliseconds, 0 for none.
+func lockTimeoutSetting(timeout time.Duration) string {
+	if timeout < 0 {
+		return "0"
+	}
+	return strconv.FormatInt(max(timeout.Milliseconds(), 1), 10)
+}
+
+// migrationError wraps a failed migration statement; a lock_timeout becomes
+// ErrMigrationLockTimeout with advice.
+func migrationError(m Migration, timeout time.Duration, err error) error {
+	if isLockTimeout(err) {
+		return fmt.Errorf("apply migration %04d_%s: %w", m.Version, m.Name, lockTimeoutError(timeout, err))
+	}
+	return fmt.Errorf("apply migration %04d_%s: %w", m.Version, m.Name, interpretError(err))
+}
+
+// isLockTimeout reports a statement cancelled by lock_timeout.
+func isLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03" && !errors.Is(err, ErrMigrationLockTimeout) // lock_not_available
+}
+
+func lockTimeoutError(timeout time.Duration, err error) error {
+	return fmt.Errorf("%w: it waited longer than the migration lock timeout (%s) for a lock held by another session, such as a long-running query or an idle open transaction on the same table; nothing was applied, retry once that session is done (or raise --migration-lock-timeout): %v",
+		ErrMigrationLockTimeout, timeout, err)
+}
+
+// bootstrap creates the schema and schema_migrations, adding compatible_since to tables made
+// before it existed. The ALTER runs only when the column is missing: even a no-op ALTER takes
+// an exclusive lock that would queue behind every reader of the table.
+func bootstrap(ctx context.Context, c pgxQuerier, ident string) error {
+	// Argument-less Exec uses the simple protocol, so a string may hold many statements.
+	if _, err := c.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+ident+";"+
+		"CREATE TABLE IF NOT EXISTS "+ident+".schema_migrations ("+
+		"version bigint PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(), compatible_since bigint)"); err != nil {
+		return interpretError(err)
+	}
+	var has bool
+	if err := c.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'compatible_since' AND NOT attisdropped)",
+		ident+".schema_migrations").Scan(&has); err != nil {
+		return interpretError(err)
+	}
+	if !has {
+		if _, err := c.Exec(ctx, "ALTER TABLE "+ident+".schema_migrations ADD COLUMN IF NOT EXISTS compatible_since bigint"); err != nil {
+			return interpretError(err)
+		}
+	}
+	return nil
+}
+
+// schemaStatus reads the current and required versions inside the migration lock.
+func schemaStatus(ctx context.Context, c pgxQuerier, ident string, known int64) (SchemaStatus, error) {
+	st := SchemaStatus{Known: known}
+	err := c.QueryRow(ctx, "SELECT coalesce(max(version), 0), coalesce(max(coalesce(compatible_since, version)), 0) FROM "+ident+".schema_migrations").
+		Scan(&st.Current, &st.Required)
+	return st, interpretError(err)
+}
+
+// migrateBatch applies, in one transaction, the pending transactional migrations up to the
+// first no-transaction one, which it returns as next.
+func (d *DB) migrateBatch(ctx context.Context, ms []Migration, timeout time.Duration) (applied []Migration, next *Migration, err error) {
+	ident := pgx.Identifier{d.schema}.Sanitize()
+	known := ms[len(ms)-1].Version
 	err = d.InTx(ctx, func(tx *Tx) error {
+		applied, next = nil, nil
 		if _, err := tx.tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", d.key, lockMigrations); err != nil {
 			return interpretError(err)
 		}
-		ident := pgx.Identifier{d.schema}.Sanitize()
-		// Argument-less Exec uses the simple protocol, so a file may hold many statements.
-		if _, err := tx.tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+ident+";"+
-			"CREATE TABLE IF NOT EXISTS "+ident+".schema_migrations ("+
-			"version bigint PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"); err != nil {
+		// Set only now: waiting for another migrator's advisory lock is not DDL queueing.
+		if _, err := tx.tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", lockTimeoutSetting(timeout)); err != nil {
 			return interpretError(err)
 		}
-		current, err := currentVersion(ctx, tx.tx, ident)
+		if err := bootstrap(ctx, tx.tx, ident); err != nil {
+			return err
+		}
+		st, err := schemaStatus(ctx, tx.tx, ident, known)
 		if err != nil {
 			return err
 		}
-		latest := ms[len(ms)-1].Version
-		if current > latest {
-			return fmt.Errorf("%w: the database is at version %d, this strata knows versions up to %d; upgrade strata", ErrSchemaTooNew, current, latest)
+		if st.Current > known {
+			if err := st.Err(); err != nil {
+				return err
+			}
+			d.logger.Warn("not migrating: "+st.Warning(), "current", st.Current, "known", known, "compatible_since", st.Required)
+			return nil
 		}
-		for _, m := range ms {
-			if m.Version <= current {
+		for i, m := range ms {
+			if m.Version <= st.Current {
 				continue
+			}
+			if m.NoTransaction {
+				next = &ms[i]
+				return nil
 			}
 			start := time.Now()
 			if _, err := tx.tx.Exec(ctx, renderMigration(m.SQL, d.schema)); err != nil {
-				return fmt.Errorf("apply migration %04d_%s: %w", m.Version, m.Name, interpretError(err))
+				return migrationError(m, timeout, err)
 			}
-			if _, err := tx.tx.Exec(ctx, "INSERT INTO "+ident+".schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
+			if _, err := tx.tx.Exec(ctx, "INSERT INTO "+ident+".schema_migrations (version, name, compatible_since) VALUES ($1, $2, $3)", m.Version, m.Name, m.CompatibleSince); err != nil {
 				return interpretError(err)
 			}
 			d.logger.Info("applied migration", "version", m.Version, "name", m.Name, "duration", time.Since(start))
@@ -144,18 +394,115 @@ func (d *DB) Migrate(ctx context.Context) ([]Migration, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
+	if isLockTimeout(err) { // while bootstrapping schema_migrations or reading it
+		err = lockTimeoutError(timeout, err)
 	}
-	return applied, nil
+	if err != nil {
+		return nil, nil, err
+	}
+	return applied, next, nil
 }
 
-func currentVersion(ctx context.Context, c pgxQuerier, ident string) (int64, error) {
-	var v int64
-	if err := c.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+ident+".schema_migrations").Scan(&v); err != nil {
-		return 0, interpretError(err)
+// migrateAlone runs a no-transaction migration on a dedicated connection (never a pooled one:
+// it holds a session advisory lock) that is closed afterwards, which also releases the lock
+// should unlocking fail. It reports false when another migrator applied m first.
+func (d *DB) migrateAlone(ctx context.Context, m Migration, timeout time.Duration) (bool, error) {
+	ident := pgx.Identifier{d.schema}.Sanitize()
+	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return false, interpretError(err)
 	}
-	return v, nil
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+	}()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1, $2)", d.key, lockMigrations); err != nil {
+		return false, interpretError(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT set_config('lock_timeout', $1, false)", lockTimeoutSetting(timeout)); err != nil {
+		return false, interpretError(err)
+	}
+	st, err := schemaStatus(ctx, conn, ident, m.Version)
+	if isLockTimeout(err) {
+		err = lockTimeoutError(timeout, err)
+	}
+	if err != nil {
+		return false, err
+	}
+	if st.Current >= m.Version {
+		return false, nil // applied by another migrator meanwhile
+	}
+	if st.Current != m.Version-1 {
+		return false, fmt.Errorf("apply migration %04d_%s: the database is at version %d", m.Version, m.Name, st.Current)
+	}
+	start := time.Now()
+	// One statement at a time, outside any transaction block: CREATE INDEX CONCURRENTLY
+	// refuses to run inside one, and a multi-statement simple query is an implicit one.
+	for _, stmt := range splitStatements(renderMigration(m.SQL, d.schema)) {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return false, migrationError(m, timeout, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO "+ident+".schema_migrations (version, name, compatible_since) VALUES ($1, $2, $3)", m.Version, m.Name, m.CompatibleSince); err != nil {
+		return false, interpretError(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1, $2)", d.key, lockMigrations); err != nil {
+		return true, interpretError(err)
+	}
+	d.logger.Info("applied migration", "version", m.Version, "name", m.Name, "duration", time.Since(start), "transaction", false)
+	return true, nil
+}
+
+// splitStatements splits a no-transaction migration at semicolons outside quotes and
+// comments. Dollar-quoted bodies are not understood: such a migration holds only plain
+// statements (CREATE/DROP INDEX CONCURRENTLY and the like).
+func splitStatements(sql string) []string {
+	var out []string
+	var cur strings.Builder
+	flush := func() {
+		if s := strings.TrimSpace(cur.String()); s != "" && !onlyComments(s) {
+			out = append(out, s)
+		}
+		cur.Reset()
+	}
+	inQuote, inIdent := false, false
+	for i := 0; i < len(sql); i++ {
+		c := sql[i]
+		switch {
+		case inQuote:
+			inQuote = c != '\''
+		case inIdent:
+			inIdent = c != '"'
+		case c == '\'':
+			inQuote = true
+		case c == '"':
+			inIdent = true
+		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
+			j := strings.IndexByte(sql[i:], '\n')
+			if j < 0 {
+				j = len(sql) - i
+			}
+			cur.WriteString(sql[i : i+j])
+			i += j - 1
+			continue
+		case c == ';':
+			flush()
+			continue
+		}
+		cur.WriteByte(c)
+	}
+	flush()
+	return out
+}
+
+func onlyComments(s string) bool {
+	for _, line := range strings.Split(s, "\n") {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "--") {
+			return false
+		}
+	}
+	return true
 }
 
 // AppliedMigrations lists the rows of schema_migrations; an empty list when strata's schema
@@ -168,13 +515,15 @@ func (d *DB) AppliedMigrations(ctx context.Context) ([]AppliedMigration, error) 
 	if !exists {
 		return nil, nil
 	}
-	rows, err := d.pool.Query(ctx, "SELECT version, name, applied_at FROM "+pgx.Identifier{d.schema}.Sanitize()+".schema_migrations ORDER BY version")
+	// to_jsonb(m) reads compatible_since without failing on a table from before the column.
+	rows, err := d.pool.Query(ctx, "SELECT version, name, applied_at, coalesce((to_jsonb(m)->>'compatible_since')::bigint, version) FROM "+
+		pgx.Identifier{d.schema}.Sanitize()+".schema_migrations m ORDER BY version")
 	if err != nil {
 		return nil, interpretError(err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AppliedMigration, error) {
 		var a AppliedMigration
-		err := r.Scan(&a.Version, &a.Name, &a.AppliedAt)
+		err := r.Scan(&a.Version, &a.Name, &a.AppliedAt, &a.CompatibleSince)
 		return a, err
 	})
 	return out, interpretError(err)

@@ -58,6 +58,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Version is reported by /version.
 	Version string
+	// MigrationLockTimeout bounds how long a migration statement waits for a table lock
+	// (default db.DefaultMigrationLockTimeout); a timeout fails the start, nothing applied.
+	MigrationLockTimeout time.Duration
 	// ShutdownTimeout bounds the graceful shutdown (default 30s).
 	ShutdownTimeout time.Duration
 	// ChangesRetention and AuditRetention are how long rows of the changes log and of the
@@ -186,7 +189,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d := database.DB
 	registerPoolMetrics(reg, d)
 
-	if _, err := d.Migrate(ctx); err != nil {
+	if _, err := d.MigrateWith(ctx, db.MigrateOptions{LockTimeout: cfg.MigrationLockTimeout}); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 
@@ -245,14 +248,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			if err := d.Ping(ctx); err != nil {
 				return nil, fmt.Errorf("database: %w", err)
 			}
-			v, err := d.SchemaVersion(ctx)
+			warnings, err := SchemaReadiness(ctx, d, latest)
 			if err != nil {
-				return nil, fmt.Errorf("schema version: %w", err)
+				return nil, err
 			}
-			if v != latest {
-				return nil, fmt.Errorf("database schema is at version %d, this strata expects %d", v, latest)
-			}
-			var warnings []string
 			if st := state.Readiness(ctx); !st.PGClientsExcluded || st.UnprotectedLocks > 0 {
 				warnings = append(warnings, "terraform state: "+st.Detail)
 			}
@@ -302,6 +301,24 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		logger.Warn("graceful shutdown incomplete", "err", err)
 	}
 	return nil
+}
+
+// SchemaReadiness is the schema part of /readyz for a binary knowing versions up to known:
+// ready on its own schema, ready with a warning on a newer schema that declares it compatible
+// (a staged rollout: the previous release keeps serving while the next one migrates), and not
+// ready on a schema it cannot run on or one with migrations still pending.
+func SchemaReadiness(ctx context.Context, d *db.DB, known int64) ([]string, error) {
+	st, err := d.CheckSchema(ctx, known)
+	if err != nil {
+		return nil, fmt.Errorf("schema version: %w", err)
+	}
+	if err := st.Err(); err != nil {
+		return nil, err
+	}
+	if w := st.Warning(); w != "" {
+		return []string{w}, nil
+	}
+	return nil, nil
 }
 
 // writeSecretFile writes a secret readable only by its owner; it is replaced atomically so a

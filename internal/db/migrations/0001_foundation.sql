@@ -1,3 +1,4 @@
+-- strata:compatible-since 1
 -- Foundation: resourceVersion scheme, change log, resources with labels and annotations,
 -- API tokens and the audit log.
 --

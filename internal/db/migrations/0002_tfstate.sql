@@ -1,3 +1,4 @@
+-- strata:compatible-since 2
 -- Terraform/OpenTofu state (package internal/tfstate).
 --
 -- A project's states live in its own schema, in the pg backend's `states` table, unchanged,
