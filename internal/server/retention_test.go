@@ -12,7 +12,7 @@ import (
 	"github.com/stratahq/strata/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain (pgtest.Main) is in server_test.go: one per test binary.
 
 // TestSweep: one pass deletes what is older than each retention, and a retention of 0 keeps
 // its log whole.
