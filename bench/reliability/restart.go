@@ -371,6 +371,9 @@ func runRestart(ctx context.Context, cfg *config) bool {
 
 	// Every acknowledged write must be the final state or one of the versions.
 	v := verifyAcks(ctx, cfg, l.acks)
+	if pw.long.silentTrue > 0 {
+		failures = append(failures, fmt.Sprintf("%d samples showed a lock held across the restart protected:true without its advisory key", pw.long.silentTrue))
+	}
 	failures = append(failures, v.failures...)
 
 	own := cfg.clients - cfg.shared
