@@ -18,12 +18,5 @@ var retentionQ = db.MustParseQueries(retentionFS, "retention.sql")
 // Replicas sweeping at once waste work at worst: each statement deletes whole rows or waits
 // for the other's row locks and skips what is gone.
 func PruneAudit(ctx context.Context, d *db.DB, cutoff time.Time, batch int) (int64, error) {
-	var total int64
-	for {
-		n, err := d.Exec(ctx, retentionQ.Get("AuditPrune"), cutoff, batch)
-		total += n
-		if err != nil || n < int64(batch) || ctx.Err() != nil {
-			return total, err
-		}
-	}
+	return d.DeleteInBatches(ctx, retentionQ.Get("AuditPrune"), batch, cutoff)
 }

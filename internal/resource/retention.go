@@ -22,12 +22,5 @@ var retentionQ = db.MustParseQueries(retentionFS, "retention.sql")
 // Several replicas may sweep at once: they take the same oldest rows, one waits for the
 // other's row locks and then finds them gone, so the work is wasted at worst, never wrong.
 func PruneChanges(ctx context.Context, d *db.DB, cutoff time.Time, batch int) (int64, error) {
-	var total int64
-	for {
-		n, err := d.Exec(ctx, retentionQ.Get("ChangesPrune"), cutoff, batch)
-		total += n
-		if err != nil || n < int64(batch) || ctx.Err() != nil {
-			return total, err
-		}
-	}
+	return d.DeleteInBatches(ctx, retentionQ.Get("ChangesPrune"), batch, cutoff)
 }
