@@ -275,11 +275,22 @@ func (c *Client) TokenCreate(ctx context.Context, req TokenCreateRequest) (Token
 	return out, err
 }
 
-// TokenList lists tokens (never their secrets).
+// TokenList lists the tokens the caller may read (never their secrets), following continue
+// tokens to the end.
 func (c *Client) TokenList(ctx context.Context) ([]Token, error) {
-	var out TokenList
-	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/tokens"}, &out)
-	return out.Items, err
+	items := []Token{}
+	q := url.Values{}
+	for {
+		var page TokenList
+		if _, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/tokens", Query: q}, &page); err != nil {
+			return items, err
+		}
+		items = append(items, page.Items...)
+		if page.Continue == "" {
+			return items, nil
+		}
+		q = url.Values{"continue": {page.Continue}}
+	}
 }
 
 // TokenRevoke revokes a token by id.
@@ -293,6 +304,8 @@ type AuditListOptions struct {
 	Limit  int
 	Before int64
 	Action string
+	// Continue is the Continue of the previous page (same Action); not with Before.
+	Continue string
 }
 
 // AuditList reads the audit log, newest first.
@@ -306,6 +319,9 @@ func (c *Client) AuditList(ctx context.Context, opts AuditListOptions) (AuditLis
 	}
 	if opts.Action != "" {
 		q.Set("action", opts.Action)
+	}
+	if opts.Continue != "" {
+		q.Set("continue", opts.Continue)
 	}
 	var out AuditList
 	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/audit", Query: q}, &out)

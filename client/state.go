@@ -25,13 +25,21 @@ func (c *Client) ProjectGet(ctx context.Context, name string) (Project, error) {
 	return out, err
 }
 
-// ProjectList lists the projects the token may read.
+// ProjectList lists the projects the token may read, following continue tokens to the end.
 func (c *Client) ProjectList(ctx context.Context) ([]Project, error) {
-	var out struct {
-		Items []Project `json:"items"`
+	items := []Project{}
+	q := url.Values{}
+	for {
+		var page ProjectList
+		if _, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/projects", Query: q}, &page); err != nil {
+			return items, err
+		}
+		items = append(items, page.Items...)
+		if page.Continue == "" {
+			return items, nil
+		}
+		q = url.Values{"continue": {page.Continue}}
 	}
-	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/projects"}, &out)
-	return out.Items, err
 }
 
 // ProjectDelete drops a project; force is required while it still holds states.

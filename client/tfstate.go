@@ -118,3 +118,10 @@ type StateVersion struct {
 	CreatedBy string    `json:"createdBy"`
 	CreatedAt time.Time `json:"createdAt"`
 }
+
+// ProjectList is a page of GET /v1/projects.
+type ProjectList struct {
+	Items []Project `json:"items"`
+	// Continue, when set, is passed as ?continue= to get the next page.
+	Continue string `json:"continue,omitempty"`
+}

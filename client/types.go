@@ -71,6 +71,8 @@ type Token struct {
 // TokenList is the answer of GET /v1/tokens.
 type TokenList struct {
 	Items []Token `json:"items"`
+	// Continue, when set, is passed as ?continue= to get the next page.
+	Continue string `json:"continue,omitempty"`
 }
 
 // AuditRecord is one audit log entry.
@@ -88,4 +90,6 @@ type AuditRecord struct {
 type AuditList struct {
 	Items []AuditRecord `json:"items"`
 	Next  int64         `json:"next,omitempty"`
+	// Continue, when set, is passed as ?continue= to get the next page (same action filter).
+	Continue string `json:"continue,omitempty"`
 }

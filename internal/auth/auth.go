@@ -14,6 +14,7 @@ package auth
 
 import (
 	"context"
+	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
 	"embed"
@@ -244,6 +245,9 @@ type Service struct {
 
 	mu    sync.Mutex
 	cache map[[32]byte]cacheEntry
+
+	cursorMu sync.Mutex
+	cursor   cipher.AEAD // sealing continue tokens; nil until first use (cursor.go)
 }
 
 type cacheEntry struct {
@@ -420,22 +424,58 @@ func createTx(ctx context.Context, tx *db.Tx, actor AuditActor, p CreateParams, 
 	return tok, secret, err
 }
 
-// List returns every token, revoked ones included, oldest first.
-func (s *Service) List(ctx context.Context) ([]Token, error) {
-	rows, err := s.db.Query(ctx, q.Get("TokenList"))
+// TokenPos is a position in the token list: the last token of a page.
+type TokenPos struct {
+	CreatedAt time.Time `json:"t"`
+	ID        string    `json:"i"`
+}
+
+// TokenListOptions page through the tokens a caller may see.
+type TokenListOptions struct {
+	// Filter restricts the list to token names the caller may read (tokens:read:<name>).
+	Filter Filter
+	// After is the last token of the previous page (nil: from the start).
+	After *TokenPos
+	// Limit is the page size; 0 means no limit.
+	Limit int
+}
+
+// List returns the tokens opts.Filter lets through, revoked ones included, oldest first,
+// and whether more follow the page.
+func (s *Service) List(ctx context.Context, opts TokenListOptions) ([]Token, bool, error) {
+	var (
+		afterAt *time.Time
+		afterID string
+	)
+	if opts.After != nil {
+		afterAt, afterID = &opts.After.CreatedAt, opts.After.ID
+	}
+	var limit *int
+	if opts.Limit > 0 {
+		n := opts.Limit + 1
+		limit = &n
+	}
+	f := opts.Filter
+	rows, err := s.db.Query(ctx, q.Get("TokenList"), f.All, f.Names, f.Prefixes, afterAt, afterID, limit)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer rows.Close()
 	var out []Token
 	for rows.Next() {
 		var t Token
 		if err := rows.Scan(&t.ID, &t.Name, &t.Scopes, &t.CreatedAt, &t.CreatedBy, &t.ExpiresAt, &t.RevokedAt, &t.LastUsedAt); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		out = append(out, t)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	if opts.Limit > 0 && len(out) > opts.Limit {
+		return out[:opts.Limit], true, nil
+	}
+	return out, false, nil
 }
 
 // Revoke revokes a token. Its cached verification on this replica is dropped at once; other

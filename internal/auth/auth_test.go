@@ -109,7 +109,7 @@ func TestTokenLifecycle(t *testing.T) {
 	_, _, err = svc.Create(ctx, actor, auth.CreateParams{Name: "none"})
 	require.Equal(t, fault.KindInvalid, fault.KindOf(err))
 
-	toks, err := svc.List(ctx)
+	toks, _, err := svc.List(ctx, auth.TokenListOptions{Filter: auth.Filter{All: true}})
 	require.NoError(t, err)
 	require.Len(t, toks, 2)
 	recs, err := svc.ListAudit(ctx, 0, "token.", 10)

@@ -9,9 +9,15 @@ FROM {{schema}}.tokens
 WHERE secret_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now());
 
 -- name: TokenList
+-- $1-$3 are the caller's auth.Filter on token names, $4/$5 the last (created_at, id) of the
+-- previous page.
 SELECT id, name, scopes, created_at, created_by, expires_at, revoked_at, last_used_at
 FROM {{schema}}.tokens
-ORDER BY created_at, id;
+WHERE ($1::boolean OR name = ANY($2::text[])
+       OR EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE starts_with(name, p)))
+  AND ($4::timestamptz IS NULL OR (created_at, id) > ($4::timestamptz, $5::text))
+ORDER BY created_at, id
+LIMIT $6;
 
 -- name: TokenRevoke
 UPDATE {{schema}}.tokens SET revoked_at = now()
@@ -39,3 +45,10 @@ WHERE ($1::bigint = 0 OR id < $1)
   AND starts_with(action, $2)
 ORDER BY id DESC
 LIMIT $3;
+
+-- name: ServerKeyGetOrCreate
+-- One statement whatever other replicas do: the first caller's key is stored, every later
+-- (or concurrent) caller gets the stored one back (the no-op update returns the row).
+INSERT INTO {{schema}}.server_keys (name, key) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET key = {{schema}}.server_keys.key
+RETURNING key;

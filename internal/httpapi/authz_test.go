@@ -2,6 +2,9 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -14,7 +17,8 @@ import (
 
 // authzCases lists every /v1 route with a request that names things ("acme", "net") the
 // scoped token of TestEveryRouteIsAuthorized may not touch. Lists answer 200 and must leave
-// those things out instead. TestAuthzCasesCoverRoutes keeps the table complete.
+// those things out instead, from their items and their continue tokens alike.
+// TestAuthzCasesCoverRoutes keeps the table complete.
 var authzCases = []struct {
 	pattern string
 	path    string
@@ -22,7 +26,7 @@ var authzCases = []struct {
 	list    bool
 }{
 	{"POST /v1/tokens", "/v1/tokens", `{"name":"x","scopes":["admin"]}`, false},
-	{"GET /v1/tokens", "/v1/tokens", "", false},
+	{"GET /v1/tokens", "/v1/tokens", "", true},
 	{"DELETE /v1/tokens/{id}", "/v1/tokens/tok_x", "", false},
 	{"GET /v1/audit", "/v1/audit", "", false},
 	{"GET /v1/orgs", "/v1/orgs", "", true},
@@ -69,8 +73,16 @@ func TestAuthzCasesCoverRoutes(t *testing.T) {
 	require.Equal(t, len(authzCases), n)
 }
 
+// invisible are the names the scoped token of TestEveryRouteIsAuthorized must never see:
+// the org, the project and the admin token sort before "other", the name it may see, so a
+// list that filtered after paging would start its first page with one of them; "zeta"
+// things sort after it. ("admin" is quoted: items may say they were created by it.)
+var invisible = []string{"acme", "net", `"admin"`, "zeta"}
+
 // TestEveryRouteIsAuthorized: every /v1 route answers 401 without a token, and 403 (or, for
-// lists, leaves the item out) to a token whose scopes name other things only.
+// lists, leaves the item out) to a token whose scopes name other things only. A list's first
+// page of one item holds the token's visible item, and neither the body nor the continue
+// token, decoded every way base64 allows, names an invisible thing.
 func TestEveryRouteIsAuthorized(t *testing.T) {
 	t.Parallel()
 	b := setupState(t)
@@ -78,6 +90,16 @@ func TestEveryRouteIsAuthorized(t *testing.T) {
 	require.Equal(t, 201, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"acme"}}`)).status)
 	require.Equal(t, 200, b.do(t, "POST", "/v1/state/net/default", b.admin, strings.NewReader(stateV1)).status)
 	_, other, err := b.tokens.Create(ctx, auth.AuditActor{Actor: "test"}, auth.CreateParams{Name: "other", Scopes: []string{"*:*:other"}})
+	require.NoError(t, err)
+	// What the scoped token may see, after the invisible names in list order, and more
+	// invisible things after it, so every list has a page after the first.
+	require.Equal(t, 201, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"other"}}`)).status)
+	require.Equal(t, 201, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"zeta"}}`)).status)
+	require.Equal(t, 201, b.do(t, "PUT", "/v1/projects/other", b.admin, nil).status)
+	require.Equal(t, 201, b.do(t, "PUT", "/v1/projects/zeta", b.admin, nil).status)
+	_, _, err = b.tokens.Create(ctx, auth.AuditActor{Actor: "test"}, auth.CreateParams{Name: "other", Scopes: []string{"orgs:read:other"}})
+	require.NoError(t, err)
+	_, _, err = b.tokens.Create(ctx, auth.AuditActor{Actor: "test"}, auth.CreateParams{Name: "zeta", Scopes: []string{"admin"}})
 	require.NoError(t, err)
 
 	for _, c := range authzCases {
@@ -87,8 +109,45 @@ func TestEveryRouteIsAuthorized(t *testing.T) {
 		r := b.do(t, method, c.path, other, body())
 		if c.list {
 			require.Equal(t, 200, r.status, c.pattern)
-			require.NotContains(t, string(r.body), "acme", c.pattern)
-			require.NotContains(t, string(r.body), `"net"`, c.pattern)
+			requireNoInvisible(t, c.pattern, r.body)
+			// Page by one: every page holds exactly the visible items in order, and no
+			// continue token leaks a name.
+			var seen []string
+			cont := ""
+			for range 10 {
+				path := c.path + "?limit=1"
+				if cont != "" {
+					path += "&continue=" + url.QueryEscape(cont)
+				}
+				r := b.do(t, method, path, other, nil)
+				require.Equal(t, 200, r.status, "%s: %s", path, r.body)
+				requireNoInvisible(t, path, r.body)
+				var page struct {
+					Items []struct {
+						Name     string `json:"name"`
+						Metadata struct {
+							Name string `json:"name"`
+						} `json:"metadata"`
+					} `json:"items"`
+					Continue string `json:"continue"`
+				}
+				require.NoError(t, json.Unmarshal(r.body, &page))
+				if cont == "" {
+					require.Len(t, page.Items, 1, "%s: the first page must hold the visible item: %s", path, r.body)
+				}
+				for _, it := range page.Items {
+					seen = append(seen, it.Name+it.Metadata.Name)
+				}
+				requireNoInvisible(t, path+" continue token", decodings(page.Continue)...)
+				if cont = page.Continue; cont == "" {
+					break
+				}
+			}
+			require.Empty(t, cont, "%s: paging did not end", c.pattern)
+			require.NotEmpty(t, seen, c.pattern)
+			for _, n := range seen {
+				require.Equal(t, "other", n, c.pattern)
+			}
 			continue
 		}
 		require.Equal(t, 403, r.status, "%s answered %d: %s", c.pattern, r.status, r.body)
@@ -98,4 +157,72 @@ func TestEveryRouteIsAuthorized(t *testing.T) {
 	require.Equal(t, 200, b.do(t, "GET", "/v1/state/net/default", b.admin, nil).status)
 	r := b.do(t, "GET", "/v1/state/net/default/lock", b.admin, nil)
 	require.Contains(t, string(r.body), `"locked":false`)
+}
+
+// requireNoInvisible fails when any of texts names an invisible thing.
+func requireNoInvisible(t *testing.T, what string, texts ...[]byte) {
+	t.Helper()
+	for _, text := range texts {
+		for _, name := range invisible {
+			require.NotContains(t, string(text), name, "%s reveals %q", what, name)
+		}
+	}
+}
+
+// decodings returns a continue token as given and decoded by every base64 alphabet and
+// padding, so a name hidden in plain base64 is found whichever the server used.
+func decodings(token string) [][]byte {
+	out := [][]byte{[]byte(token)}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(token); err == nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// TestContinueTokensAreBound: a continue token opens only on the list that issued it, with
+// the same filter parameters; a tampered or made-up one is a 400 problem naming continue.
+func TestContinueTokensAreBound(t *testing.T) {
+	t.Parallel()
+	b := setupState(t)
+	for _, name := range []string{"a", "b", "c"} {
+		require.Equal(t, 201, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"`+name+`"}}`)).status)
+		require.Equal(t, 201, b.do(t, "PUT", "/v1/projects/"+name, b.admin, nil).status)
+	}
+	_, _, err := b.tokens.Create(context.Background(), auth.AuditActor{Actor: "test"}, auth.CreateParams{Name: "b", Scopes: []string{"admin"}})
+	require.NoError(t, err)
+	next := func(path string) string {
+		t.Helper()
+		r := b.do(t, "GET", path, b.admin, nil)
+		require.Equal(t, 200, r.status, string(r.body))
+		var page struct {
+			Continue string `json:"continue"`
+		}
+		require.NoError(t, json.Unmarshal(r.body, &page))
+		require.NotEmpty(t, page.Continue, path)
+		return page.Continue
+	}
+	orgs := next("/v1/orgs?limit=1")
+	projects := next("/v1/projects?limit=1")
+	audit := next("/v1/audit?limit=1")
+	tokens := next("/v1/tokens?limit=1")
+	require.Equal(t, 200, b.do(t, "GET", "/v1/orgs?limit=1&continue="+orgs, b.admin, nil).status)
+	require.Equal(t, 200, b.do(t, "GET", "/v1/audit?limit=1&continue="+audit, b.admin, nil).status)
+
+	tampered := []byte(orgs)
+	tampered[len(tampered)/2] ^= 1
+	for _, path := range []string{
+		"/v1/orgs?continue=" + projects,
+		"/v1/projects?continue=" + orgs,
+		"/v1/tokens?continue=" + audit,
+		"/v1/audit?continue=" + tokens,
+		"/v1/audit?action=token.&continue=" + audit,
+		"/v1/orgs?continue=" + url.QueryEscape(string(tampered)),
+		"/v1/orgs?continue=" + base64.RawURLEncoding.EncodeToString([]byte("a")),
+		"/v1/projects?continue=%00%ff",
+	} {
+		p := problem(t, b.do(t, "GET", path, b.admin, nil), 400, "validation")
+		require.Equal(t, "continue", p.Errors[0].Field, path)
+	}
 }

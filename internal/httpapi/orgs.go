@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
@@ -16,20 +15,6 @@ func orgRef(r *http.Request) resource.Ref {
 	return resource.Ref{Kind: resource.KindOrg, Name: r.PathValue("org")}
 }
 
-// listOptions reads ?limit= and ?continue=.
-func listOptions(r *http.Request) (resource.ListOptions, error) {
-	var opts resource.ListOptions
-	if s := r.URL.Query().Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > resource.MaxListLimit {
-			return opts, fault.Invalid("limit", "limit must be an integer from 1 to %d, not %q", resource.MaxListLimit, truncateParam(s))
-		}
-		opts.Limit = n
-	}
-	opts.Continue = r.URL.Query().Get("continue")
-	return opts, nil
-}
-
 func truncateParam(s string) string {
 	if len(s) > 40 {
 		return s[:40] + "…"
@@ -37,24 +22,27 @@ func truncateParam(s string) string {
 	return s
 }
 
+// orgList lists the orgs the token may read. The scope filter is part of the query, so a
+// page holds visible orgs only, and the continue token is sealed (see page).
 func (a *API) orgList(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
-	opts, err := listOptions(r)
+	const list = "orgs"
+	pg, err := a.page(r, list, resource.MaxListLimit, resource.MaxListLimit)
 	if err != nil {
 		return err
 	}
-	list, err := a.resources.List(r.Context(), resource.KindOrg, "", opts)
+	var after string
+	if err := pg.open(&after); err != nil {
+		return err
+	}
+	out, last, err := a.resources.List(r.Context(), resource.KindOrg, "", resource.ListOptions{
+		Limit: pg.limit, After: after, Filter: p.ListFilter("orgs", "read")})
 	if err != nil {
 		return err
 	}
-	// A token scoped to some orgs sees only those.
-	visible := list.Items[:0]
-	for _, o := range list.Items {
-		if p.Allows("orgs", "read", o.Metadata.Name) {
-			visible = append(visible, o)
-		}
+	if out.Continue, err = pg.next(last != "", last); err != nil {
+		return err
 	}
-	list.Items = visible
-	return writeJSON(w, http.StatusOK, list)
+	return writeJSON(w, http.StatusOK, out)
 }
 
 func (a *API) orgCreate(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {

@@ -40,21 +40,33 @@ func readBody(r *http.Request) ([]byte, error) {
 
 // Projects.
 
+// projectList lists the projects the token may read, with ?limit= and ?continue=. The
+// scope filter is part of the query, so pages hold visible projects only.
 func (a *API) projectList(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
-	ps, err := a.state.ProjectList(r.Context())
+	pg, err := a.page(r, "projects", maxProjectList, maxProjectList)
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Items []client.Project `json:"items"`
-	}{Items: []client.Project{}}
-	for _, pr := range ps {
-		if p.Allows("projects", "read", pr.Name) {
-			out.Items = append(out.Items, pr)
+	var after string
+	if err := pg.open(&after); err != nil {
+		return err
+	}
+	ps, more, err := a.state.ProjectList(r.Context(), tfstate.ProjectListOptions{
+		Filter: p.ListFilter("projects", "read"), After: after, Limit: pg.limit})
+	if err != nil {
+		return err
+	}
+	out := client.ProjectList{Items: ps}
+	if more {
+		if out.Continue, err = pg.next(true, ps[len(ps)-1].Name); err != nil {
+			return err
 		}
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
+
+// maxProjectList is the largest (and default) page of GET /v1/projects.
+const maxProjectList = 1000
 
 func (a *API) projectPut(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	name := r.PathValue("project")

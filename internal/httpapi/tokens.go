@@ -41,11 +41,22 @@ func (a *API) tokenCreate(w http.ResponseWriter, r *http.Request, p *auth.Princi
 	return writeJSON(w, http.StatusCreated, out)
 }
 
+// tokenList lists the tokens whose names the caller's tokens:read scopes cover (all of them
+// for tokens:read:* and admin), never secrets. The filter is part of the query.
 func (a *API) tokenList(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
-	if err := p.Check("tokens", "read", "*"); err != nil {
+	f := p.ListFilter("tokens", "read")
+	if f.Empty() {
+		return fault.Forbidden("token %q lacks scope tokens:read:<name>", p.Name)
+	}
+	pg, err := a.page(r, "tokens", maxTokenList, maxTokenList)
+	if err != nil {
 		return err
 	}
-	toks, err := a.tokens.List(r.Context())
+	var after *auth.TokenPos
+	if err := pg.open(&after); err != nil {
+		return err
+	}
+	toks, more, err := a.tokens.List(r.Context(), auth.TokenListOptions{Filter: f, After: after, Limit: pg.limit})
 	if err != nil {
 		return err
 	}
@@ -53,8 +64,17 @@ func (a *API) tokenList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	for _, t := range toks {
 		out.Items = append(out.Items, tokenOut(t))
 	}
+	if more {
+		last := toks[len(toks)-1]
+		if out.Continue, err = pg.next(true, auth.TokenPos{CreatedAt: last.CreatedAt, ID: last.ID}); err != nil {
+			return err
+		}
+	}
 	return writeJSON(w, http.StatusOK, out)
 }
+
+// maxTokenList is the largest (and default) page of GET /v1/tokens.
+const maxTokenList = 1000
 
 func (a *API) tokenRevoke(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	if err := p.Check("tokens", "delete", "*"); err != nil {
@@ -67,19 +87,20 @@ func (a *API) tokenRevoke(w http.ResponseWriter, r *http.Request, p *auth.Princi
 	return nil
 }
 
-// auditList pages through the audit log, newest first: ?limit=, ?before=<id>, ?action=<prefix>.
+// auditList pages through the audit log, newest first: ?limit=, ?action=<prefix>, and
+// ?continue= (or the older ?before=<id>). Audit records name any object, so reading them
+// needs audit:read:* (or admin): the list is all or nothing.
 func (a *API) auditList(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
-	if err := p.Check("audit", "read", "*"); err != nil {
-		return err
+	if !p.ListFilter("audit", "read").All {
+		return fault.Forbidden("token %q lacks scope audit:read:*", p.Name)
 	}
 	qv := r.URL.Query()
-	limit := 100
-	if s := qv.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 1000 {
-			return fault.Invalid("limit", "limit must be an integer from 1 to 1000")
-		}
-		limit = n
+	action := qv.Get("action")
+	// The action filter is part of the list's identity: a continue token from an unfiltered
+	// list does not continue a filtered one.
+	pg, err := a.page(r, "audit?action="+action, 100, 1000)
+	if err != nil {
+		return err
 	}
 	var before int64
 	if s := qv.Get("before"); s != "" {
@@ -87,19 +108,33 @@ func (a *API) auditList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 		if err != nil || n < 1 {
 			return fault.Invalid("before", "before must be a positive audit record id")
 		}
+		if pg.token != "" {
+			return fault.Invalid("continue", "continue and before cannot be combined")
+		}
 		before = n
 	}
-	recs, err := a.tokens.ListAudit(r.Context(), before, qv.Get("action"), limit)
+	if err := pg.open(&before); err != nil {
+		return err
+	}
+	recs, err := a.tokens.ListAudit(r.Context(), before, action, pg.limit+1)
 	if err != nil {
 		return err
+	}
+	more := len(recs) > pg.limit
+	if more {
+		recs = recs[:pg.limit]
 	}
 	out := client.AuditList{Items: []client.AuditRecord{}}
 	for _, rec := range recs {
 		out.Items = append(out.Items, client.AuditRecord{ID: rec.ID, At: rec.At.UTC(), Actor: rec.Actor, Action: rec.Action,
 			Target: rec.Target, RemoteAddr: rec.RemoteAddr, Detail: rec.Detail})
 	}
-	if len(recs) == limit {
-		out.Next = recs[len(recs)-1].ID
+	if more {
+		last := recs[len(recs)-1].ID
+		out.Next = last
+		if out.Continue, err = pg.next(true, last); err != nil {
+			return err
+		}
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

@@ -78,6 +78,8 @@ SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
                  FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}')
 FROM {{schema}}.resources r
 WHERE r.kind = $1 AND r.org = $2 AND r.name > $3
+  AND ($5::boolean OR r.name = ANY($6::text[])
+       OR EXISTS (SELECT 1 FROM unnest($7::text[]) p WHERE starts_with(r.name, p)))
 ORDER BY r.name
 LIMIT $4;
 

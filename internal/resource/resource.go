@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"context"
 	"embed"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/metadata"
@@ -249,50 +249,49 @@ func scanObject(kind string, row db.Row) (client.Object, error) {
 
 // ListOptions page through a list.
 type ListOptions struct {
-	Limit    int
-	Continue string
+	Limit int
+	// After is the last name of the previous page ("" for the first page). The caller gets
+	// it from an opaque continue token (auth.OpenCursor); names never reach clients here.
+	After string
+	// Filter restricts the list to the names the caller may see. It is applied in the
+	// query, so every page holds only visible rows.
+	Filter auth.Filter
 }
 
-// List returns a page of objects of kind in org, ordered by name (bytewise).
-func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) (client.ObjectList, error) {
+// List returns a page of the objects of kind in org that opts.Filter lets through, ordered
+// by name (bytewise), and the page's last name when more follow ("" otherwise).
+func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) (client.ObjectList, string, error) {
 	limit := opts.Limit
 	if limit <= 0 || limit > MaxListLimit {
 		limit = MaxListLimit
 	}
-	after := ""
-	if opts.Continue != "" {
-		b, err := base64.RawURLEncoding.DecodeString(opts.Continue)
-		if err != nil || !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
-			return client.ObjectList{}, fault.Invalid("continue", "continue token is not one this server issued")
-		}
-		after = string(b)
-	}
 	out := client.ObjectList{Items: []client.Object{}}
 	var rv int64
 	if err := s.db.QueryRow(ctx, q.Get("ResourceVersionCurrent")).Scan(&rv); err != nil {
-		return out, err
+		return out, "", err
 	}
 	out.ResourceVersion = strconv.FormatInt(rv, 10)
-	rows, err := s.db.Query(ctx, q.Get("ResourceList"), kind, org, after, limit+1)
+	f := opts.Filter
+	rows, err := s.db.Query(ctx, q.Get("ResourceList"), kind, org, opts.After, limit+1, f.All, f.Names, f.Prefixes)
 	if err != nil {
-		return out, err
+		return out, "", err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		obj, err := scanObject(kind, rows)
 		if err != nil {
-			return out, err
+			return out, "", err
 		}
 		out.Items = append(out.Items, obj)
 	}
 	if err := rows.Err(); err != nil {
-		return out, err
+		return out, "", err
 	}
 	if len(out.Items) > limit {
 		out.Items = out.Items[:limit]
-		out.Continue = base64.RawURLEncoding.EncodeToString([]byte(out.Items[limit-1].Metadata.Name))
+		return out, out.Items[limit-1].Metadata.Name, nil
 	}
-	return out, nil
+	return out, "", nil
 }
 
 // lockForWrite locks the stored row and checks the caller's expected resourceVersion ("" =

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/pgtest"
@@ -56,19 +57,31 @@ func TestCreateGetListDelete(t *testing.T) {
 		_, err := b.svc.Create(ctx, org(fmt.Sprintf("org-%d", i)), client.Object{})
 		require.NoError(t, err)
 	}
-	page, err := b.svc.List(ctx, resource.KindOrg, "", resource.ListOptions{Limit: 4})
+	all := auth.Filter{All: true}
+	page, last, err := b.svc.List(ctx, resource.KindOrg, "", resource.ListOptions{Limit: 4, Filter: all})
 	require.NoError(t, err)
 	require.Len(t, page.Items, 4)
 	require.Equal(t, "acme", page.Items[0].Metadata.Name)
-	require.NotEmpty(t, page.Continue)
-	rest, err := b.svc.List(ctx, resource.KindOrg, "", resource.ListOptions{Limit: 4, Continue: page.Continue})
+	require.Equal(t, "org-2", last)
+	rest, last, err := b.svc.List(ctx, resource.KindOrg, "", resource.ListOptions{Limit: 4, After: last, Filter: all})
 	require.NoError(t, err)
 	require.Len(t, rest.Items, 2)
-	require.Empty(t, rest.Continue)
+	require.Empty(t, last)
 	require.Equal(t, "org-4", rest.Items[1].Metadata.Name)
 
-	_, err = b.svc.List(ctx, resource.KindOrg, "", resource.ListOptions{Continue: "!!!"})
-	require.Equal(t, fault.KindInvalid, fault.KindOf(err))
+	// The filter is applied before the limit: a page holds visible rows only, and a
+	// filter letting nothing through lists nothing.
+	some := auth.Filter{Names: []string{"org-3"}, Prefixes: []string{"org-1"}}
+	page, last, err = b.svc.List(ctx, resource.KindOrg, "", resource.ListOptions{Limit: 1, Filter: some})
+	require.NoError(t, err)
+	require.Equal(t, []string{"org-1"}, names(page))
+	page, last, err = b.svc.List(ctx, resource.KindOrg, "", resource.ListOptions{Limit: 1, After: last, Filter: some})
+	require.NoError(t, err)
+	require.Equal(t, []string{"org-3"}, names(page))
+	require.Empty(t, last)
+	page, _, err = b.svc.List(ctx, resource.KindOrg, "", resource.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, page.Items)
 
 	require.NoError(t, b.svc.Delete(ctx, org("acme"), ""))
 	_, err = b.svc.Get(ctx, org("acme"))
@@ -271,4 +284,12 @@ func TestChangesVisibleInOrder(t *testing.T) {
 	for _, v := range all {
 		require.True(t, res.seen[v], "the watcher skipped resourceVersion %d", v)
 	}
+}
+
+func names(l client.ObjectList) []string {
+	out := []string{}
+	for _, o := range l.Items {
+		out = append(out, o.Metadata.Name)
+	}
+	return out
 }

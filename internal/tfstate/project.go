@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 )
@@ -168,32 +169,54 @@ func (s *Service) countWorkspaces(ctx context.Context, p *client.Project) error 
 	return nil
 }
 
-// ProjectList lists projects by name (without workspace counts).
-func (s *Service) ProjectList(ctx context.Context) ([]client.Project, error) {
-	rows, err := s.db.Query(ctx, q.Get("ProjectList"))
+// ProjectListOptions page through the projects a caller may see.
+type ProjectListOptions struct {
+	// Filter restricts the list to the project names the caller may read; it is part of
+	// the query, so pages hold visible projects only.
+	Filter auth.Filter
+	// After is the last name of the previous page ("" from the start).
+	After string
+	// Limit is the page size; 0 means no limit.
+	Limit int
+}
+
+// ProjectList lists the projects opts.Filter lets through, by name, with their workspace
+// counts, and reports whether more follow the page.
+func (s *Service) ProjectList(ctx context.Context, opts ProjectListOptions) ([]client.Project, bool, error) {
+	var limit *int
+	if opts.Limit > 0 {
+		n := opts.Limit + 1
+		limit = &n
+	}
+	f := opts.Filter
+	rows, err := s.db.Query(ctx, q.Get("ProjectList"), f.All, f.Names, f.Prefixes, opts.After, limit)
 	if err != nil {
-		return nil, categorize(err)
+		return nil, false, categorize(err)
 	}
 	defer rows.Close()
 	out := []client.Project{}
 	for rows.Next() {
 		p, err := scanProject(rows)
 		if err != nil {
-			return nil, categorize(err)
+			return nil, false, categorize(err)
 		}
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, categorize(err)
+		return nil, false, categorize(err)
 	}
 	rows.Close()
+	more := opts.Limit > 0 && len(out) > opts.Limit
+	if more {
+		out = out[:opts.Limit]
+	}
 	// One count per project: the states tables live in the projects' own schemas.
 	for i := range out {
 		if err := s.countWorkspaces(ctx, &out[i]); err != nil && fault.KindOf(err) != fault.KindNotFound {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return out, nil
+	return out, more, nil
 }
 
 // ProjectDelete deletes a project: its states table, locks, versions and credentials role,

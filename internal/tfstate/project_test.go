@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 )
@@ -113,7 +114,7 @@ func TestProjectAdopt(t *testing.T) {
 	require.True(t, created)
 	require.True(t, p.Adopted)
 	require.Equal(t, 2, p.Workspaces)
-	list, err := b.svc.ProjectList(ctx)
+	list, _, err := b.svc.ProjectList(ctx, ProjectListOptions{Filter: auth.Filter{All: true}})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	require.Equal(t, 2, list[0].Workspaces, "lists count workspaces too")
@@ -170,7 +171,7 @@ func TestProjectLifecycle(t *testing.T) {
 	}
 	b.project(t, "net")
 	b.project(t, "app")
-	ps, err := b.svc.ProjectList(ctx)
+	ps, _, err := b.svc.ProjectList(ctx, ProjectListOptions{Filter: auth.Filter{All: true}})
 	require.NoError(t, err)
 	require.Len(t, ps, 2)
 	require.Equal(t, "app", ps[0].Name)

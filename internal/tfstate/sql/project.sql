@@ -15,9 +15,15 @@ WHERE name = $1
 FOR UPDATE
 
 -- name: ProjectList
+-- $1-$3 are the caller's auth.Filter on project names, $4 the last name of the previous
+-- page, $5 the page size (NULL: all).
 SELECT name, created_at, created_by, adopted, coalesce(role_name, '')
 FROM {{schema}}.tf_projects
+WHERE ($1::boolean OR name = ANY($2::text[])
+       OR EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE starts_with(name, p)))
+  AND name > $4
 ORDER BY name
+LIMIT $5
 
 -- name: ProjectDeleteRow
 DELETE FROM {{schema}}.tf_projects WHERE name = $1
