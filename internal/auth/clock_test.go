@@ -53,7 +53,7 @@ func TestTokenExpiryExact(t *testing.T) {
 	require.NoError(t, err)
 	exp := *tok.ExpiresAt
 	require.Equal(t, asked.Truncate(time.Microsecond), exp)
-	stored, err := svc.List(ctx)
+	stored, _, err := svc.List(ctx, auth.TokenListOptions{Filter: auth.Filter{All: true}})
 	require.NoError(t, err)
 	require.Len(t, stored, 1)
 	require.True(t, exp.Equal(*stored[0].ExpiresAt), "returned %v, stored %v", exp, *stored[0].ExpiresAt)

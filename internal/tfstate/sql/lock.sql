@@ -1,5 +1,5 @@
 -- name: LockGet
--- key_held (tf_lock_key_held, migration 0004) is the fact behind "protected": the owner's
+-- key_held (tf_lock_key_held, migration 0004_tf_lock_key_held) is the fact behind "protected": the owner's
 -- live keeper backend holds the lock's key, as pg_locks tells right now; the stored
 -- unprotected_since only records gaps.
 SELECT l.lock_id, l.info, l.state_id, l.owner, l.created_by, l.unprotected_since, l.created_at,
