@@ -196,10 +196,13 @@ func (s *Service) ProjectList(ctx context.Context, opts ProjectListOptions) ([]c
 	defer rows.Close()
 	out := []client.Project{}
 	for rows.Next() {
-		p, err := scanProject(rows)
-		if err != nil {
+		var p client.Project
+		var n int64
+		if err := rows.Scan(&p.Name, &p.CreatedAt, &p.CreatedBy, &p.Adopted, &p.CredentialsRole, &n); err != nil {
 			return nil, false, categorize(err)
 		}
+		p.CreatedAt = p.CreatedAt.UTC()
+		p.Workspaces = int(n)
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
@@ -209,12 +212,6 @@ func (s *Service) ProjectList(ctx context.Context, opts ProjectListOptions) ([]c
 	more := opts.Limit > 0 && len(out) > opts.Limit
 	if more {
 		out = out[:opts.Limit]
-	}
-	// One count per project: the states tables live in the projects' own schemas.
-	for i := range out {
-		if err := s.countWorkspaces(ctx, &out[i]); err != nil && fault.KindOf(err) != fault.KindNotFound {
-			return nil, false, err
-		}
 	}
 	return out, more, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 )
 
@@ -71,4 +72,34 @@ func TestWorkspaceListReadsVersions(t *testing.T) {
 		require.True(t, st.Protected)
 		require.NotEqual(t, pid, b.svc.Readiness(ctx).KeeperPID, "protected only through a new keeper session")
 	}
+}
+
+// TestProjectListCounts: one list statement counts every project's workspaces in its own
+// schema, leaving out placeholders (a LOCK on a workspace that has no state yet), and a
+// project whose states table is gone counts 0 instead of failing the list.
+func TestProjectListCounts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{noKeeper: true})
+	for _, p := range []string{"one", "three", "zero", "gone"} {
+		b.project(t, p)
+	}
+	_, err := b.svc.StateWrite(ctx, b.actor, "one", "a", WriteRequest{Body: stateJSON(1, "l", 0)})
+	require.NoError(t, err)
+	for _, ws := range []string{"a", "b", "c"} {
+		_, err := b.svc.StateWrite(ctx, b.actor, "three", ws, WriteRequest{Body: stateJSON(1, "l", 0)})
+		require.NoError(t, err)
+	}
+	_, err = b.svc.Lock(ctx, b.actor, "three", "placeholder", lockBody("L1"))
+	require.NoError(t, err)
+	_, err = b.db.Exec(ctx, &db.Query{Name: "drop", Text: `DROP TABLE gone.states`})
+	require.NoError(t, err)
+
+	list, _, err := b.svc.ProjectList(ctx, ProjectListOptions{Filter: auth.Filter{All: true}})
+	require.NoError(t, err)
+	got := map[string]int{}
+	for _, p := range list {
+		got[p.Name] = p.Workspaces
+	}
+	require.Equal(t, map[string]int{"gone": 0, "one": 1, "three": 3, "zero": 0}, got)
 }

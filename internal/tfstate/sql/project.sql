@@ -17,7 +17,18 @@ FOR UPDATE
 -- name: ProjectList
 -- $1-$3 are the caller's auth.Filter on project names, $4 the last name of the previous
 -- page, $5 the page size (NULL: all).
-SELECT name, created_at, created_by, adopted, coalesce(role_name, '')
+-- The last column counts each project's workspaces (placeholders left out, as
+-- ProjectStateCount does) in this one statement: the states tables live in the projects' own
+-- schemas, which no static query can name, so each count runs through query_to_xml with the
+-- schema quoted by format(%I) (never by the caller). A project whose table is gone counts 0.
+SELECT name, created_at, created_by, adopted, coalesce(role_name, ''),
+	CASE WHEN to_regclass(format('%I.states', name)) IS NULL THEN 0 ELSE
+		(xpath('/row/n/text()', query_to_xml(format(
+			'SELECT count(*) AS n FROM %I.states s WHERE NOT EXISTS (
+				SELECT 1 FROM {{schema}}.tf_placeholders ph
+				WHERE ph.project = %L AND ph.workspace = s.name AND ph.md5 = md5(s.data))',
+			name, name), false, true, '')))[1]::text::bigint
+	END
 FROM {{schema}}.tf_projects
 WHERE ($1::boolean OR name = ANY($2::text[])
        OR EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE starts_with(name, p)))
