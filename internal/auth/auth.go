@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -577,7 +578,13 @@ type AuditRecord struct {
 // ListAudit returns up to limit records older than before (0: newest), newest first,
 // optionally only actions starting with actionPrefix.
 func (s *Service) ListAudit(ctx context.Context, before int64, actionPrefix string, limit int) ([]AuditRecord, error) {
-	rows, err := s.db.Query(ctx, q.Get("AuditList"), before, actionPrefix, limit)
+	var rows db.Rows
+	var err error
+	if actionPrefix == "" {
+		rows, err = s.db.Query(ctx, q.Get("AuditList"), before, limit)
+	} else {
+		rows, err = s.db.Query(ctx, q.Get("AuditListAction"), before, actionPrefix, actionPrefix+string(utf8.MaxRune), limit)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -39,12 +39,25 @@ INSERT INTO {{schema}}.audit_log (actor, action, target, remote_addr, detail)
 VALUES ($1, $2, $3, $4, $5);
 
 -- name: AuditList
+-- Every action: newest first along the primary key.
 SELECT id, at, actor, action, target, remote_addr, detail
 FROM {{schema}}.audit_log
 WHERE ($1::bigint = 0 OR id < $1)
+ORDER BY id DESC
+LIMIT $2;
+
+-- name: AuditListAction
+-- Actions starting with $2: a range [$2, $3) in byte order, where $3 is $2 followed by the
+-- highest code point, so the audit_log_action_id index (action COLLATE "C", id) serves it;
+-- starts_with keeps the answer exact whatever the range admits. A starts_with(...) filter
+-- alone cannot use any index: the log would be read backwards until a page is found.
+SELECT id, at, actor, action, target, remote_addr, detail
+FROM {{schema}}.audit_log
+WHERE ($1::bigint = 0 OR id < $1)
+  AND action COLLATE "C" >= $2 AND action COLLATE "C" < $3
   AND starts_with(action, $2)
 ORDER BY id DESC
-LIMIT $3;
+LIMIT $4;
 
 -- name: ServerKeyGetOrCreate
 -- One statement whatever other replicas do: the first caller's key is stored, every later

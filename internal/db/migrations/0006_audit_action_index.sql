@@ -1,0 +1,12 @@
+-- strata:compatible-since 2
+-- GET /v1/audit?action=<prefix> pages newest first through the entries whose action starts
+-- with a prefix. Without an index on action it walks the whole log backwards until it has a
+-- page (or to the start, for an action that is rare or absent). This index serves the
+-- prefix as a range in byte order (COLLATE "C", as the query asks for it), then the id order
+-- of the page. Additive: the previous release never reads it.
+--
+-- Built inside the migration transaction, not CONCURRENTLY: the audit log is bounded by
+-- --audit-retention, and a CREATE INDEX CONCURRENTLY waits for every older transaction in the
+-- database, including other replicas waiting for the migration lock inside theirs, which
+-- deadlocks when several replicas start at once (see docs/operations.md).
+CREATE INDEX audit_log_action_id ON {{schema}}.audit_log (action COLLATE "C", id);
