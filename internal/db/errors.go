@@ -155,3 +155,7 @@ func Fault(err error) error {
 	}
 	return err
 }
+
+// Translate is interpretError for the packages under internal/db that talk to pgx themselves
+// (dbadmin): one translation of driver errors for all of them.
+func Translate(err error) error { return interpretError(err) }

@@ -78,7 +78,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/db/dbadmin"
 )
 
 // superuser is the role initdb creates; strata connects as it.
@@ -269,12 +269,12 @@ func start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}()
 
 	admin := c.AdminURL("postgres")
-	exists, err := db.DatabaseExists(ctx, admin, c.database)
+	exists, err := dbadmin.DatabaseExists(ctx, admin, c.database)
 	if err != nil {
 		return nil, err
 	}
 	if !exists {
-		if err := db.CreateDatabase(ctx, admin, c.database, ""); err != nil {
+		if err := dbadmin.CreateDatabase(ctx, admin, c.database, ""); err != nil {
 			return nil, err
 		}
 		c.logger.Info("created database", "database", c.database)
@@ -570,7 +570,7 @@ func (c *Cluster) setupPassword(ctx context.Context, host string) error {
 	} else if err != nil {
 		return fmt.Errorf("read %s: %w", path, err)
 	}
-	if err := db.SetRolePassword(ctx, c.AdminURL("postgres"), superuser, password); err != nil {
+	if err := dbadmin.SetRolePassword(ctx, c.AdminURL("postgres"), superuser, password); err != nil {
 		return err
 	}
 	switch host {

@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/db/dbadmin"
 	"github.com/stratahq/strata/internal/pgembed"
 )
 
@@ -160,17 +161,17 @@ func newDatabase(t testing.TB, admin, template string) string {
 	name := cloneName()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if err := db.CreateDatabase(ctx, admin, name, template); err != nil {
+	if err := dbadmin.CreateDatabase(ctx, admin, name, template); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		defer cancel()
-		if err := db.DropDatabase(ctx, admin, name); err != nil {
+		if err := dbadmin.DropDatabase(ctx, admin, name); err != nil {
 			t.Errorf("pgtest: %v", err)
 		}
 	})
-	url, err := db.URLForDatabase(admin, name)
+	url, err := dbadmin.URLForDatabase(admin, name)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
@@ -208,11 +209,11 @@ func startServer() (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	if env := os.Getenv(EnvDatabaseURL); env != "" {
-		admin, err := db.URLForDatabase(env, "postgres")
+		admin, err := dbadmin.URLForDatabase(env, "postgres")
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", EnvDatabaseURL, err)
 		}
-		if _, err := db.DatabaseExists(ctx, admin, "postgres"); err != nil {
+		if _, err := dbadmin.DatabaseExists(ctx, admin, "postgres"); err != nil {
 			return "", fmt.Errorf("%s: the server's postgres database: %w", EnvDatabaseURL, err)
 		}
 		return admin, nil
@@ -270,23 +271,23 @@ func buildTemplate(admin string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	name := "tpl_" + db.MigrationsHash()[:12]
-	if ok, err := db.DatabaseExists(ctx, admin, name); err != nil || ok {
+	if ok, err := dbadmin.DatabaseExists(ctx, admin, name); err != nil || ok {
 		return name, err
 	}
-	err := db.WithAdvisoryLock(ctx, admin, "strata-pgtest-template", func(ctx context.Context) error {
-		if ok, err := db.DatabaseExists(ctx, admin, name); err != nil || ok {
+	err := dbadmin.WithAdvisoryLock(ctx, admin, "strata-pgtest-template", func(ctx context.Context) error {
+		if ok, err := dbadmin.DatabaseExists(ctx, admin, name); err != nil || ok {
 			return err
 		}
 		tmp := "tmp_" + name[len("tpl_"):] + "_" + randomHex(4)
-		if err := db.CreateDatabase(ctx, admin, tmp, "template0"); err != nil {
+		if err := dbadmin.CreateDatabase(ctx, admin, tmp, "template0"); err != nil {
 			return err
 		}
 		if err := migrate(ctx, admin, tmp); err != nil {
-			_ = db.DropDatabase(context.WithoutCancel(ctx), admin, tmp)
+			_ = dbadmin.DropDatabase(context.WithoutCancel(ctx), admin, tmp)
 			return err
 		}
-		if err := db.RenameDatabase(ctx, admin, tmp, name); err != nil {
-			_ = db.DropDatabase(context.WithoutCancel(ctx), admin, tmp)
+		if err := dbadmin.RenameDatabase(ctx, admin, tmp, name); err != nil {
+			_ = dbadmin.DropDatabase(context.WithoutCancel(ctx), admin, tmp)
 			return err
 		}
 		return nil
@@ -298,7 +299,7 @@ func buildTemplate(admin string) (string, error) {
 }
 
 func migrate(ctx context.Context, admin, database string) error {
-	url, err := db.URLForDatabase(admin, database)
+	url, err := dbadmin.URLForDatabase(admin, database)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/db/dbadmin"
 	"github.com/stratahq/strata/internal/pgembed"
 )
 
@@ -95,7 +96,7 @@ func TestDatabaseDroppedAfterTest(t *testing.T) {
 		require.True(t, strings.HasPrefix(name, "t_pgtest_"), name)
 		require.LessOrEqual(t, len(name), 63)
 	})
-	ok, err := db.DatabaseExists(context.Background(), AdminURL(t), name)
+	ok, err := dbadmin.DatabaseExists(context.Background(), AdminURL(t), name)
 	require.NoError(t, err)
 	require.False(t, ok, "database %s should be dropped when its test ends", name)
 }

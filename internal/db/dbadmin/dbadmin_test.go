@@ -1,4 +1,4 @@
-package db_test
+package dbadmin_test
 
 import (
 	"context"
@@ -12,8 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/db/dbadmin"
 	"github.com/stratahq/strata/internal/pgtest"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func TestURLForDatabase(t *testing.T) {
 	t.Parallel()
@@ -27,15 +30,15 @@ func TestURLForDatabase(t *testing.T) {
 		{"host=h", "host='h' dbname='new'"},
 		{"", "dbname='new'"},
 	} {
-		got, err := db.URLForDatabase(c.in, "new")
+		got, err := dbadmin.URLForDatabase(c.in, "new")
 		require.NoError(t, err, c.in)
 		require.Equal(t, c.want, got, c.in)
 	}
 	for _, bad := range []string{"host", "host='unterminated", "=x"} {
-		_, err := db.URLForDatabase(bad, "new")
+		_, err := dbadmin.URLForDatabase(bad, "new")
 		require.Error(t, err, bad)
 	}
-	_, err := db.URLForDatabase("host=h", "")
+	_, err := dbadmin.URLForDatabase("host=h", "")
 	require.Error(t, err)
 }
 
@@ -48,32 +51,32 @@ func TestDatabaseAdministration(t *testing.T) {
 	clone := src + "_clone"
 	t.Cleanup(func() {
 		for _, n := range []string{src, dst, clone} {
-			require.NoError(t, db.DropDatabase(context.Background(), admin, n))
+			require.NoError(t, dbadmin.DropDatabase(context.Background(), admin, n))
 		}
 	})
 
-	require.NoError(t, db.CreateDatabase(ctx, admin, src, "template0"))
-	exists, err := db.DatabaseExists(ctx, admin, src)
+	require.NoError(t, dbadmin.CreateDatabase(ctx, admin, src, "template0"))
+	exists, err := dbadmin.DatabaseExists(ctx, admin, src)
 	require.NoError(t, err)
 	require.True(t, exists)
-	err = db.CreateDatabase(ctx, admin, src, "template0")
+	err = dbadmin.CreateDatabase(ctx, admin, src, "template0")
 	require.ErrorIs(t, err, db.ErrConflict, "creating an existing database is a conflict")
 
-	require.NoError(t, db.RenameDatabase(ctx, admin, src, dst))
-	exists, err = db.DatabaseExists(ctx, admin, src)
+	require.NoError(t, dbadmin.RenameDatabase(ctx, admin, src, dst))
+	exists, err = dbadmin.DatabaseExists(ctx, admin, src)
 	require.NoError(t, err)
 	require.False(t, exists)
 
 	// A clone carries the template's contents.
-	url, err := db.URLForDatabase(admin, dst)
+	url, err := dbadmin.URLForDatabase(admin, dst)
 	require.NoError(t, err)
 	d, err := db.Open(ctx, db.Options{URL: url, MaxConns: 1})
 	require.NoError(t, err)
 	_, err = d.Exec(ctx, &db.Query{Name: "t", Text: "CREATE TABLE public.marker (x int)"})
 	require.NoError(t, err)
 	d.Close()
-	require.NoError(t, db.CreateDatabase(ctx, admin, clone, dst))
-	url, err = db.URLForDatabase(admin, clone)
+	require.NoError(t, dbadmin.CreateDatabase(ctx, admin, clone, dst))
+	url, err = dbadmin.URLForDatabase(admin, clone)
 	require.NoError(t, err)
 	d, err = db.Open(ctx, db.Options{URL: url, MaxConns: 1})
 	require.NoError(t, err)
@@ -82,22 +85,22 @@ func TestDatabaseAdministration(t *testing.T) {
 	require.True(t, ok)
 
 	// DROP … WITH (FORCE) ends the open connection instead of failing.
-	require.NoError(t, db.DropDatabase(ctx, admin, clone))
+	require.NoError(t, dbadmin.DropDatabase(ctx, admin, clone))
 	d.Close()
-	exists, err = db.DatabaseExists(ctx, admin, clone)
+	exists, err = dbadmin.DatabaseExists(ctx, admin, clone)
 	require.NoError(t, err)
 	require.False(t, exists)
-	require.NoError(t, db.DropDatabase(ctx, admin, clone), "dropping a missing database is fine")
+	require.NoError(t, dbadmin.DropDatabase(ctx, admin, clone), "dropping a missing database is fine")
 }
 
 func TestAdminRejectsBadNames(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	for _, bad := range []string{"", "Upper", `x"; DROP DATABASE postgres; --`, "a-b", "x23456789012345678901234567890123456789012345678901234567890abcd"} {
-		require.Error(t, db.CreateDatabase(ctx, "host=/nonexistent", bad, ""), bad)
-		require.Error(t, db.CreateDatabase(ctx, "host=/nonexistent", "ok", bad), bad)
-		require.Error(t, db.DropDatabase(ctx, "host=/nonexistent", bad), bad)
-		require.Error(t, db.RenameDatabase(ctx, "host=/nonexistent", "ok", bad), bad)
+		require.Error(t, dbadmin.CreateDatabase(ctx, "host=/nonexistent", bad, ""), bad)
+		require.Error(t, dbadmin.CreateDatabase(ctx, "host=/nonexistent", "ok", bad), bad)
+		require.Error(t, dbadmin.DropDatabase(ctx, "host=/nonexistent", bad), bad)
+		require.Error(t, dbadmin.RenameDatabase(ctx, "host=/nonexistent", "ok", bad), bad)
 	}
 }
 
@@ -110,7 +113,7 @@ func TestWithAdvisoryLockSerializes(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			err := db.WithAdvisoryLock(context.Background(), admin, name, func(ctx context.Context) error {
+			err := dbadmin.WithAdvisoryLock(context.Background(), admin, name, func(ctx context.Context) error {
 				if inside.Add(1) > 1 {
 					overlapped.Store(true)
 				}
@@ -127,11 +130,11 @@ func TestWithAdvisoryLockSerializes(t *testing.T) {
 	require.False(t, overlapped.Load(), "holders of the lock must not overlap")
 
 	// fn's error comes back, and the lock is released.
-	err := db.WithAdvisoryLock(context.Background(), admin, name, func(context.Context) error { return context.Canceled })
+	err := dbadmin.WithAdvisoryLock(context.Background(), admin, name, func(context.Context) error { return context.Canceled })
 	require.ErrorIs(t, err, context.Canceled)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	require.NoError(t, db.WithAdvisoryLock(ctx, admin, name, func(context.Context) error { return nil }))
+	require.NoError(t, dbadmin.WithAdvisoryLock(ctx, admin, name, func(context.Context) error { return nil }))
 }
 
 func randomSuffix(t *testing.T) string {

@@ -1,10 +1,12 @@
-package db
-
-// Server administration: creating, cloning, renaming and dropping databases, setting a role's
-// password, and serializing such work across processes. These run on a single connection
-// (never a pool) because CREATE/DROP/ALTER DATABASE cannot run inside a transaction block and
-// each is a one-off. They exist for the embedded cluster (internal/pgembed) and the test
-// helper (internal/pgtest); capability code never calls them.
+// Package dbadmin is server administration: creating, cloning, renaming and dropping
+// databases, setting a role's password, and serializing such work across processes. These
+// run on a single connection (never a pool) because CREATE/DROP/ALTER DATABASE cannot run
+// inside a transaction block and each is a one-off. They exist for the embedded cluster
+// (internal/pgembed) and the test helper (internal/pgtest); capability code never calls them,
+// which is why they live apart from internal/db's pool, transactions and queries. Being
+// under internal/db, this package may import pgx; errors go through db.Translate, the one
+// seam that turns driver errors into strata's.
+package dbadmin
 
 import (
 	"context"
@@ -17,6 +19,8 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/stratahq/strata/internal/db"
 )
 
 // adminTimeout bounds one administrative statement when ctx has no deadline of its own, so a
@@ -29,8 +33,8 @@ const lockAdmin int32 = 3
 // validDatabaseName reports an error unless name is a plain lower-case identifier: the only
 // database names strata creates, so that quoting never changes what a name means.
 func validDatabaseName(name string) error {
-	if !identRE.MatchString(name) {
-		return fmt.Errorf("database name %q: must match %s", name, identRE)
+	if err := db.ValidateSchemaName(name); err != nil {
+		return fmt.Errorf("database name %q: %w", name, err)
 	}
 	return nil
 }
@@ -40,9 +44,9 @@ func validDatabaseName(name string) error {
 func duplicateDatabase(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.DuplicateDatabase {
-		return &Error{Kind: ErrConflict, Code: pgErr.Code, Err: err}
+		return &db.Error{Kind: db.ErrConflict, Code: pgErr.Code, Err: err}
 	}
-	return interpretError(err)
+	return db.Translate(err)
 }
 
 // withConn runs fn on a fresh single connection to url and closes it afterwards.
@@ -61,7 +65,7 @@ func withConn(ctx context.Context, url string, fn func(ctx context.Context, c *p
 	}
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("connect to database: %w", interpretError(err))
+		return fmt.Errorf("connect to database: %w", db.Translate(err))
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -85,7 +89,7 @@ func CreateDatabase(ctx context.Context, adminURL, name, template string) error 
 	if err := validDatabaseName(template); err != nil {
 		return err
 	}
-	sql := "CREATE DATABASE " + QuoteIdent(name) + " TEMPLATE " + QuoteIdent(template) + " STRATEGY FILE_COPY"
+	sql := "CREATE DATABASE " + db.QuoteIdent(name) + " TEMPLATE " + db.QuoteIdent(template) + " STRATEGY FILE_COPY"
 	return withConn(ctx, adminURL, func(ctx context.Context, c *pgx.Conn) error {
 		if _, err := c.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("create database %s from %s: %w", name, template, duplicateDatabase(err))
@@ -101,8 +105,8 @@ func DropDatabase(ctx context.Context, adminURL, name string) error {
 		return err
 	}
 	return withConn(ctx, adminURL, func(ctx context.Context, c *pgx.Conn) error {
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+QuoteIdent(name)+" WITH (FORCE)"); err != nil {
-			return fmt.Errorf("drop database %s: %w", name, interpretError(err))
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+db.QuoteIdent(name)+" WITH (FORCE)"); err != nil {
+			return fmt.Errorf("drop database %s: %w", name, db.Translate(err))
 		}
 		return nil
 	})
@@ -118,7 +122,7 @@ func RenameDatabase(ctx context.Context, adminURL, from, to string) error {
 		return err
 	}
 	return withConn(ctx, adminURL, func(ctx context.Context, c *pgx.Conn) error {
-		if _, err := c.Exec(ctx, "ALTER DATABASE "+QuoteIdent(from)+" RENAME TO "+QuoteIdent(to)); err != nil {
+		if _, err := c.Exec(ctx, "ALTER DATABASE "+db.QuoteIdent(from)+" RENAME TO "+db.QuoteIdent(to)); err != nil {
 			return fmt.Errorf("rename database %s to %s: %w", from, to, duplicateDatabase(err))
 		}
 		return nil
@@ -132,7 +136,7 @@ func DatabaseExists(ctx context.Context, adminURL, name string) (bool, error) {
 	err := withConn(ctx, adminURL, func(ctx context.Context, c *pgx.Conn) error {
 		err := c.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)", name).Scan(&exists)
 		if err != nil {
-			return fmt.Errorf("look up database %s: %w", name, interpretError(err))
+			return fmt.Errorf("look up database %s: %w", name, db.Translate(err))
 		}
 		return nil
 	})
@@ -150,10 +154,10 @@ func SetRolePassword(ctx context.Context, url, role, password string) error {
 	return withConn(ctx, url, func(ctx context.Context, c *pgx.Conn) error {
 		var stmt string
 		if err := c.QueryRow(ctx, "SELECT format('ALTER ROLE %I PASSWORD %L', $1::text, $2::text)", role, password).Scan(&stmt); err != nil {
-			return fmt.Errorf("set password of role %s: %w", role, interpretError(err))
+			return fmt.Errorf("set password of role %s: %w", role, db.Translate(err))
 		}
 		if _, err := c.Exec(ctx, stmt); err != nil {
-			return fmt.Errorf("set password of role %s: %w", role, interpretError(err))
+			return fmt.Errorf("set password of role %s: %w", role, db.Translate(err))
 		}
 		return nil
 	})
@@ -162,7 +166,7 @@ func SetRolePassword(ctx context.Context, url, role, password string) error {
 // WithAdvisoryLock runs fn while holding a transaction-scoped advisory lock named by name on
 // the database url points to, so that processes sharing a server (parallel test binaries) do
 // a one-time job, such as building a template database, exactly once: each re-checks inside fn
-// whether the job is already done. The key is (SchemaKey(name), 3) in the two-int4 space, so it
+// whether the job is already done. The key is (db.SchemaKey(name), 3) in the two-int4 space, so it
 // never collides with strata's own keys or with Terraform's single-bigint ones. The lock lives
 // on its own connection, in a transaction that only commits after fn returns; fn is free to
 // open connections of its own (CREATE DATABASE cannot run inside a transaction).
@@ -170,15 +174,15 @@ func WithAdvisoryLock(ctx context.Context, url, name string, fn func(ctx context
 	return withConn(ctx, url, func(ctx context.Context, c *pgx.Conn) (err error) {
 		tx, err := c.Begin(ctx)
 		if err != nil {
-			return fmt.Errorf("advisory lock %s: %w", name, interpretError(err))
+			return fmt.Errorf("advisory lock %s: %w", name, db.Translate(err))
 		}
 		defer func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
 			_ = tx.Rollback(rctx)
 		}()
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", SchemaKey(name), lockAdmin); err != nil {
-			return fmt.Errorf("advisory lock %s: %w", name, interpretError(err))
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", db.SchemaKey(name), lockAdmin); err != nil {
+			return fmt.Errorf("advisory lock %s: %w", name, db.Translate(err))
 		}
 		return fn(ctx)
 	})
