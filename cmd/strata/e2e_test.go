@@ -37,6 +37,7 @@ import (
 
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/db/migrations"
 	"github.com/stratahq/strata/internal/pgtest"
 )
 
@@ -299,7 +300,7 @@ func TestTwoServersOneDatabase(t *testing.T) {
 	defer d.Close()
 	applied, err := d.AppliedMigrations(ctx)
 	require.NoError(t, err)
-	require.Len(t, applied, int(db.LatestVersion()), "each migration recorded exactly once")
+	require.Len(t, applied, int(migrations.Latest()), "each migration recorded exactly once")
 
 	ca, err := client.New(a.url, token, nil)
 	require.NoError(t, err)
@@ -321,7 +322,7 @@ func TestTwoServersOneDatabase(t *testing.T) {
 		Status  string `json:"status"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &rows))
-	require.Len(t, rows, int(db.LatestVersion()))
+	require.Len(t, rows, int(migrations.Latest()))
 	for _, r := range rows {
 		require.Equal(t, "applied", r.Status)
 	}

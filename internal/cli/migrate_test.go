@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/db/migrations"
 	"github.com/stratahq/strata/internal/pgtest"
 )
 
@@ -37,7 +38,7 @@ func TestMigrateCommands(t *testing.T) {
 	d, err := db.Open(ctx, db.Options{URL: url, MaxConns: 2, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
-	latest := db.LatestVersion()
+	latest := migrations.Latest()
 	_, err = d.Exec(ctx, &db.Query{Name: "Future", Text: "INSERT INTO {{schema}}.schema_migrations (version, name, compatible_since) VALUES ($1, 'next_release', $2)"}, latest+1, latest)
 	require.NoError(t, err)
 

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/db/migrations"
 	"github.com/stratahq/strata/internal/server"
 )
 
@@ -190,7 +191,7 @@ release compatible and fails otherwise.`,
 				return err
 			}
 			if len(applied) == 0 {
-				st, err := d.CheckSchema(cmd.Context(), db.LatestVersion())
+				st, err := d.CheckSchema(cmd.Context(), migrations.Latest())
 				if err != nil {
 					return err
 				}
@@ -217,7 +218,7 @@ release compatible and fails otherwise.`,
 			if err != nil {
 				return err
 			}
-			known, err := db.Migrations()
+			known, err := migrations.Embedded()
 			if err != nil {
 				return err
 			}
@@ -267,7 +268,7 @@ func newVersionCmd(g *globals) *cobra.Command {
 		Short: "Print strata's version and the schema version it knows (migrates to)",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			fmt.Fprintf(g.stdout, "strata %s (schema version %d)\n", Version, db.LatestVersion())
+			fmt.Fprintf(g.stdout, "strata %s (schema version %d)\n", Version, migrations.Latest())
 			return nil
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/db/migrations"
 	"github.com/stratahq/strata/internal/pgtest"
 )
 
@@ -51,14 +52,14 @@ func TestParseQueries(t *testing.T) {
 
 func TestMigrationsContiguous(t *testing.T) {
 	t.Parallel()
-	ms, err := db.Migrations()
+	ms, err := migrations.Embedded()
 	require.NoError(t, err)
 	require.NotEmpty(t, ms)
 	for i, m := range ms {
 		require.Equal(t, int64(i+1), m.Version)
 	}
-	require.Equal(t, ms[len(ms)-1].Version, db.LatestVersion())
-	require.Len(t, db.MigrationsHash(), 64)
+	require.Equal(t, ms[len(ms)-1].Version, migrations.Latest())
+	require.Len(t, migrations.Hash(), 64)
 }
 
 func TestErrorTranslation(t *testing.T) {
@@ -123,14 +124,14 @@ func TestMigrateConcurrently(t *testing.T) {
 		require.NoError(t, errs[i])
 		total += applied[i]
 	}
-	require.Equal(t, int(db.LatestVersion()), total, "the migrations were applied exactly once in all")
+	require.Equal(t, int(migrations.Latest()), total, "the migrations were applied exactly once in all")
 
 	d, err := db.Open(ctx, db.Options{URL: url})
 	require.NoError(t, err)
 	defer d.Close()
 	got, err := d.AppliedMigrations(ctx)
 	require.NoError(t, err)
-	require.Len(t, got, int(db.LatestVersion()))
+	require.Len(t, got, int(migrations.Latest()))
 	again, err := d.Migrate(ctx)
 	require.NoError(t, err)
 	require.Empty(t, again)
@@ -146,7 +147,7 @@ func TestSchemaTooNew(t *testing.T) {
 	_, err = d.Migrate(ctx)
 	require.ErrorIs(t, err, db.ErrSchemaTooNew)
 	require.ErrorContains(t, err, "version 9999")
-	require.ErrorContains(t, err, fmt.Sprintf("up to %d", db.LatestVersion()))
+	require.ErrorContains(t, err, fmt.Sprintf("up to %d", migrations.Latest()))
 }
 
 // TestSchemasMigrateIndependently: the migration lock is keyed by the schema name, so a

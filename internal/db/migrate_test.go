@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/db/migrations"
 	"github.com/stratahq/strata/internal/pgtest"
 )
 
@@ -19,7 +20,7 @@ func migrationSet(t *testing.T, files map[string]string) []db.Migration {
 	for name, sql := range files {
 		fsys[name] = &fstest.MapFile{Data: []byte(sql)}
 	}
-	ms, err := db.ParseMigrations(fsys)
+	ms, err := migrations.Parse(fsys)
 	require.NoError(t, err)
 	return ms
 }
@@ -51,7 +52,7 @@ func TestMigrationHeaders(t *testing.T) {
 		"-- strata:compatible-since 2\n-- strata:no-transaction yes\n": "takes no argument",
 		"-- strata:compatible-since 2\n-- strata:concurrently\n":       "unknown header strata:concurrently",
 	} {
-		_, err := db.ParseMigrations(fstest.MapFS{
+		_, err := migrations.Parse(fstest.MapFS{
 			"0001_a.sql": {Data: []byte(mig1)}, "0002_b.sql": {Data: []byte(mig2)},
 			"0003_c.sql": {Data: []byte(sql)},
 		})
@@ -64,7 +65,7 @@ func TestMigrationHeaders(t *testing.T) {
 	require.False(t, ms[0].NoTransaction)
 
 	// The embedded migrations all declare it.
-	embedded, err := db.Migrations()
+	embedded, err := migrations.Embedded()
 	require.NoError(t, err)
 	for _, m := range embedded {
 		require.Positive(t, m.CompatibleSince, m.Name)

@@ -18,7 +18,7 @@
 // # Databases
 //
 // Migrating a database takes longer than copying one, so each server gets a template database
-// tpl_<first 12 hex digits of db.MigrationsHash()>, migrated once: under an advisory lock on
+// tpl_<first 12 hex digits of migrations.Hash()>, migrated once: under an advisory lock on
 // the server's postgres database, so that parallel test processes build it exactly once, it is
 // built under a temporary name and renamed when complete, so a half-built template is never
 // cloned. A changed migration set gets a new template. Nothing may stay connected to a template
@@ -49,6 +49,7 @@ import (
 
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/db/dbadmin"
+	"github.com/stratahq/strata/internal/db/migrations"
 	"github.com/stratahq/strata/internal/pgembed"
 )
 
@@ -270,7 +271,7 @@ func noPostgres(err error) error {
 func buildTemplate(admin string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	name := "tpl_" + db.MigrationsHash()[:12]
+	name := "tpl_" + migrations.Hash()[:12]
 	if ok, err := dbadmin.DatabaseExists(ctx, admin, name); err != nil || ok {
 		return name, err
 	}

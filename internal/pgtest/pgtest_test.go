@@ -14,6 +14,7 @@ import (
 
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/db/dbadmin"
+	"github.com/stratahq/strata/internal/db/migrations"
 	"github.com/stratahq/strata/internal/pgembed"
 )
 
@@ -48,9 +49,9 @@ func TestTemplateIsMigrated(t *testing.T) {
 	d := NewDB(t)
 	v, err := d.SchemaVersion(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, db.LatestVersion(), v)
+	require.Equal(t, migrations.Latest(), v)
 	require.NotZero(t, v)
-	require.Equal(t, "tpl_"+db.MigrationsHash()[:12], state.template)
+	require.Equal(t, "tpl_"+migrations.Hash()[:12], state.template)
 }
 
 func TestEmptyDatabaseHasNoSchema(t *testing.T) {
@@ -64,7 +65,7 @@ func TestEmptyDatabaseHasNoSchema(t *testing.T) {
 	require.Zero(t, v)
 	applied, err := d.Migrate(ctx)
 	require.NoError(t, err)
-	require.Len(t, applied, int(db.LatestVersion()))
+	require.Len(t, applied, int(migrations.Latest()))
 }
 
 func TestParallelNewDB(t *testing.T) {

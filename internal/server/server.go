@@ -18,6 +18,7 @@ import (
 
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/db/migrations"
 	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/pgembed"
 	"github.com/stratahq/strata/internal/resource"
@@ -229,7 +230,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	defer stopSweep()
 	go retentionLoop(sweepCtx, d, cfg, logger)
 
-	latest := db.LatestVersion()
+	latest := migrations.Latest()
 	api := httpapi.New(httpapi.Options{
 		Logger:       logger,
 		Registry:     reg,

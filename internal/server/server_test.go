@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/db/migrations"
 	"github.com/stratahq/strata/internal/pgtest"
 	"github.com/stratahq/strata/internal/server"
 )
@@ -29,7 +30,7 @@ func futureSchema(t *testing.T, compatibleSince int64) (string, *db.DB) {
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	_, err = d.Exec(context.Background(), &db.Query{Name: "Future", Text: "INSERT INTO {{schema}}.schema_migrations (version, name, compatible_since) VALUES ($1, 'next_release', $2)"},
-		db.LatestVersion()+1, compatibleSince)
+		migrations.Latest()+1, compatibleSince)
 	require.NoError(t, err)
 	return url, d
 }
@@ -86,7 +87,7 @@ func readyz(t *testing.T, base string) (int, map[string]any) {
 // warning), and turns not ready only if the schema stops being compatible.
 func TestOlderReleaseKeepsServing(t *testing.T) {
 	t.Parallel()
-	latest := db.LatestVersion()
+	latest := migrations.Latest()
 	url, d := futureSchema(t, latest)
 	base, err := startServer(t, url)
 	require.NoError(t, err)
@@ -108,7 +109,7 @@ func TestOlderReleaseKeepsServing(t *testing.T) {
 // replica refuses to start, naming the schema's version, its own and the minimum.
 func TestOlderReleaseRefusesIncompatibleSchema(t *testing.T) {
 	t.Parallel()
-	latest := db.LatestVersion()
+	latest := migrations.Latest()
 	url, _ := futureSchema(t, latest+1)
 	_, err := startServer(t, url)
 	require.ErrorIs(t, err, db.ErrSchemaTooNew)
