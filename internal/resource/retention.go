@@ -13,9 +13,10 @@ var retentionFS embed.FS
 
 var retentionQ = db.MustParseQueries(retentionFS, "retention.sql")
 
-// PruneChanges deletes the changes recorded before cutoff, batch rows per statement, so a
-// large backlog never holds one long transaction or one huge lock set. It returns how many
-// rows it deleted. The changes log is what watch resumes from, so the retention must be
+// PruneChanges deletes the leading run of changes recorded before cutoff (in resourceVersion
+// order, up to the first change at or after cutoff, so the log keeps no hole), batch rows
+// per statement, so a large backlog never holds one long transaction or one huge lock set.
+// It returns how many rows it deleted. The changes log is what watch resumes from, so the retention must be
 // longer than any watcher's expected absence; a watcher that comes back after it is told its
 // resourceVersion is too old and lists again (Kubernetes' 410 Gone).
 //

@@ -46,3 +46,34 @@ func TestPruneChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing more is old enough")
 }
+
+// TestPruneChangesLeavesNoHole: a change older by time but newer by resourceVersion than a
+// change still within retention (its transaction began earlier and committed later) stays,
+// so the log never has a hole below a kept change that a resuming watcher would skip.
+func TestPruneChangesLeavesNoHole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	for _, name := range []string{"a", "b", "c"} {
+		_, err := b.svc.Create(ctx, org(name), client.Object{})
+		require.NoError(t, err)
+	}
+	_, err := b.db.Exec(ctx, &db.Query{Name: "age", Text: `UPDATE {{schema}}.changes SET changed_at = now() - interval '2 hours'
+		WHERE name IN ('a', 'c')`})
+	require.NoError(t, err)
+
+	n, err := resource.PruneChanges(ctx, b.db, time.Now().Add(-time.Hour), 10)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "only a, before the first kept change b")
+
+	rows, err := b.db.Query(ctx, &db.Query{Name: "left", Text: `SELECT name FROM {{schema}}.changes ORDER BY resource_version`})
+	require.NoError(t, err)
+	var left []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		left = append(left, s)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"b", "c"}, left)
+}
