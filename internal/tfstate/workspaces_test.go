@@ -3,6 +3,7 @@ package tfstate
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -102,4 +103,26 @@ func TestProjectListCounts(t *testing.T) {
 		got[p.Name] = p.Workspaces
 	}
 	require.Equal(t, map[string]int{"gone": 0, "one": 1, "three": 3, "zero": 0}, got)
+}
+
+// TestGoneKeepersForgotten: a reconcile deletes the registration of a replica whose keeper
+// backend is gone and that has not heart-beaten for an hour, so tf_keepers does not grow with
+// every replica ever started; a registration that heart-beat recently stays.
+func TestGoneKeepersForgotten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{})
+	_, err := b.db.Exec(ctx, &db.Query{Name: "seed", Text: `INSERT INTO {{schema}}.tf_keepers (replica, backend_pid, backend_start, heartbeat_at)
+		VALUES ('gone-long-ago', 2147483000, now() - interval '3 hours', now() - interval '2 hours'),
+		       ('gone-just-now', 2147483001, now() - interval '3 hours', now())`})
+	require.NoError(t, err)
+	registered := func(replica string) bool {
+		var ok bool
+		require.NoError(t, b.db.QueryRow(ctx, &db.Query{Name: "has", Text: `SELECT EXISTS (SELECT 1 FROM {{schema}}.tf_keepers WHERE replica = $1)`}, replica).Scan(&ok))
+		return ok
+	}
+	require.Eventually(t, func() bool { return !registered("gone-long-ago") }, 15*time.Second, 100*time.Millisecond,
+		"the registration of a replica gone for two hours is deleted")
+	require.True(t, registered("gone-just-now"), "a recent heartbeat keeps the registration")
+	require.True(t, registered(b.svc.ReplicaID()), "the live replica stays registered")
 }
