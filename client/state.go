@@ -64,13 +64,22 @@ func statePath(project, workspace string) string {
 	return "/v1/state/" + pathEscape(project) + "/" + pathEscape(workspace)
 }
 
-// WorkspaceList lists a project's workspaces with their lock holders.
+// WorkspaceList lists all of a project's workspaces with their lock holders, following
+// continue tokens page by page.
 func (c *Client) WorkspaceList(ctx context.Context, project string) ([]Workspace, error) {
-	var out struct {
-		Items []Workspace `json:"items"`
+	var all []Workspace
+	var q url.Values
+	for {
+		var page WorkspaceList
+		if _, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/state/" + pathEscape(project), Query: q}, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Items...)
+		if page.Continue == "" {
+			return all, nil
+		}
+		q = url.Values{"continue": {page.Continue}}
 	}
-	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/state/" + pathEscape(project)}, &out)
-	return out.Items, err
 }
 
 // StatePull returns a workspace's state, verbatim, after checking its Content-MD5.

@@ -125,3 +125,10 @@ type ProjectList struct {
 	// Continue, when set, is passed as ?continue= to get the next page.
 	Continue string `json:"continue,omitempty"`
 }
+
+// WorkspaceList is GET /v1/state/{project}: a page of workspaces in byte order of names.
+type WorkspaceList struct {
+	Items []Workspace `json:"items"`
+	// Continue, when set, is passed as ?continue= to get the next page.
+	Continue string `json:"continue,omitempty"`
+}

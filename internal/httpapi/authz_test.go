@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
 )
 
@@ -207,6 +208,17 @@ func TestContinueTokensAreBound(t *testing.T) {
 	projects := next("/v1/projects?limit=1")
 	audit := next("/v1/audit?limit=1")
 	tokens := next("/v1/tokens?limit=1")
+	for _, ws := range []string{"w1", "w2", "w3"} {
+		require.Equal(t, 200, b.do(t, "POST", "/v1/state/a/"+ws, b.admin, strings.NewReader(stateV1)).status)
+	}
+	workspaces := next("/v1/state/a?limit=2")
+	r := b.do(t, "GET", "/v1/state/a?limit=2&continue="+workspaces, b.admin, nil)
+	require.Equal(t, 200, r.status, string(r.body))
+	var rest client.WorkspaceList
+	require.NoError(t, json.Unmarshal(r.body, &rest))
+	require.Len(t, rest.Items, 1, "the second page holds the last workspace")
+	require.Equal(t, "w3", rest.Items[0].Name)
+	require.Empty(t, rest.Continue)
 	require.Equal(t, 200, b.do(t, "GET", "/v1/orgs?limit=1&continue="+orgs, b.admin, nil).status)
 	require.Equal(t, 200, b.do(t, "GET", "/v1/audit?limit=1&continue="+audit, b.admin, nil).status)
 
@@ -221,6 +233,8 @@ func TestContinueTokensAreBound(t *testing.T) {
 		"/v1/orgs?continue=" + url.QueryEscape(string(tampered)),
 		"/v1/orgs?continue=" + base64.RawURLEncoding.EncodeToString([]byte("a")),
 		"/v1/projects?continue=%00%ff",
+		"/v1/state/b?continue=" + workspaces,
+		"/v1/projects?continue=" + workspaces,
 	} {
 		p := problem(t, b.do(t, "GET", path, b.admin, nil), 400, "validation")
 		require.Equal(t, "continue", p.Errors[0].Field, path)

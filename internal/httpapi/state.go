@@ -285,17 +285,34 @@ func (a *API) workspaceList(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	if err := p.Check("state", "read", project); err != nil {
 		return err
 	}
-	ws, err := a.state.WorkspaceList(r.Context(), project)
+	// The token reads the whole project or nothing, so a page never holds what it may not
+	// see; the continue token is sealed and bound to this project's list all the same.
+	pg, err := a.page(r, "workspaces:"+project, maxWorkspaceList, maxWorkspaceList)
+	if err != nil {
+		return err
+	}
+	var after string
+	if err := pg.open(&after); err != nil {
+		return err
+	}
+	ws, more, err := a.state.WorkspaceList(r.Context(), project, tfstate.WorkspaceListOptions{After: after, Limit: pg.limit})
 	if err != nil {
 		return err
 	}
 	if ws == nil {
 		ws = []client.Workspace{}
 	}
-	return writeJSON(w, http.StatusOK, struct {
-		Items []client.Workspace `json:"items"`
-	}{ws})
+	out := client.WorkspaceList{Items: ws}
+	if more {
+		if out.Continue, err = pg.next(true, ws[len(ws)-1].Name); err != nil {
+			return err
+		}
+	}
+	return writeJSON(w, http.StatusOK, out)
 }
+
+// maxWorkspaceList is the largest (and default) page of GET /v1/state/{project}.
+const maxWorkspaceList = 1000
 
 func (a *API) versionList(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	project, workspace := stateRef(r)

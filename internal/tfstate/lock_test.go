@@ -48,7 +48,7 @@ func TestLockProtocol(t *testing.T) {
 	// A lock on a workspace without a row made a placeholder: no state to read yet.
 	_, err = b.svc.StateGet(ctx, "p", ws)
 	requireKind(t, err, fault.KindNotFound)
-	wss, err := b.svc.WorkspaceList(ctx, "p")
+	wss, _, err := b.svc.WorkspaceList(ctx, "p", WorkspaceListOptions{})
 	require.NoError(t, err)
 	require.Len(t, wss, 1)
 	require.True(t, wss[0].Placeholder)
@@ -109,7 +109,7 @@ func TestUnlockWithoutWriteRemovesPlaceholder(t *testing.T) {
 	require.True(t, rawBool(t, pg, `SELECT EXISTS (SELECT 1 FROM p.states WHERE name = 'plan-only')`))
 	require.NoError(t, b.svc.Unlock(ctx, b.actor, "p", "plan-only", UnlockRequest{ID: "L"}))
 	require.False(t, rawBool(t, pg, `SELECT EXISTS (SELECT 1 FROM p.states WHERE name = 'plan-only')`))
-	wss, err := b.svc.WorkspaceList(ctx, "p")
+	wss, _, err := b.svc.WorkspaceList(ctx, "p", WorkspaceListOptions{})
 	require.NoError(t, err)
 	require.Empty(t, wss)
 }
@@ -183,7 +183,7 @@ func TestLockRefusedWhilePgClientHoldsKey(t *testing.T) {
 	require.Equal(t, int(pg.PID()), st.PG.PID)
 	require.Equal(t, "pg-client-test", st.PG.ApplicationName)
 	require.Equal(t, key, st.PG.Key)
-	wss, err := b.svc.WorkspaceList(ctx, "p")
+	wss, _, err := b.svc.WorkspaceList(ctx, "p", WorkspaceListOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "pg", wss[0].Lock.Kind)
 

@@ -325,18 +325,23 @@ func (s *Service) StateDelete(ctx context.Context, actor Actor, project, workspa
 	return nil
 }
 
-// WorkspaceList lists a project's workspaces with their lock holders (HTTP or pg), in
-// byte order of their names.
-func (s *Service) WorkspaceList(ctx context.Context, project string) ([]client.Workspace, error) {
+// WorkspaceList lists a page of a project's workspaces with their lock holders (HTTP or pg),
+// in byte order of their names, and reports whether more follow the page.
+func (s *Service) WorkspaceList(ctx context.Context, project string, opts WorkspaceListOptions) ([]client.Workspace, bool, error) {
 	if err := ValidateProject(project, s.db.Schema()); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := requireProject(ctx, s.db, project); err != nil {
-		return nil, categorize(err)
+		return nil, false, categorize(err)
 	}
-	rows, err := s.db.Query(ctx, pq("WorkspaceList", project), project)
+	var limit *int
+	if opts.Limit > 0 {
+		n := opts.Limit + 1
+		limit = &n
+	}
+	rows, err := s.db.Query(ctx, pq("WorkspaceList", project), project, opts.After, limit)
 	if err != nil {
-		return nil, categorize(err)
+		return nil, false, categorize(err)
 	}
 	defer rows.Close()
 	out := []client.Workspace{}
@@ -356,7 +361,7 @@ func (s *Service) WorkspaceList(ctx context.Context, project string) ([]client.W
 			&pid, &user, &addr, &app, &since, &key,
 			&lockID, &info, &stateID, &owner, &createdBy, &h.UnprotectedSince, &created,
 			&h.LastGapStart, &h.LastGapEnd, &keyHeld); err != nil {
-			return nil, categorize(err)
+			return nil, false, categorize(err)
 		}
 		if w.Placeholder {
 			w.Size, w.Serial, w.Lineage = 0, nil, ""
@@ -374,5 +379,20 @@ func (s *Service) WorkspaceList(ctx context.Context, project string) ([]client.W
 		}
 		out = append(out, w)
 	}
-	return out, categorize(rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, false, categorize(err)
+	}
+	more := opts.Limit > 0 && len(out) > opts.Limit
+	if more {
+		out = out[:opts.Limit]
+	}
+	return out, more, nil
+}
+
+// WorkspaceListOptions page through a project's workspaces in byte order of their names.
+type WorkspaceListOptions struct {
+	// After is the last name of the previous page ("" from the start).
+	After string
+	// Limit is the page size; 0 means no limit.
+	Limit int
 }

@@ -24,7 +24,7 @@ func BenchmarkWorkspaceList(b *testing.B) {
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		ws, err := svc.WorkspaceList(ctx, "p")
+		ws, _, err := svc.WorkspaceList(ctx, "p", WorkspaceListOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -33,7 +33,7 @@ func TestWorkspaceListReadsVersions(t *testing.T) {
 	_, err = b.svc.Lock(ctx, b.actor, "p", "a", lockBody("L1"))
 	require.NoError(t, err)
 
-	wss, err := b.svc.WorkspaceList(ctx, "p")
+	wss, _, err := b.svc.WorkspaceList(ctx, "p", WorkspaceListOptions{})
 	require.NoError(t, err)
 	require.Len(t, wss, 2)
 	a, bw := wss[0], wss[1]
@@ -64,7 +64,7 @@ func TestWorkspaceListReadsVersions(t *testing.T) {
 	require.NotZero(t, pid)
 	_, err = b.db.Exec(ctx, &db.Query{Name: "kill", Text: `SELECT pg_terminate_backend($1)`}, int32(pid))
 	require.NoError(t, err)
-	wss, err = b.svc.WorkspaceList(ctx, "p")
+	wss, _, err = b.svc.WorkspaceList(ctx, "p", WorkspaceListOptions{})
 	require.NoError(t, err)
 	if wss[0].Lock.Protected {
 		// Only possible if the keeper already re-took and verified the key in between.

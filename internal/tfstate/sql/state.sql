@@ -74,7 +74,8 @@ WHERE s.name = $2 AND ph.project = $1 AND ph.workspace = s.name AND ph.md5 = md5
 -- current size (a schema adopted with states written before strata, or a write that bypassed
 -- the trigger) is parsed. A placeholder is recognised by its recorded MD5: only workspaces
 -- with a placeholder record are hashed, and those states are a few bytes. The lock columns
--- are those of LockGet, so an HTTP lock reads as GET …/lock shows it.
+-- are those of LockGet, so an HTTP lock reads as GET …/lock shows it. $2 is the last name
+-- of the previous page ('' from the start), $3 the page size (NULL: all).
 WITH holders AS (
 	SELECT DISTINCT ON (key) key, pid, usename, client_addr, application_name, since
 	FROM (
@@ -99,7 +100,9 @@ SELECT s.name, s.size,
 	h.pid, h.usename, h.client_addr, h.application_name, h.since, h.key,
 	l.lock_id, l.info, l.state_id, l.owner, l.created_by, l.unprotected_since, l.created_at,
 	l.last_gap_start, l.last_gap_end, {{schema}}.tf_lock_key_held(l.owner, l.state_id)
-FROM (SELECT id, name, data, coalesce(octet_length(data), 0) AS size FROM {{project}}.states WHERE name IS NOT NULL) s
+FROM (SELECT id, name, data, coalesce(octet_length(data), 0) AS size FROM {{project}}.states
+	WHERE name IS NOT NULL AND name COLLATE "C" > $2
+	ORDER BY name COLLATE "C" LIMIT $3) s
 LEFT JOIN {{schema}}.tf_placeholders ph ON ph.project = $1 AND ph.workspace = s.name
 LEFT JOIN LATERAL (
 	SELECT n, created_at, serial, lineage, size FROM {{schema}}.tf_state_versions
