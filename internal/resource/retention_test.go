@@ -31,15 +31,7 @@ func TestPruneChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 3, n, "three old changes in batches of two")
 
-	rows, err := b.db.Query(ctx, &db.Query{Name: "left", Text: `SELECT name FROM {{schema}}.changes ORDER BY resource_version`})
-	require.NoError(t, err)
-	var left []string
-	for rows.Next() {
-		var s string
-		require.NoError(t, rows.Scan(&s))
-		left = append(left, s)
-	}
-	require.NoError(t, rows.Err())
+	left := changeNames(t, b)
 	require.Equal(t, []string{"d", "e"}, left)
 
 	n, err = resource.PruneChanges(ctx, b.db, time.Now().Add(-time.Hour), 2)
@@ -66,14 +58,22 @@ func TestPruneChangesLeavesNoHole(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n, "only a, before the first kept change b")
 
-	rows, err := b.db.Query(ctx, &db.Query{Name: "left", Text: `SELECT name FROM {{schema}}.changes ORDER BY resource_version`})
+	left := changeNames(t, b)
+	require.Equal(t, []string{"b", "c"}, left)
+}
+
+// changeNames lists the names in the changes log in resourceVersion order.
+func changeNames(t *testing.T, b *testBundle) []string {
+	t.Helper()
+	rows, err := b.db.Query(context.Background(), &db.Query{Name: "left", Text: `SELECT name FROM {{schema}}.changes ORDER BY resource_version`})
 	require.NoError(t, err)
-	var left []string
+	defer rows.Close()
+	var names []string
 	for rows.Next() {
 		var s string
 		require.NoError(t, rows.Scan(&s))
-		left = append(left, s)
+		names = append(names, s)
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"b", "c"}, left)
+	return names
 }
