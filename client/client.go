@@ -132,13 +132,7 @@ func (c *Client) DoRaw(ctx context.Context, req Request) ([]byte, http.Header, e
 }
 
 func (c *Client) send(ctx context.Context, req Request) (*http.Response, []byte, error) {
-	u := *c.base
-	u.Path = c.base.Path + req.Path
-	if req.Query != nil {
-		u.RawQuery = req.Query.Encode()
-	}
 	var body io.Reader
-	ct := req.ContentType
 	switch {
 	case req.RawBody != nil:
 		body = bytes.NewReader(req.RawBody)
@@ -148,21 +142,41 @@ func (c *Client) send(ctx context.Context, req Request) (*http.Response, []byte,
 			return nil, nil, fmt.Errorf("encode request: %w", err)
 		}
 		body = bytes.NewReader(b)
-		if ct == "" {
-			ct = "application/json"
+		if req.ContentType == "" {
+			req.ContentType = "application/json"
 		}
+	}
+	resp, err := c.stream(ctx, req, body)
+	if err != nil {
+		return resp, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s %s response: %w", req.Method, req.Path, err)
+	}
+	return resp, b, nil
+}
+
+// stream sends req with body and returns the response with its body unread; a non-2xx answer
+// is read and returned as *Error.
+func (c *Client) stream(ctx context.Context, req Request, body io.Reader) (*http.Response, error) {
+	u := *c.base
+	u.Path = c.base.Path + req.Path
+	if req.Query != nil {
+		u.RawQuery = req.Query.Encode()
 	}
 	hr, err := http.NewRequestWithContext(ctx, req.Method, u.String(), body)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for k, vs := range req.Header {
 		for _, v := range vs {
 			hr.Header.Add(k, v)
 		}
 	}
-	if ct != "" {
-		hr.Header.Set("Content-Type", ct)
+	if req.ContentType != "" {
+		hr.Header.Set("Content-Type", req.ContentType)
 	}
 	hr.Header.Set("Accept", "application/json")
 	hr.Header.Set("User-Agent", c.UserAgent)
@@ -171,22 +185,22 @@ func (c *Client) send(ctx context.Context, req Request) (*http.Response, []byte,
 	}
 	resp, err := c.http.Do(hr)
 	if err != nil {
-		return nil, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read %s %s response: %w", req.Method, req.Path, err)
+		return nil, err
 	}
 	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return nil, fmt.Errorf("read %s %s response: %w", req.Method, req.Path, err)
+		}
 		e := &Error{Status: resp.StatusCode}
 		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") && json.Unmarshal(b, &e.Problem) == nil {
-			return resp, nil, e
+			return resp, e
 		}
 		e.Body = b
-		return resp, nil, e
+		return resp, e
 	}
-	return resp, b, nil
+	return resp, nil
 }
 
 func pathEscape(s string) string { return url.PathEscape(s) }
@@ -210,62 +224,9 @@ func (c *Client) Ready(ctx context.Context) ([]string, error) {
 type ListOptions struct {
 	Limit    int
 	Continue string
-}
-
-func (o ListOptions) values() url.Values {
-	v := url.Values{}
-	if o.Limit > 0 {
-		v.Set("limit", fmt.Sprint(o.Limit))
-	}
-	if o.Continue != "" {
-		v.Set("continue", o.Continue)
-	}
-	return v
-}
-
-// OrgCreate creates an org.
-func (c *Client) OrgCreate(ctx context.Context, org Object) (Object, error) {
-	var out Object
-	_, err := c.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/orgs", Body: org}, &out)
-	return out, err
-}
-
-// OrgGet reads an org.
-func (c *Client) OrgGet(ctx context.Context, name string) (Object, error) {
-	var out Object
-	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/orgs/" + pathEscape(name)}, &out)
-	return out, err
-}
-
-// OrgList lists one page of orgs.
-func (c *Client) OrgList(ctx context.Context, opts ListOptions) (ObjectList, error) {
-	var out ObjectList
-	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/orgs", Query: opts.values()}, &out)
-	return out, err
-}
-
-// OrgReplace replaces (or creates) an org; a set Metadata.ResourceVersion is a precondition.
-func (c *Client) OrgReplace(ctx context.Context, org Object) (Object, error) {
-	var out Object
-	_, err := c.Do(ctx, Request{Method: http.MethodPut, Path: "/v1/orgs/" + pathEscape(org.Metadata.Name), Body: org}, &out)
-	return out, err
-}
-
-// OrgPatch applies a JSON merge patch to an org.
-func (c *Client) OrgPatch(ctx context.Context, name string, patch []byte) (Object, error) {
-	var out Object
-	_, err := c.Do(ctx, Request{Method: http.MethodPatch, Path: "/v1/orgs/" + pathEscape(name), RawBody: patch, ContentType: "application/merge-patch+json"}, &out)
-	return out, err
-}
-
-// OrgDelete deletes an org; a non-empty resourceVersion is a precondition.
-func (c *Client) OrgDelete(ctx context.Context, name, resourceVersion string) error {
-	q := url.Values{}
-	if resourceVersion != "" {
-		q.Set("resourceVersion", resourceVersion)
-	}
-	_, err := c.Do(ctx, Request{Method: http.MethodDelete, Path: "/v1/orgs/" + pathEscape(name), Query: q}, nil)
-	return err
+	// LabelSelector keeps the objects whose labels match it (Kubernetes syntax, e.g.
+	// "env=prod,tier in (web,db),!retired").
+	LabelSelector string
 }
 
 // TokenCreate creates a token; the answer's Secret is shown only this once.

@@ -93,3 +93,35 @@ type AuditList struct {
 	// Continue, when set, is passed as ?continue= to get the next page (same action filter).
 	Continue string `json:"continue,omitempty"`
 }
+
+// Member is one member of a group: Static when it was added by PUT …/members/{node},
+// Selected when the group's spec.selector matches its labels (both may hold).
+type Member struct {
+	Node     string `json:"node"`
+	Static   bool   `json:"static"`
+	Selected bool   `json:"selected"`
+}
+
+// MemberList is one page of a group's members, in node-name order.
+type MemberList struct {
+	Items    []Member `json:"items"`
+	Continue string   `json:"continue,omitempty"`
+}
+
+// ApplyResult reports what a bulk apply did with one line: Result is created, updated,
+// unchanged or error (then Problem says why).
+type ApplyResult struct {
+	Line    int      `json:"line"`
+	Name    string   `json:"name,omitempty"`
+	Result  string   `json:"result"`
+	Problem *Problem `json:"problem,omitempty"`
+}
+
+// ApplySummary closes a bulk apply's answer: the count of each result.
+type ApplySummary struct {
+	Lines     int `json:"lines"`
+	Created   int `json:"created"`
+	Updated   int `json:"updated"`
+	Unchanged int `json:"unchanged"`
+	Errors    int `json:"errors"`
+}

@@ -40,7 +40,7 @@ func TestLabelsComposeAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cs := twoReplicas(t)
-	_, err := cs[0].OrgCreate(ctx, client.Object{Metadata: client.ObjectMeta{Name: "race"}})
+	_, err := cs[0].Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "race"}})
 	require.NoError(t, err)
 
 	const n = 24
@@ -52,7 +52,7 @@ func TestLabelsComposeAcrossReplicas(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			_, err := cs[i%2].OrgPatch(ctx, "race", []byte(fmt.Sprintf(`{"metadata":{"labels":{"k%02d":"v","shared":"w%d"}}}`, i, i)))
+			_, err := cs[i%2].Orgs().Patch(ctx, "race", []byte(fmt.Sprintf(`{"metadata":{"labels":{"k%02d":"v","shared":"w%d"}}}`, i, i)))
 			errs <- err
 		}()
 	}
@@ -62,7 +62,7 @@ func TestLabelsComposeAcrossReplicas(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	got, err := cs[1].OrgGet(ctx, "race")
+	got, err := cs[1].Orgs().Get(ctx, "race")
 	require.NoError(t, err)
 	require.Len(t, got.Metadata.Labels, n+1, "every client's label is there, and 'shared' once")
 }
@@ -77,14 +77,14 @@ func TestLostUpdateControl(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cs := twoReplicas(t)
-	_, err := cs[0].OrgCreate(ctx, client.Object{Metadata: client.ObjectMeta{Name: "race"}})
+	_, err := cs[0].Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "race"}})
 	require.NoError(t, err)
 
 	// Both clients read first, then both write: a deterministic interleaving.
 	readAll := func() []client.Object {
 		var objs []client.Object
 		for i := range cs {
-			o, err := cs[i].OrgGet(ctx, "race")
+			o, err := cs[i].Orgs().Get(ctx, "race")
 			require.NoError(t, err)
 			o.Metadata.Labels[fmt.Sprintf("k%d", i)] = "v"
 			objs = append(objs, o)
@@ -94,18 +94,18 @@ func TestLostUpdateControl(t *testing.T) {
 	objs := readAll()
 	for i, o := range objs {
 		o.Metadata.ResourceVersion = "" // the naive writer drops the precondition
-		_, err := cs[i].OrgReplace(ctx, o)
+		_, err := cs[i].Orgs().Replace(ctx, o)
 		require.NoError(t, err)
 	}
-	got, err := cs[0].OrgGet(ctx, "race")
+	got, err := cs[0].Orgs().Get(ctx, "race")
 	require.NoError(t, err)
 	require.Less(t, len(got.Metadata.Labels), len(cs), "the naive read-modify-write lost an update (the assertion above would fail)")
 
 	// With optimistic concurrency the second writer is refused instead.
 	objs = readAll()
-	_, err = cs[0].OrgReplace(ctx, objs[0])
+	_, err = cs[0].Orgs().Replace(ctx, objs[0])
 	require.NoError(t, err)
-	_, err = cs[1].OrgReplace(ctx, objs[1])
+	_, err = cs[1].Orgs().Replace(ctx, objs[1])
 	require.True(t, client.IsConflict(err), "stale resourceVersion must be a 409, got %v", err)
 }
 

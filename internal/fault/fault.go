@@ -99,3 +99,9 @@ func Conflict(format string, args ...any) error { return New(KindConflict, forma
 
 // Forbidden says the caller is authenticated but not allowed.
 func Forbidden(format string, args ...any) error { return New(KindForbidden, format, args...) }
+
+// UnprocessableFields returns a 422 for a well-formed request that breaks rules, naming every
+// offending field (e.g. each invalid label key).
+func UnprocessableFields(detail string, fields []FieldError) error {
+	return &Error{Kind: KindUnprocessable, Detail: detail, Fields: fields}
+}

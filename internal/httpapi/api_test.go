@@ -105,7 +105,7 @@ func TestProblems(t *testing.T) {
 	require.Contains(t, p.Detail, "ends in the middle")
 	p = problem(t, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"a"},"bogus":1}`)), 400, "validation")
 	require.Equal(t, "/bogus", p.Errors[0].Field)
-	p = problem(t, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"a", "labels":{"Bad Key!":"x"}}}`)), 400, "validation")
+	p = problem(t, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"a", "labels":{"Bad Key!":"x"}}}`)), 422, "unprocessable")
 	require.Equal(t, "/metadata/labels/Bad Key!", p.Errors[0].Field)
 	problem(t, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"a"}} {}`)), 400, "validation")
 	problem(t, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"a"}}`), "Content-Type", "text/xml"), 400, "validation")
@@ -314,7 +314,7 @@ func TestReadyz(t *testing.T) {
 }
 
 // TestPanicIsA500Problem: a handler that panics (here: an API built without its resource
-// service, a programming error) answers a 500 problem document, logs the stack, and leaves
+// state service, a programming error) answers a 500 problem document, logs the stack, and leaves
 // the server serving.
 func TestPanicIsA500Problem(t *testing.T) {
 	t.Parallel()
@@ -326,7 +326,7 @@ func TestPanicIsA500Problem(t *testing.T) {
 	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}))
 	t.Cleanup(srv.Close)
 	b := &testBundle{srv: srv, admin: secret}
-	p := problem(t, b.do(t, "GET", "/v1/orgs/acme", secret, nil), 500, "internal")
+	p := problem(t, b.do(t, "GET", "/v1/projects/acme", secret, nil), 500, "internal")
 	require.NotContains(t, p.Detail, "nil pointer", "the cause is logged, not shown")
 	require.Contains(t, logs.String(), "panic serving request")
 	require.Equal(t, 200, b.do(t, "GET", "/healthz", "", nil).status)

@@ -89,6 +89,82 @@ func New(opts Options) *API {
 // ServeHTTP serves the API.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
 
+// nameSource says which name a route's authorization check is about.
+type nameSource int
+
+const (
+	// fromPath authorizes the path parameter route.param (the org, for kinds inside an org).
+	fromPath nameSource = iota
+	// fromBody authorizes metadata.name of the JSON body (creations of global kinds).
+	fromBody
+	// listed routes are lists: the wrapper puts p.ListFilter(family, verb) in the request's
+	// context and the list query binds it, so pages hold only visible rows.
+	listed
+	// byHandler routes decide in the handler, because the decision depends on more than one
+	// name: token creation (the new token's scopes), the audit log (all or nothing) and
+	// state reads (full or outputs-only).
+	byHandler
+)
+
+// route is one row of the API's table. Authorization is part of the row: serveRoute checks
+// it before the handler runs, so a route cannot be added without saying who may call it,
+// and TestEveryRouteIsAuthorized walks this table.
+type route struct {
+	pattern string
+	family  string
+	verb    string
+	source  nameSource
+	param   string
+	handler func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error
+	// stateBody routes take Terraform state documents, limited by MaxStateBytes instead of
+	// MaxBodyBytes; stream routes read NDJSON without a size limit.
+	stateBody, stream bool
+}
+
+// table lists every authenticated route strata serves.
+func (a *API) table() []route {
+	rs := []route{
+		// Tokens and audit.
+		{pattern: "POST /v1/tokens", family: "tokens", verb: "write", source: byHandler, handler: a.tokenCreate},
+		{pattern: "GET /v1/tokens", family: "tokens", verb: "read", source: listed, handler: a.tokenList},
+		{pattern: "DELETE /v1/tokens/{id}", family: "tokens", verb: "delete", source: byHandler, handler: a.tokenRevoke},
+		{pattern: "GET /v1/audit", family: "audit", verb: "read", source: byHandler, handler: a.auditList},
+
+		// Terraform/OpenTofu projects and state (the http backend protocol).
+		{pattern: "GET /v1/projects", family: "projects", verb: "read", source: listed, handler: a.projectList},
+		{pattern: "PUT /v1/projects/{project}", family: "projects", verb: "write", param: "project", handler: a.projectPut},
+		{pattern: "GET /v1/projects/{project}", family: "projects", verb: "read", param: "project", handler: a.projectGet},
+		{pattern: "DELETE /v1/projects/{project}", family: "projects", verb: "delete", param: "project", handler: a.projectDelete},
+		{pattern: "POST /v1/projects/{project}/credentials", family: "projects", verb: "credentials", param: "project", handler: a.projectCredentials},
+		{pattern: "GET /v1/state/{project}", family: "state", verb: "read", param: "project", handler: a.workspaceList},
+		{pattern: "GET /v1/state/{project}/{workspace}", family: "state", verb: "read", source: byHandler, handler: a.stateGet},
+		{pattern: "POST /v1/state/{project}/{workspace}", family: "state", verb: "write", param: "project", handler: a.stateWrite, stateBody: true},
+		{pattern: "PUT /v1/state/{project}/{workspace}", family: "state", verb: "write", param: "project", handler: a.stateWrite, stateBody: true},
+		{pattern: "DELETE /v1/state/{project}/{workspace}", family: "state", verb: "delete", param: "project", handler: a.stateDelete},
+		{pattern: "LOCK /v1/state/{project}/{workspace}", family: "state", verb: "lock", param: "project", handler: a.stateLock},
+		{pattern: "UNLOCK /v1/state/{project}/{workspace}", family: "state", verb: "lock", param: "project", handler: a.stateUnlock},
+		{pattern: "GET /v1/state/{project}/{workspace}/lock", family: "state", verb: "read", param: "project", handler: a.stateLockStatus},
+		{pattern: "POST /v1/state/{project}/{workspace}/lock", family: "state", verb: "lock", param: "project", handler: a.stateLock},
+		{pattern: "DELETE /v1/state/{project}/{workspace}/lock", family: "state", verb: "lock", param: "project", handler: a.stateUnlock},
+		{pattern: "GET /v1/state/{project}/{workspace}/versions", family: "state", verb: "read", param: "project", handler: a.versionList},
+		{pattern: "GET /v1/state/{project}/{workspace}/versions/{n}", family: "state", verb: "read", param: "project", handler: a.versionGet},
+		{pattern: "POST /v1/state/{project}/{workspace}/versions/{n}/restore", family: "state", verb: "write", param: "project", handler: a.versionRestore},
+
+		// Group membership and the bulk node apply.
+		{pattern: "GET /v1/orgs/{org}/groups/{group}/members", family: "groups", verb: "read", param: "org", handler: a.memberList},
+		{pattern: "PUT /v1/orgs/{org}/groups/{group}/members/{node}", family: "groups", verb: "write", param: "org", handler: a.memberPut},
+		{pattern: "DELETE /v1/orgs/{org}/groups/{group}/members/{node}", family: "groups", verb: "write", param: "org", handler: a.memberDelete},
+		{pattern: "POST /v1/nodes:apply", family: "nodes", verb: "write", source: byHandler, handler: a.nodeApply, stream: true},
+	}
+	// Every kind's routes come from its descriptor: one code path for all kinds.
+	if a.resources != nil {
+		for _, k := range a.resources.Kinds().All() {
+			rs = append(rs, a.kindRoutes(k)...)
+		}
+	}
+	return rs
+}
+
 // routes registers every route strata serves. Go's ServeMux matches methods (including
 // Terraform's LOCK and UNLOCK) and answers a known path with a wrong method with 405 and
 // an Allow header.
@@ -101,39 +177,9 @@ func (a *API) routes() *http.ServeMux {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
 	mux.Handle("GET /version", a.serve(a.versionInfo))
 
-	// Tokens and audit.
-	mux.Handle("POST /v1/tokens", a.authed(a.tokenCreate))
-	mux.Handle("GET /v1/tokens", a.authed(a.tokenList))
-	mux.Handle("DELETE /v1/tokens/{id}", a.authed(a.tokenRevoke))
-	mux.Handle("GET /v1/audit", a.authed(a.auditList))
-
-	// Orgs.
-	mux.Handle("GET /v1/orgs", a.authed(a.orgList))
-	mux.Handle("POST /v1/orgs", a.authed(a.orgCreate))
-	mux.Handle("GET /v1/orgs/{org}", a.authed(a.orgGet))
-	mux.Handle("PUT /v1/orgs/{org}", a.authed(a.orgPut))
-	mux.Handle("PATCH /v1/orgs/{org}", a.authed(a.orgPatch))
-	mux.Handle("DELETE /v1/orgs/{org}", a.authed(a.orgDelete))
-
-	// Terraform/OpenTofu projects and state (the http backend protocol).
-	mux.Handle("GET /v1/projects", a.authed(a.projectList))
-	mux.Handle("PUT /v1/projects/{project}", a.authed(a.projectPut))
-	mux.Handle("GET /v1/projects/{project}", a.authed(a.projectGet))
-	mux.Handle("DELETE /v1/projects/{project}", a.authed(a.projectDelete))
-	mux.Handle("POST /v1/projects/{project}/credentials", a.authed(a.projectCredentials))
-	mux.Handle("GET /v1/state/{project}", a.authed(a.workspaceList))
-	mux.Handle("GET /v1/state/{project}/{workspace}", a.authed(a.stateGet))
-	mux.Handle("POST /v1/state/{project}/{workspace}", a.authedState(a.stateWrite))
-	mux.Handle("PUT /v1/state/{project}/{workspace}", a.authedState(a.stateWrite))
-	mux.Handle("DELETE /v1/state/{project}/{workspace}", a.authed(a.stateDelete))
-	mux.Handle("LOCK /v1/state/{project}/{workspace}", a.authed(a.stateLock))
-	mux.Handle("UNLOCK /v1/state/{project}/{workspace}", a.authed(a.stateUnlock))
-	mux.Handle("GET /v1/state/{project}/{workspace}/lock", a.authed(a.stateLockStatus))
-	mux.Handle("POST /v1/state/{project}/{workspace}/lock", a.authed(a.stateLock))
-	mux.Handle("DELETE /v1/state/{project}/{workspace}/lock", a.authed(a.stateUnlock))
-	mux.Handle("GET /v1/state/{project}/{workspace}/versions", a.authed(a.versionList))
-	mux.Handle("GET /v1/state/{project}/{workspace}/versions/{n}", a.authed(a.versionGet))
-	mux.Handle("POST /v1/state/{project}/{workspace}/versions/{n}/restore", a.authed(a.versionRestore))
+	for _, rt := range a.table() {
+		mux.Handle(rt.pattern, a.serveRoute(rt))
+	}
 
 	// Everything else under /v1 still needs a token (401 before 404, so the API's shape is
 	// not revealed to anonymous callers); outside /v1 it is a plain 404.
@@ -142,6 +188,15 @@ func (a *API) routes() *http.ServeMux {
 	}))
 	mux.Handle("/", a.serve(a.unmatched))
 	return mux
+}
+
+// Patterns returns the patterns of every authenticated route, for the authorization test.
+func (a *API) Patterns() []string {
+	var out []string
+	for _, rt := range a.table() {
+		out = append(out, rt.pattern)
+	}
+	return out
 }
 
 // probeMethods are the methods the catch-all routes probe to tell "no such path" (404) from

@@ -70,9 +70,6 @@ const maxProjectList = 1000
 
 func (a *API) projectPut(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	name := r.PathValue("project")
-	if err := p.Check("projects", "write", name); err != nil {
-		return err
-	}
 	pr, created, err := a.state.ProjectPut(r.Context(), actorOf(r, p, name), name)
 	if err != nil {
 		return err
@@ -86,9 +83,6 @@ func (a *API) projectPut(w http.ResponseWriter, r *http.Request, p *auth.Princip
 
 func (a *API) projectGet(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	name := r.PathValue("project")
-	if err := p.Check("projects", "read", name); err != nil {
-		return err
-	}
 	pr, err := a.state.ProjectGet(r.Context(), name)
 	if err != nil {
 		return err
@@ -98,9 +92,6 @@ func (a *API) projectGet(w http.ResponseWriter, r *http.Request, p *auth.Princip
 
 func (a *API) projectDelete(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	name := r.PathValue("project")
-	if err := p.Check("projects", "delete", name); err != nil {
-		return err
-	}
 	force, err := boolParam(r, "force")
 	if err != nil {
 		return err
@@ -114,9 +105,6 @@ func (a *API) projectDelete(w http.ResponseWriter, r *http.Request, p *auth.Prin
 
 func (a *API) projectCredentials(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	name := r.PathValue("project")
-	if err := p.Check("projects", "credentials", name); err != nil {
-		return err
-	}
 	creds, err := a.state.ProjectCredentials(r.Context(), actorOf(r, p, name), name)
 	if err != nil {
 		return err
@@ -188,9 +176,6 @@ func contentMD5(r *http.Request) ([]byte, error) {
 
 func (a *API) stateWrite(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	project, workspace := stateRef(r)
-	if err := p.Check("state", "write", project); err != nil {
-		return err
-	}
 	sum, err := contentMD5(r)
 	if err != nil {
 		return err
@@ -210,9 +195,6 @@ func (a *API) stateWrite(w http.ResponseWriter, r *http.Request, p *auth.Princip
 
 func (a *API) stateDelete(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	project, workspace := stateRef(r)
-	if err := p.Check("state", "delete", project); err != nil {
-		return err
-	}
 	if err := a.state.StateDelete(r.Context(), actorOf(r, p, project), project, workspace, r.URL.Query().Get("ID")); err != nil {
 		return err
 	}
@@ -224,9 +206,6 @@ func (a *API) stateDelete(w http.ResponseWriter, r *http.Request, p *auth.Princi
 // the caller holds the lock (again, for a retry), 423 with the holder's LockInfo otherwise.
 func (a *API) stateLock(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	project, workspace := stateRef(r)
-	if err := p.Check("state", "lock", project); err != nil {
-		return err
-	}
 	body, err := readBody(r)
 	if err != nil {
 		return err
@@ -243,9 +222,6 @@ func (a *API) stateLock(w http.ResponseWriter, r *http.Request, p *auth.Principa
 // state:force-unlock scope.
 func (a *API) stateUnlock(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	project, workspace := stateRef(r)
-	if err := p.Check("state", "lock", project); err != nil {
-		return err
-	}
 	body, err := readBody(r)
 	if err != nil {
 		return err
@@ -270,9 +246,6 @@ func (a *API) stateUnlock(w http.ResponseWriter, r *http.Request, p *auth.Princi
 
 func (a *API) stateLockStatus(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	project, workspace := stateRef(r)
-	if err := p.Check("state", "read", project); err != nil {
-		return err
-	}
 	st, err := a.state.LockStatus(r.Context(), project, workspace)
 	if err != nil {
 		return err
@@ -282,9 +255,6 @@ func (a *API) stateLockStatus(w http.ResponseWriter, r *http.Request, p *auth.Pr
 
 func (a *API) workspaceList(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	project := r.PathValue("project")
-	if err := p.Check("state", "read", project); err != nil {
-		return err
-	}
 	// The token reads the whole project or nothing, so a page never holds what it may not
 	// see; the continue token is sealed and bound to this project's list all the same.
 	pg, err := a.page(r, "workspaces:"+project, maxWorkspaceList, maxWorkspaceList)
@@ -316,9 +286,6 @@ const maxWorkspaceList = 1000
 
 func (a *API) versionList(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	project, workspace := stateRef(r)
-	if err := p.Check("state", "read", project); err != nil {
-		return err
-	}
 	vs, err := a.state.VersionList(r.Context(), project, workspace)
 	if err != nil {
 		return err
@@ -343,9 +310,6 @@ func versionNumber(r *http.Request) (int64, error) {
 // (X-Strata-Version, X-Strata-Serial, X-Strata-Lineage) and Content-MD5.
 func (a *API) versionGet(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	project, workspace := stateRef(r)
-	if err := p.Check("state", "read", project); err != nil {
-		return err
-	}
 	n, err := versionNumber(r)
 	if err != nil {
 		return err
@@ -371,9 +335,6 @@ func (a *API) versionGet(w http.ResponseWriter, r *http.Request, p *auth.Princip
 
 func (a *API) versionRestore(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	project, workspace := stateRef(r)
-	if err := p.Check("state", "write", project); err != nil {
-		return err
-	}
 	n, err := versionNumber(r)
 	if err != nil {
 		return err

@@ -111,10 +111,10 @@ func TestChangesRecordEachWrite(t *testing.T) {
 	// Refused writes record nothing.
 	_, err = b.svc.Patch(ctx, org("acme"), []byte(`{"metadata":{"resourceVersion":"`+created.Metadata.ResourceVersion+`"},"spec":{"d":4}}`))
 	require.Equal(t, fault.KindConflict, fault.KindOf(err))
-	require.Equal(t, fault.KindConflict, fault.KindOf(b.svc.Delete(ctx, org("acme"), patched.Metadata.ResourceVersion)))
+	require.Equal(t, fault.KindConflict, fault.KindOf(b.svc.Delete(ctx, org("acme"), patched.Metadata.ResourceVersion, false)))
 	require.Len(t, changesOf(t, b.db, "Org", "", "acme"), 3)
 
-	require.NoError(t, b.svc.Delete(ctx, org("acme"), replaced.Metadata.ResourceVersion))
+	require.NoError(t, b.svc.Delete(ctx, org("acme"), replaced.Metadata.ResourceVersion, false))
 	cs = changesOf(t, b.db, "Org", "", "acme")
 	require.Len(t, cs, 4)
 	requireChange(t, cs[3], "DELETED", replaced, false)

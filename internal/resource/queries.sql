@@ -1,64 +1,80 @@
 -- name: ResourceInsert
--- The resource_version is set by ResourceStamp as the transaction's last statement.
-INSERT INTO {{schema}}.resources (kind, org, name, spec, resource_version)
-VALUES ($1, $2, $3, $4, 0)
+-- The spec and resource_version are set by ResourceStamp as the transaction's last statement.
+INSERT INTO {{schema}}.resources (kind, org, name, resource_version)
+VALUES ($1, $2, $3, 0)
 RETURNING id;
 
--- name: ResourceGetForUpdate
-SELECT id, resource_version FROM {{schema}}.resources
-WHERE kind = $1 AND org = $2 AND name = $3
-FOR UPDATE;
+-- name: OrgLockShare
+SELECT id FROM {{schema}}.resources
+WHERE kind = $1 AND org = '' AND name = $2
+FOR SHARE;
 
--- name: ResourceUpdateSpec
-UPDATE {{schema}}.resources SET spec = $2 WHERE id = $1;
+-- name: ResourceGetForUpdate
+-- The row lock is the queue every writer of one resource waits in: spec, labels and
+-- annotations of a resource change one transaction at a time, so per-resource caps checked
+-- before the write still hold at commit and no two writers take key rows in different orders.
+SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
+       coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
+                 FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
+       coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
+                 FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
+       r.id
+FROM {{schema}}.resources r
+WHERE r.kind = $1 AND r.org = $2 AND r.name = $3
+FOR UPDATE OF r;
 
 -- name: ResourceDelete
 DELETE FROM {{schema}}.resources WHERE id = $1;
 
--- name: LabelsReplace
--- Deletes the keys that are not in the new set and upserts the others in one statement
--- pair; ON CONFLICT makes concurrent writers converge instead of duplicating a key.
-WITH gone AS (
-	DELETE FROM {{schema}}.labels l
-	WHERE l.resource_id = $1
-	  AND (l.key_prefix, l.key_name) NOT IN (SELECT * FROM unnest($2::text[], $3::text[]))
-)
+-- name: LabelsUpsert
+-- The keys arrive deduplicated and sorted by (prefix, name). ON CONFLICT makes concurrent
+-- writers converge on the one row the unique constraint allows instead of duplicating a key.
 INSERT INTO {{schema}}.labels (resource_id, key_prefix, key_name, value)
 SELECT $1, p, n, v FROM unnest($2::text[], $3::text[], $4::text[]) AS t(p, n, v)
 ON CONFLICT (resource_id, key_prefix, key_name) DO UPDATE SET value = excluded.value
 WHERE {{schema}}.labels.value IS DISTINCT FROM excluded.value;
 
--- name: AnnotationsReplace
-WITH gone AS (
-	DELETE FROM {{schema}}.annotations a
-	WHERE a.resource_id = $1
-	  AND (a.key_prefix, a.key_name) NOT IN (SELECT * FROM unnest($2::text[], $3::text[]))
-)
+-- name: LabelsDelete
+-- Idempotent: deleting a key that is already gone is not an error (CC #4944).
+DELETE FROM {{schema}}.labels l
+USING unnest($2::text[], $3::text[]) AS t(p, n)
+WHERE l.resource_id = $1 AND l.key_prefix = t.p AND l.key_name = t.n;
+
+-- name: AnnotationsUpsert
 INSERT INTO {{schema}}.annotations (resource_id, key_prefix, key_name, value)
 SELECT $1, p, n, v FROM unnest($2::text[], $3::text[], $4::text[]) AS t(p, n, v)
 ON CONFLICT (resource_id, key_prefix, key_name) DO UPDATE SET value = excluded.value
 WHERE {{schema}}.annotations.value IS DISTINCT FROM excluded.value;
 
+-- name: AnnotationsDelete
+DELETE FROM {{schema}}.annotations a
+USING unnest($2::text[], $3::text[]) AS t(p, n)
+WHERE a.resource_id = $1 AND a.key_prefix = t.p AND a.key_name = t.n;
+
 -- name: ResourceStamp
--- Draws the change's resourceVersion (next_resource_version serializes only from here to
--- commit, see migration 0001) and records the change, in one statement.
+-- Writes the spec, draws the change's resourceVersion (next_resource_version serializes
+-- only from here to commit, see migration 0001) and records the change, in one statement.
 WITH v AS (SELECT {{schema}}.next_resource_version() AS rv),
 u AS (
-	UPDATE {{schema}}.resources r SET resource_version = v.rv, updated_at = now()
+	UPDATE {{schema}}.resources r SET spec = $4, resource_version = v.rv, updated_at = now()
 	FROM v WHERE r.id = $1
-	RETURNING r.resource_version, r.kind, r.org, r.name, r.updated_at
+	RETURNING r.resource_version, r.kind, r.org, r.name, r.created_at, r.updated_at
+),
+c AS (
+	INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object)
+	SELECT u.resource_version, u.kind, u.org, u.name, $2,
+	       jsonb_set(jsonb_set(jsonb_set($3::jsonb, '{metadata,resourceVersion}', to_jsonb(u.resource_version::text)),
+	                 '{metadata,createdAt}', to_jsonb(u.created_at)), '{metadata,updatedAt}', to_jsonb(u.updated_at))
+	FROM u
 )
-INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object)
-SELECT u.resource_version, u.kind, u.org, u.name, $2,
-       jsonb_set(jsonb_set($3::jsonb, '{metadata,resourceVersion}', to_jsonb(u.resource_version::text)),
-                 '{metadata,updatedAt}', to_jsonb(u.updated_at))
-FROM u
-RETURNING resource_version;
+SELECT resource_version, created_at, updated_at FROM u;
 
 -- name: ResourceStampDeleted
+-- The deleted object carries the deletion's resourceVersion, as Kubernetes' DELETED events do,
+-- so a watcher can resume from it.
 WITH v AS (SELECT {{schema}}.next_resource_version() AS rv)
 INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object)
-SELECT v.rv, $1, $2, $3, 'DELETED', $4::jsonb FROM v
+SELECT v.rv, $1, $2, $3, 'DELETED', jsonb_set($4::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)) FROM v
 RETURNING resource_version;
 
 -- name: ResourceGet
@@ -71,6 +87,8 @@ FROM {{schema}}.resources r
 WHERE r.kind = $1 AND r.org = $2 AND r.name = $3;
 
 -- name: ResourceList
+-- $8 is the label selector as a JSON array of requirements (see selectorParam and
+-- labels_match in migration 0007); '[]' selects everything.
 SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
        coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
@@ -80,8 +98,88 @@ FROM {{schema}}.resources r
 WHERE r.kind = $1 AND r.org = $2 AND r.name > $3
   AND ($5::boolean OR r.name = ANY($6::text[])
        OR EXISTS (SELECT 1 FROM unnest($7::text[]) p WHERE starts_with(r.name, p)))
+  AND ($8::jsonb = '[]' OR {{schema}}.labels_match(r.id, $8::jsonb))
 ORDER BY r.name
 LIMIT $4;
 
 -- name: ResourceVersionCurrent
 SELECT coalesce(max(resource_version), 0) FROM {{schema}}.changes;
+
+-- name: NodeDropForeignMemberships
+-- $1 node id, $2 its new org, $3 the Group kind.
+DELETE FROM {{schema}}.group_members m
+USING {{schema}}.resources g
+WHERE m.node_id = $1 AND g.id = m.group_id AND g.kind = $3 AND g.org <> $2;
+
+-- name: OrgDependents
+SELECT (SELECT count(*) FROM {{schema}}.resources WHERE kind = $2 AND spec ->> 'org' = $1),
+       (SELECT count(*) FROM {{schema}}.resources WHERE kind = $3 AND org = $1);
+
+-- name: OrgDependentsForUpdate
+-- Groups first, then nodes, each in name order; the extra columns are the row id and kind.
+SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
+       coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
+                 FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
+       coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
+                 FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
+       r.id, r.kind
+FROM {{schema}}.resources r
+WHERE (r.kind = $2 AND r.spec ->> 'org' = $1) OR (r.kind = $3 AND r.org = $1)
+ORDER BY r.kind = $2, r.name
+FOR UPDATE OF r;
+
+-- name: GroupLockShare
+SELECT id FROM {{schema}}.resources
+WHERE kind = $1 AND org = $2 AND name = $3
+FOR SHARE;
+
+-- name: NodeLockShare
+SELECT id, coalesce(spec ->> 'org', '') FROM {{schema}}.resources
+WHERE kind = $1 AND org = '' AND name = $2
+FOR SHARE;
+
+-- name: MemberAdd
+INSERT INTO {{schema}}.group_members (group_id, node_id) VALUES ($1, $2)
+ON CONFLICT DO NOTHING;
+
+-- name: MemberRemove
+DELETE FROM {{schema}}.group_members m
+USING {{schema}}.resources n
+WHERE m.group_id = $1 AND m.node_id = n.id AND n.kind = $2 AND n.org = '' AND n.name = $3;
+
+-- name: GroupMembers
+-- $1 Group kind, $2 org, $3 group, $4 Node kind, $5 the group's selector (NULL: none), $6 the
+-- last node name of the previous page, $7 the limit. Static members are always nodes of the
+-- group's org (AddMember checks it, a move drops them), so both halves read the org's nodes.
+WITH g AS (SELECT id FROM {{schema}}.resources WHERE kind = $1 AND org = $2 AND name = $3),
+m AS (
+	SELECT n.name,
+	       EXISTS (SELECT 1 FROM {{schema}}.group_members gm, g WHERE gm.group_id = g.id AND gm.node_id = n.id) AS static,
+	       ($5::jsonb IS NOT NULL AND {{schema}}.labels_match(n.id, $5::jsonb)) AS selected
+	FROM {{schema}}.resources n
+	WHERE n.kind = $4 AND n.spec ->> 'org' = $2 AND n.name > $6
+)
+SELECT name, static, selected FROM m
+WHERE static OR selected
+ORDER BY name
+LIMIT $7;
+
+-- name: GroupsLockShare
+SELECT id, name FROM {{schema}}.resources
+WHERE kind = $1 AND org = $2 AND name = ANY($3::text[])
+ORDER BY name
+FOR SHARE;
+
+-- name: MembershipsSync
+-- Makes the group ids $2 the node $1's complete set of static memberships; returns how many
+-- memberships were added or removed.
+WITH gone AS (
+	DELETE FROM {{schema}}.group_members WHERE node_id = $1 AND NOT (group_id = ANY($2::bigint[]))
+	RETURNING 1
+), added AS (
+	INSERT INTO {{schema}}.group_members (group_id, node_id)
+	SELECT g, $1 FROM unnest($2::bigint[]) AS g
+	ON CONFLICT DO NOTHING
+	RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM added);

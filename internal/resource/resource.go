@@ -65,16 +65,39 @@ type Ref struct {
 	Name string
 }
 
-// Service reads and writes objects.
+// Service reads and writes objects of the kinds in its registry.
 type Service struct {
-	db *db.DB
+	db    *db.DB
+	kinds *Kinds
 }
 
-// NewService returns a Service over d.
-func NewService(d *db.DB) *Service { return &Service{db: d} }
+// NewService returns a Service over d serving the built-in kinds (Org, Node, Group).
+func NewService(d *db.DB) *Service {
+	s := &Service{db: d}
+	s.kinds = NewKinds(OrgKind(), NodeKind(), GroupKind())
+	return s
+}
+
+// Kinds returns the registry of the kinds s serves.
+func (s *Service) Kinds() *Kinds { return s.kinds }
+
+// DB returns the database s writes to, for the kinds' hooks.
+func (s *Service) DB() *db.DB { return s.db }
+
+// kindOf returns the descriptor of ref's kind and checks that ref fits its scope.
+func (s *Service) kindOf(ref Ref) (*Kind, error) {
+	k, err := s.kinds.Get(ref.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if (k.Scope == ScopeGlobal) != (ref.Org == "") {
+		return nil, fault.Invalid("/metadata/org", "%s is %s", k.Name, map[Scope]string{ScopeGlobal: "a global kind and has no org", ScopeOrg: "a kind inside an org and needs one"}[k.Scope])
+	}
+	return k, nil
+}
 
 // normalize validates an incoming object for ref and fills defaults.
-func normalize(ref Ref, obj *client.Object) error {
+func normalize(k *Kind, ref Ref, obj *client.Object) error {
 	if obj.Kind != "" && obj.Kind != ref.Kind {
 		return fault.Invalid("/kind", "kind %q does not match the endpoint's kind %q", truncate(obj.Kind, 80), ref.Kind)
 	}
@@ -85,7 +108,7 @@ func normalize(ref Ref, obj *client.Object) error {
 	if obj.Metadata.Name != ref.Name {
 		return fault.Invalid("/metadata/name", "name %q does not match the name in the URL %q", truncate(obj.Metadata.Name, 80), ref.Name)
 	}
-	if err := ValidateName(ref.Name); err != nil {
+	if err := k.validateName(ref.Name); err != nil {
 		return err
 	}
 	if obj.Metadata.Org != "" && obj.Metadata.Org != ref.Org {
@@ -99,6 +122,12 @@ func normalize(ref Ref, obj *client.Object) error {
 		obj.Metadata.Annotations = map[string]string{}
 	}
 	if err := metadata.Validate(obj.Metadata.Labels, obj.Metadata.Annotations); err != nil {
+		// Well-formed JSON whose keys or values break the metadata rules: 422, each
+		// offending key named.
+		var fe *fault.Error
+		if errors.As(err, &fe) {
+			return fault.UnprocessableFields(fe.Detail, fe.Fields)
+		}
 		return err
 	}
 	if len(obj.Spec) == 0 || string(obj.Spec) == "null" {
@@ -167,70 +196,149 @@ func findNUL(v any, path string) (string, bool) {
 	return "", false
 }
 
-// Create stores a new object; 409 when it exists.
+// Create stores a new object; 409 when it exists. An object of an org-scoped kind needs its
+// org (404 otherwise); the org row is locked FOR SHARE until commit, so an org deletion
+// cannot slip in between the check and the insert.
 func (s *Service) Create(ctx context.Context, ref Ref, obj client.Object) (client.Object, error) {
-	if err := normalize(ref, &obj); err != nil {
+	k, err := s.kindOf(ref)
+	if err != nil {
 		return client.Object{}, err
 	}
-	err := s.db.InTx(ctx, func(tx *db.Tx) error {
-		var id int64
-		err := tx.QueryRow(ctx, q.Get("ResourceInsert"), ref.Kind, ref.Org, ref.Name, []byte(obj.Spec)).Scan(&id)
-		if errors.Is(err, db.ErrConflict) {
-			return fault.Conflict("%s %q already exists", ref.Kind, ref.Name)
-		}
-		if err != nil {
-			return err
-		}
-		return writeMetaAndStamp(ctx, tx, id, "ADDED", obj)
+	if err := normalize(k, ref, &obj); err != nil {
+		return client.Object{}, err
+	}
+	err = s.db.InTx(ctx, func(tx *db.Tx) error {
+		obj, _, err = createTx(ctx, tx, k, ref, obj)
+		return err
 	})
 	if err != nil {
 		return client.Object{}, err
 	}
-	return s.Get(ctx, ref)
+	return obj, nil
 }
 
-func writeMetaAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, obj client.Object) error {
-	p, n, v := metadata.Split(obj.Metadata.Labels)
-	if _, err := tx.Exec(ctx, q.Get("LabelsReplace"), id, p, n, v); err != nil {
-		return fmt.Errorf("write labels: %w", err)
+// createTx inserts a normalized object in tx and returns it as stored, with its row id.
+func createTx(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, obj client.Object) (client.Object, int64, error) {
+	if k.Scope == ScopeOrg {
+		if _, err := LockOrg(ctx, tx, ref.Org); err != nil {
+			return obj, 0, err
+		}
 	}
-	p, n, v = metadata.Split(obj.Metadata.Annotations)
-	if _, err := tx.Exec(ctx, q.Get("AnnotationsReplace"), id, p, n, v); err != nil {
-		return fmt.Errorf("write annotations: %w", err)
+	if k.Prepare != nil {
+		if err := k.Prepare(ctx, tx, &obj, nil); err != nil {
+			return obj, 0, err
+		}
+	}
+	var id int64
+	err := tx.QueryRow(ctx, q.Get("ResourceInsert"), ref.Kind, ref.Org, ref.Name).Scan(&id)
+	if errors.Is(err, db.ErrConflict) {
+		return obj, 0, fault.Conflict("%s %q already exists", ref.Kind, ref.Name)
+	}
+	if err != nil {
+		return obj, 0, err
+	}
+	if obj, err = writeAndStamp(ctx, tx, id, "ADDED", obj, nil); err != nil {
+		return obj, 0, err
+	}
+	if k.AfterWrite != nil {
+		if err := k.AfterWrite(ctx, tx, id, obj, nil); err != nil {
+			return obj, 0, err
+		}
+	}
+	return obj, id, nil
+}
+
+// LockOrg locks the org called name FOR SHARE until the transaction ends and returns its row
+// id; 404 when there is no such org. Writers of things inside an org take it, so that a
+// concurrent org deletion (which takes FOR UPDATE) waits for them or they see it gone.
+func LockOrg(ctx context.Context, tx *db.Tx, name string) (int64, error) {
+	var id int64
+	err := tx.QueryRow(ctx, q.Get("OrgLockShare"), KindOrg, name).Scan(&id)
+	if errors.Is(err, db.ErrNotFound) {
+		return 0, fault.NotFound("org %q not found", truncate(name, 80))
+	}
+	return id, err
+}
+
+// writeAndStamp writes obj's spec, labels and annotations to row id and records the change,
+// returning obj as stored (resourceVersion and timestamps set). Only what differs from prev
+// (nil on create) is written: one upsert for the keys that are new or changed, one delete for
+// the keys that went. The keys are sorted (metadata.Split), and the caller holds the row lock,
+// so writers of one resource queue on that lock instead of deadlocking on key rows, and the
+// per-resource caps that normalize checked on the whole new set still hold at commit.
+func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, obj client.Object, prev *client.Object) (client.Object, error) {
+	var oldLabels, oldAnnos map[string]string
+	if prev != nil {
+		oldLabels, oldAnnos = prev.Metadata.Labels, prev.Metadata.Annotations
+	}
+	for _, m := range []struct {
+		upsert, del string
+		old, new    map[string]string
+	}{
+		{"LabelsUpsert", "LabelsDelete", oldLabels, obj.Metadata.Labels},
+		{"AnnotationsUpsert", "AnnotationsDelete", oldAnnos, obj.Metadata.Annotations},
+	} {
+		set, gone := metadata.Diff(m.old, m.new)
+		if len(set) > 0 {
+			p, n, v := metadata.Split(set)
+			if _, err := tx.Exec(ctx, q.Get(m.upsert), id, p, n, v); err != nil {
+				return obj, fmt.Errorf("write %s: %w", m.upsert, err)
+			}
+		}
+		if len(gone) > 0 {
+			p, n, _ := metadata.Split(gone)
+			if _, err := tx.Exec(ctx, q.Get(m.del), id, p, n); err != nil {
+				return obj, fmt.Errorf("write %s: %w", m.del, err)
+			}
+		}
 	}
 	obj.Metadata.ResourceVersion = ""
+	obj.Metadata.CreatedAt, obj.Metadata.UpdatedAt = nil, nil
 	body, err := json.Marshal(obj)
 	if err != nil {
-		return err
+		return obj, err
 	}
-	var rv int64
-	if err := tx.QueryRow(ctx, q.Get("ResourceStamp"), id, changeType, body).Scan(&rv); err != nil {
-		return fmt.Errorf("stamp change: %w", err)
+	var (
+		rv               int64
+		created, updated time.Time
+	)
+	if err := tx.QueryRow(ctx, q.Get("ResourceStamp"), id, changeType, body, []byte(obj.Spec)).Scan(&rv, &created, &updated); err != nil {
+		return obj, fmt.Errorf("stamp change: %w", err)
 	}
-	return nil
+	obj.Metadata.ResourceVersion = strconv.FormatInt(rv, 10)
+	created, updated = created.UTC(), updated.UTC()
+	obj.Metadata.CreatedAt, obj.Metadata.UpdatedAt = &created, &updated
+	return obj, nil
 }
 
 // Get reads one object.
 func (s *Service) Get(ctx context.Context, ref Ref) (client.Object, error) {
-	return get(ctx, s.db, ref)
-}
-
-func get(ctx context.Context, qr db.Querier, ref Ref) (client.Object, error) {
-	obj, err := scanObject(ref.Kind, qr.QueryRow(ctx, q.Get("ResourceGet"), ref.Kind, ref.Org, ref.Name))
+	if _, err := s.kindOf(ref); err != nil {
+		return client.Object{}, err
+	}
+	obj, err := scanObject(ref.Kind, s.db.QueryRow(ctx, q.Get("ResourceGet"), ref.Kind, ref.Org, ref.Name))
 	if errors.Is(err, db.ErrNotFound) {
-		return client.Object{}, fault.NotFound("%s %q not found", ref.Kind, ref.Name)
+		return client.Object{}, notFound(ref)
 	}
 	return obj, err
 }
 
-func scanObject(kind string, row db.Row) (client.Object, error) {
+func notFound(ref Ref) error {
+	if ref.Org != "" {
+		return fault.NotFound("%s %q not found in org %q", ref.Kind, truncate(ref.Name, 80), truncate(ref.Org, 80))
+	}
+	return fault.NotFound("%s %q not found", ref.Kind, truncate(ref.Name, 80))
+}
+
+func scanObject(kind string, row db.Row, extra ...any) (client.Object, error) {
 	var (
 		obj                 client.Object
 		spec, labels, annos []byte
 		rv                  int64
 		created, updated    time.Time
 	)
-	if err := row.Scan(&obj.Metadata.Name, &obj.Metadata.Org, &spec, &rv, &created, &updated, &labels, &annos); err != nil {
+	dest := append([]any{&obj.Metadata.Name, &obj.Metadata.Org, &spec, &rv, &created, &updated, &labels, &annos}, extra...)
+	if err := row.Scan(dest...); err != nil {
 		return client.Object{}, err
 	}
 	obj.Kind = kind
@@ -256,23 +364,32 @@ type ListOptions struct {
 	// Filter restricts the list to the names the caller may see. It is applied in the
 	// query, so every page holds only visible rows.
 	Filter auth.Filter
+	// Selector keeps the objects whose labels it matches; the zero Selector keeps all.
+	Selector metadata.Selector
 }
 
-// List returns a page of the objects of kind in org that opts.Filter lets through, ordered
-// by name (bytewise), and the page's last name when more follow ("" otherwise).
+// List returns a page of the objects of kind in org that opts.Filter and opts.Selector let
+// through, ordered by name (bytewise), and the page's last name when more follow ("" otherwise).
 func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) (client.ObjectList, string, error) {
+	out := client.ObjectList{Items: []client.Object{}}
+	if _, err := s.kindOf(Ref{Kind: kind, Org: org}); err != nil {
+		return out, "", err
+	}
 	limit := opts.Limit
 	if limit <= 0 || limit > MaxListLimit {
 		limit = MaxListLimit
 	}
-	out := client.ObjectList{Items: []client.Object{}}
 	var rv int64
 	if err := s.db.QueryRow(ctx, q.Get("ResourceVersionCurrent")).Scan(&rv); err != nil {
 		return out, "", err
 	}
 	out.ResourceVersion = strconv.FormatInt(rv, 10)
+	sel, err := selectorParam(opts.Selector)
+	if err != nil {
+		return out, "", err
+	}
 	f := opts.Filter
-	rows, err := s.db.Query(ctx, q.Get("ResourceList"), kind, org, opts.After, limit+1, f.All, f.Names, f.Prefixes)
+	rows, err := s.db.Query(ctx, q.Get("ResourceList"), kind, org, opts.After, limit+1, f.All, f.Names, f.Prefixes, sel)
 	if err != nil {
 		return out, "", err
 	}
@@ -294,48 +411,80 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 	return out, "", nil
 }
 
-// lockForWrite locks the stored row and checks the caller's expected resourceVersion ("" =
-// no precondition).
-func lockForWrite(ctx context.Context, tx *db.Tx, ref Ref, expected string) (int64, error) {
-	var id, rv int64
-	err := tx.QueryRow(ctx, q.Get("ResourceGetForUpdate"), ref.Kind, ref.Org, ref.Name).Scan(&id, &rv)
+// lockForWrite locks the stored row, reads the object as stored and checks the caller's
+// expected resourceVersion ("" = no precondition).
+func lockForWrite(ctx context.Context, tx *db.Tx, ref Ref, expected string) (int64, client.Object, error) {
+	var id int64
+	cur, err := scanObject(ref.Kind, tx.QueryRow(ctx, q.Get("ResourceGetForUpdate"), ref.Kind, ref.Org, ref.Name), &id)
 	if errors.Is(err, db.ErrNotFound) {
-		return 0, fault.NotFound("%s %q not found", ref.Kind, ref.Name)
+		return 0, cur, notFound(ref)
 	}
 	if err != nil {
-		return 0, err
+		return 0, cur, err
 	}
 	if expected != "" {
 		if n, err := strconv.ParseInt(expected, 10, 64); err != nil || n < 1 {
-			return 0, fault.Invalid("/metadata/resourceVersion", "resourceVersion must be a resourceVersion this server issued (a positive decimal integer), not %q", truncate(expected, 40))
+			return 0, cur, fault.Invalid("/metadata/resourceVersion", "resourceVersion must be a resourceVersion this server issued (a positive decimal integer), not %q", truncate(expected, 40))
 		}
 	}
-	if expected != "" && expected != strconv.FormatInt(rv, 10) {
-		return 0, fault.Conflict("%s %q has been modified: resourceVersion is %d, the request expected %s; read it again and retry", ref.Kind, ref.Name, rv, truncate(expected, 40))
+	if expected != "" && expected != cur.Metadata.ResourceVersion {
+		return 0, cur, fault.Conflict("%s %q has been modified: resourceVersion is %s, the request expected %s; read it again and retry", ref.Kind, ref.Name, cur.Metadata.ResourceVersion, truncate(expected, 40))
 	}
-	return id, nil
+	return id, cur, nil
 }
 
-// Replace overwrites an existing object (PUT). A non-empty metadata.resourceVersion must
-// match the stored one (409 otherwise); one that is not a number is a 400.
-func (s *Service) Replace(ctx context.Context, ref Ref, obj client.Object) (client.Object, error) {
-	if err := normalize(ref, &obj); err != nil {
-		return client.Object{}, err
-	}
-	err := s.db.InTx(ctx, func(tx *db.Tx) error {
-		id, err := lockForWrite(ctx, tx, ref, obj.Metadata.ResourceVersion)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, q.Get("ResourceUpdateSpec"), id, []byte(obj.Spec)); err != nil {
-			return err
-		}
-		return writeMetaAndStamp(ctx, tx, id, "MODIFIED", obj)
-	})
+// update runs one replace or patch: lock the row, compute the new object from the stored
+// one, let the kind check it, write the difference and stamp the change.
+func (s *Service) update(ctx context.Context, ref Ref, expected string, next func(cur client.Object) (client.Object, error)) (client.Object, error) {
+	k, err := s.kindOf(ref)
 	if err != nil {
 		return client.Object{}, err
 	}
-	return s.Get(ctx, ref)
+	var out client.Object
+	err = s.db.InTx(ctx, func(tx *db.Tx) error {
+		id, cur, err := lockForWrite(ctx, tx, ref, expected)
+		if err != nil {
+			return err
+		}
+		obj, err := next(cur)
+		if err != nil {
+			return err
+		}
+		obj.Metadata.ResourceVersion = ""
+		if err := normalize(k, ref, &obj); err != nil {
+			return err
+		}
+		out, err = updateTx(ctx, tx, k, id, cur, obj)
+		return err
+	})
+	return out, err
+}
+
+// updateTx writes a normalized obj over cur, the stored object whose row (id) tx has locked.
+func updateTx(ctx context.Context, tx *db.Tx, k *Kind, id int64, cur, obj client.Object) (client.Object, error) {
+	if k.Prepare != nil {
+		if err := k.Prepare(ctx, tx, &obj, &cur); err != nil {
+			return obj, err
+		}
+	}
+	out, err := writeAndStamp(ctx, tx, id, "MODIFIED", obj, &cur)
+	if err != nil {
+		return out, err
+	}
+	out.Metadata.CreatedAt = cur.Metadata.CreatedAt
+	if k.AfterWrite != nil {
+		if err := k.AfterWrite(ctx, tx, id, out, &cur); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// Replace overwrites an existing object (PUT): spec, labels and annotations all become the
+// request's. A non-empty metadata.resourceVersion must match the stored one (409
+// otherwise); one that is not a number is a 400.
+func (s *Service) Replace(ctx context.Context, ref Ref, obj client.Object) (client.Object, error) {
+	return s.update(ctx, ref, obj.Metadata.ResourceVersion, func(client.Object) (client.Object, error) { return obj, nil })
 }
 
 // Patch applies an RFC 7396 JSON merge patch to the object's metadata (labels,
@@ -350,68 +499,80 @@ func (s *Service) Patch(ctx context.Context, ref Ref, patch []byte) (client.Obje
 	if err := json.Unmarshal(patch, &pre); err != nil {
 		return client.Object{}, fault.Invalid("", "the merge patch must be a JSON object: %v", err)
 	}
-	err := s.db.InTx(ctx, func(tx *db.Tx) error {
-		id, err := lockForWrite(ctx, tx, ref, pre.Metadata.ResourceVersion)
-		if err != nil {
-			return err
-		}
-		cur, err := get(ctx, tx, ref)
-		if err != nil {
-			return err
-		}
+	return s.update(ctx, ref, pre.Metadata.ResourceVersion, func(cur client.Object) (client.Object, error) {
 		doc, err := json.Marshal(map[string]any{
 			"kind":     cur.Kind,
 			"metadata": map[string]any{"name": cur.Metadata.Name, "org": cur.Metadata.Org, "labels": cur.Metadata.Labels, "annotations": cur.Metadata.Annotations},
 			"spec":     cur.Spec,
 		})
 		if err != nil {
-			return err
+			return cur, err
 		}
 		merged, err := MergePatch(doc, patch)
 		if err != nil {
-			return fault.Invalid("", "%v", err)
+			return cur, fault.Invalid("", "%v", err)
 		}
 		var next client.Object
-		dec := json.NewDecoder(bytesReader(merged))
-		if err := dec.Decode(&next); err != nil {
-			return fault.Invalid("/metadata", "the patched object is not valid: %v", err)
+		if err := json.NewDecoder(bytesReader(merged)).Decode(&next); err != nil {
+			return cur, fault.Invalid("/metadata", "the patched object is not valid: %v", err)
 		}
-		next.Metadata.ResourceVersion = ""
-		if err := normalize(ref, &next); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, q.Get("ResourceUpdateSpec"), id, []byte(next.Spec)); err != nil {
-			return err
-		}
-		return writeMetaAndStamp(ctx, tx, id, "MODIFIED", next)
+		return next, nil
 	})
-	if err != nil {
-		return client.Object{}, err
-	}
-	return s.Get(ctx, ref)
 }
 
 // Delete removes an object (its labels and annotations cascade). A non-empty expected
-// resourceVersion is a precondition.
-func (s *Service) Delete(ctx context.Context, ref Ref, expected string) error {
+// resourceVersion is a precondition; cascade lets the kind remove what depends on the object
+// (an org's nodes and groups) instead of refusing with 409.
+func (s *Service) Delete(ctx context.Context, ref Ref, expected string, cascade bool) error {
+	k, err := s.kindOf(ref)
+	if err != nil {
+		return err
+	}
 	return s.db.InTx(ctx, func(tx *db.Tx) error {
-		id, err := lockForWrite(ctx, tx, ref, expected)
+		id, last, err := lockForWrite(ctx, tx, ref, expected)
 		if err != nil {
 			return err
 		}
-		last, err := get(ctx, tx, ref)
-		if err != nil {
-			return err
+		if k.BeforeDelete != nil {
+			if err := k.BeforeDelete(ctx, s, tx, id, last, cascade); err != nil {
+				return err
+			}
 		}
-		if _, err := tx.Exec(ctx, q.Get("ResourceDelete"), id); err != nil {
-			return err
-		}
-		last.Metadata.ResourceVersion = ""
-		body, err := json.Marshal(last)
-		if err != nil {
-			return err
-		}
-		var rv int64
-		return tx.QueryRow(ctx, q.Get("ResourceStampDeleted"), ref.Kind, ref.Org, ref.Name, body).Scan(&rv)
+		return deleteLocked(ctx, tx, id, last)
 	})
+}
+
+// deleteLocked deletes row id, whose row lock the transaction holds, and records the
+// deletion with the object as it was last.
+func deleteLocked(ctx context.Context, tx *db.Tx, id int64, last client.Object) error {
+	if _, err := tx.Exec(ctx, q.Get("ResourceDelete"), id); err != nil {
+		return err
+	}
+	last.Metadata.ResourceVersion = ""
+	body, err := json.Marshal(last)
+	if err != nil {
+		return err
+	}
+	var rv int64
+	return tx.QueryRow(ctx, q.Get("ResourceStampDeleted"), last.Kind, last.Metadata.Org, last.Metadata.Name, body).Scan(&rv)
+}
+
+// selectorParam encodes sel as the JSON array of requirements ResourceList binds as one
+// parameter, so the query text is the same whatever the selector.
+func selectorParam(sel metadata.Selector) ([]byte, error) {
+	type req struct {
+		Op string   `json:"op"`
+		P  string   `json:"p"`
+		N  string   `json:"n"`
+		V  []string `json:"v"`
+	}
+	reqs := make([]req, 0, len(sel.Requirements))
+	for _, r := range sel.Requirements {
+		v := r.Values
+		if v == nil {
+			v = []string{}
+		}
+		reqs = append(reqs, req{Op: string(r.Op), P: r.Prefix, N: r.Name, V: v})
+	}
+	return json.Marshal(reqs)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -83,10 +84,10 @@ func TestCreateGetListDelete(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, page.Items)
 
-	require.NoError(t, b.svc.Delete(ctx, org("acme"), ""))
+	require.NoError(t, b.svc.Delete(ctx, org("acme"), "", false))
 	_, err = b.svc.Get(ctx, org("acme"))
 	require.Equal(t, fault.KindNotFound, fault.KindOf(err))
-	require.Equal(t, fault.KindNotFound, fault.KindOf(b.svc.Delete(ctx, org("acme"), "")))
+	require.Equal(t, fault.KindNotFound, fault.KindOf(b.svc.Delete(ctx, org("acme"), "", false)))
 }
 
 func TestValidation(t *testing.T) {
@@ -112,7 +113,11 @@ func TestValidation(t *testing.T) {
 		_, err := b.svc.Create(ctx, org(c.name), c.obj)
 		var fe *fault.Error
 		require.ErrorAs(t, err, &fe, c.field)
-		require.Equal(t, fault.KindInvalid, fe.Kind)
+		want := fault.KindInvalid
+		if strings.HasPrefix(c.field, "/metadata/labels") || strings.HasPrefix(c.field, "/metadata/annotations") {
+			want = fault.KindUnprocessable // well-formed metadata that breaks the key rules
+		}
+		require.Equal(t, want, fe.Kind, c.field)
 		require.Equal(t, c.field, fe.Fields[0].Field)
 	}
 }
@@ -139,7 +144,7 @@ func TestOptimisticConcurrency(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"a":2}`, string(got.Spec))
 
-	require.Equal(t, fault.KindConflict, fault.KindOf(b.svc.Delete(ctx, org("acme"), v1.Metadata.ResourceVersion)))
+	require.Equal(t, fault.KindConflict, fault.KindOf(b.svc.Delete(ctx, org("acme"), v1.Metadata.ResourceVersion, false)))
 	_, err = b.svc.Patch(ctx, org("acme"), []byte(`{"metadata":{"resourceVersion":"`+v1.Metadata.ResourceVersion+`"}}`))
 	require.Equal(t, fault.KindConflict, fault.KindOf(err))
 }
@@ -160,7 +165,7 @@ func TestPatch(t *testing.T) {
 	require.Contains(t, string(got.Spec), "99999999999999999999")
 
 	_, err = b.svc.Patch(ctx, org("acme"), []byte(`{"metadata":{"labels":{"bad key":"x"}}}`))
-	require.Equal(t, fault.KindInvalid, fault.KindOf(err))
+	require.Equal(t, fault.KindUnprocessable, fault.KindOf(err))
 	_, err = b.svc.Patch(ctx, org("acme"), []byte(`not json`))
 	require.Equal(t, fault.KindInvalid, fault.KindOf(err))
 	_, err = b.svc.Patch(ctx, org("acme"), []byte(`{"kind":"Node"}`))

@@ -64,6 +64,13 @@ func TestWorkspaceListReadsVersions(t *testing.T) {
 	require.NotZero(t, pid)
 	_, err = b.db.Exec(ctx, &db.Query{Name: "kill", Text: `SELECT pg_terminate_backend($1)`}, int32(pid))
 	require.NoError(t, err)
+	// pg_terminate_backend only signals: wait until the backend is gone (and its key with
+	// it), or the list may still see the old keeper holding the key.
+	require.Eventually(t, func() bool {
+		var n int
+		err := b.db.QueryRow(ctx, &db.Query{Name: "gone", Text: `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`}, int32(pid)).Scan(&n)
+		return err == nil && n == 0
+	}, 10*time.Second, 10*time.Millisecond)
 	wss, _, err = b.svc.WorkspaceList(ctx, "p", WorkspaceListOptions{})
 	require.NoError(t, err)
 	if wss[0].Lock.Protected {

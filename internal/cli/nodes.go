@@ -1,0 +1,234 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratahq/strata/client"
+)
+
+func init() {
+	extraCommands = append(extraCommands, newNodeCmd, newGroupCmd)
+}
+
+func newNodeCmd(g *globals) *cobra.Command {
+	var org string
+	return newKindCmd(g, kindCLI{
+		noun: "node", plural: "nodes", kind: "Node",
+		specFlags: func(cmd *cobra.Command) {
+			cmd.Flags().StringVar(&org, "org", "", "the org the node belongs to (spec.org)")
+		},
+		spec: func() (map[string]any, error) {
+			if org == "" {
+				return map[string]any{}, nil
+			}
+			return map[string]any{"org": org}, nil
+		},
+		extra: func(g *globals, _ *string) []*cobra.Command { return []*cobra.Command{newNodeApplyCmd(g)} },
+	})
+}
+
+// newNodeApplyCmd streams an NDJSON inventory to POST /v1/nodes:apply, drawing progress on
+// stderr, and prints the failed lines and the summary.
+func newNodeApplyCmd(g *globals) *cobra.Command {
+	var file string
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Create or update many nodes from an NDJSON file (one node per line; - for stdin)",
+		Long: "Each line is a node object, e.g.\n" +
+			`  {"metadata":{"name":"web01","labels":{"env":"prod"}},"spec":{"org":"acme"},"groups":["web"]}` + "\n" +
+			"A line's \"groups\", when present, is the node's complete list of static group memberships.\n" +
+			"Applying the same file twice changes nothing the second time. Bad lines are reported; the good ones are applied.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var in io.Reader = os.Stdin
+			var size int64
+			if file != "-" {
+				f, err := os.Open(file)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if st, err := f.Stat(); err == nil {
+					size = st.Size()
+				}
+				in = f
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var sent atomic.Int64
+			counted := &countingReader{r: in, n: &sent}
+			var done int
+			var failed []client.ApplyResult
+			last := time.Time{}
+			progress := func(final bool) {
+				if quiet || (!final && time.Since(last) < 200*time.Millisecond) {
+					return
+				}
+				last = time.Now()
+				fmt.Fprintf(g.stderr, "\r%s %d lines applied", bar(sent.Load(), size), done)
+				if final {
+					fmt.Fprintln(g.stderr)
+				}
+			}
+			sum, err := c.NodeApply(cmd.Context(), counted, func(r client.ApplyResult) {
+				done++
+				if r.Result == "error" {
+					failed = append(failed, r)
+				}
+				progress(false)
+			})
+			progress(true)
+			if err != nil {
+				return err
+			}
+			for _, f := range failed {
+				msg := ""
+				if f.Problem != nil {
+					msg = f.Problem.Detail
+					for _, e := range f.Problem.Errors {
+						msg += fmt.Sprintf("; %s: %s", e.Field, e.Message)
+					}
+				}
+				fmt.Fprintf(g.stderr, "line %d %s: %s\n", f.Line, f.Name, msg)
+			}
+			if err := g.print(sum, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "%d lines: %d created, %d updated, %d unchanged, %d errors\n", sum.Lines, sum.Created, sum.Updated, sum.Unchanged, sum.Errors)
+				return err
+			}); err != nil {
+				return err
+			}
+			if sum.Errors > 0 {
+				return fmt.Errorf("%d of %d lines failed", sum.Errors, sum.Lines)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "NDJSON file to apply (- for stdin)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
+	_ = cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// bar draws a 30-column progress bar of sent out of size bytes (no bar when size is unknown).
+func bar(sent, size int64) string {
+	if size <= 0 {
+		return fmt.Sprintf("%d bytes sent,", sent)
+	}
+	const w = 30
+	n := int(sent * w / size)
+	if n > w {
+		n = w
+	}
+	return fmt.Sprintf("[%s%s] %3d%%", strings.Repeat("=", n), strings.Repeat(" ", w-n), sent*100/size)
+}
+
+func newGroupCmd(g *globals) *cobra.Command {
+	var priority int
+	var selector string
+	var setPriority bool
+	return newKindCmd(g, kindCLI{
+		noun: "group", plural: "groups", kind: "Group", inOrg: true,
+		specFlags: func(cmd *cobra.Command) {
+			cmd.Flags().IntVar(&priority, "priority", 0, "spec.priority: higher wins when pillars of groups conflict")
+			cmd.Flags().StringVar(&selector, "node-selector", "", "spec.selector: the org's nodes whose labels match are members")
+			cmd.PreRun = func(cmd *cobra.Command, _ []string) { setPriority = cmd.Flags().Changed("priority") }
+		},
+		spec: func() (map[string]any, error) {
+			m := map[string]any{}
+			if setPriority {
+				m["priority"] = priority
+			}
+			if selector != "" {
+				m["selector"] = selector
+			}
+			return m, nil
+		},
+		extra: func(g *globals, org *string) []*cobra.Command {
+			groups := func() (*client.Resources, error) {
+				c, err := g.client()
+				if err != nil {
+					return nil, err
+				}
+				return c.Groups(*org), nil
+			}
+			members := &cobra.Command{
+				Use:   "members GROUP",
+				Short: "List a group's members (static and selected by its selector)",
+				Args:  cobra.ExactArgs(1),
+				RunE: func(cmd *cobra.Command, args []string) error {
+					r, err := groups()
+					if err != nil {
+						return err
+					}
+					ms, err := r.Members(cmd.Context(), args[0])
+					if err != nil {
+						return err
+					}
+					return g.print(ms, func(w io.Writer) error {
+						t := newTable(w, "NODE", "STATIC", "SELECTED")
+						for _, m := range ms {
+							t.row(m.Node, fmt.Sprint(m.Static), fmt.Sprint(m.Selected))
+						}
+						return t.flush()
+					})
+				},
+			}
+			add := &cobra.Command{
+				Use:   "add-member GROUP NODE...",
+				Short: "Make nodes static members of a group",
+				Args:  cobra.MinimumNArgs(2),
+				RunE: func(cmd *cobra.Command, args []string) error {
+					r, err := groups()
+					if err != nil {
+						return err
+					}
+					for _, n := range args[1:] {
+						if err := r.AddMember(cmd.Context(), args[0], n); err != nil {
+							return fmt.Errorf("%s: %w", n, err)
+						}
+					}
+					return nil
+				},
+			}
+			remove := &cobra.Command{
+				Use:   "remove-member GROUP NODE...",
+				Short: "End nodes' static membership of a group",
+				Args:  cobra.MinimumNArgs(2),
+				RunE: func(cmd *cobra.Command, args []string) error {
+					r, err := groups()
+					if err != nil {
+						return err
+					}
+					for _, n := range args[1:] {
+						if err := r.RemoveMember(cmd.Context(), args[0], n); err != nil {
+							return fmt.Errorf("%s: %w", n, err)
+						}
+					}
+					return nil
+				},
+			}
+			return []*cobra.Command{members, add, remove}
+		},
+	})
+}

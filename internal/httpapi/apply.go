@@ -1,0 +1,203 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/auth"
+	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/resource"
+)
+
+// applyBatch is how many lines of a bulk apply share one transaction.
+const applyBatch = 500
+
+// applyLine is one line of POST /v1/nodes:apply: a node, plus optionally the complete list
+// of its static group memberships (groups of its org).
+type applyLine struct {
+	Kind     string            `json:"kind"`
+	Metadata client.ObjectMeta `json:"metadata"`
+	Spec     json.RawMessage   `json:"spec"`
+	Groups   *[]string         `json:"groups"`
+}
+
+// nodeApply streams an NDJSON inventory of nodes in and the per-line results out. The body is
+// not bound by --max-body-bytes (an inventory of 10k minions is megabytes), but each line is.
+// Lines are applied in batches of applyBatch in one transaction each (resource.ApplyNodes);
+// a bad line is reported and the good lines around it are applied. Each line is authorized on
+// its own: nodes:write:<name>, and groups:write:<org> when it sets memberships. The answer is
+// NDJSON: one client.ApplyResult per line as its batch commits, then {"summary": …}.
+func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !isNDJSON(ct) {
+		return fault.Invalid("", "Content-Type must be application/x-ndjson (one JSON node per line), not %q", ct)
+	}
+	if p.ListFilter("nodes", "write").Empty() {
+		// No line could pass: refuse the request as a whole.
+		return p.Check("nodes", "write", "*")
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	var sum client.ApplySummary
+	emit := func(res client.ApplyResult) {
+		sum.Lines++
+		switch res.Result {
+		case "created":
+			sum.Created++
+		case "updated":
+			sum.Updated++
+		case "unchanged":
+			sum.Unchanged++
+		default:
+			sum.Errors++
+		}
+		_ = enc.Encode(res)
+	}
+	lineError := func(line int, name string, err error) {
+		emit(client.ApplyResult{Line: line, Name: name, Result: "error", Problem: problemOf(r, err)})
+	}
+
+	var batch []resource.ApplyItem
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		for _, o := range a.resources.ApplyNodes(r.Context(), batch) {
+			res := client.ApplyResult{Line: o.Line, Name: o.Name, Result: o.Result}
+			if o.Err != nil {
+				res.Result, res.Problem = "error", problemOf(r, o.Err)
+			}
+			emit(res)
+		}
+		batch = batch[:0]
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+
+	br := bufio.NewReaderSize(r.Body, 64<<10)
+	for line := 1; ; line++ {
+		raw, err := readLine(br, a.maxBody)
+		if errors.Is(err, errLineTooLong) {
+			flush()
+			lineError(line, "", fault.New(fault.KindTooLarge, "line %d is longer than the limit of %d bytes", line, a.maxBody))
+			continue
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			flush()
+			lineError(line, "", fault.Invalid("", "reading the body: %v", err))
+			break
+		}
+		if len(bytes.TrimSpace(raw)) > 0 {
+			if it, name, lerr := a.parseApplyLine(p, line, raw); lerr != nil {
+				lineError(line, name, lerr)
+			} else {
+				batch = append(batch, it)
+				if len(batch) >= applyBatch {
+					flush()
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) || r.Context().Err() != nil {
+			break
+		}
+	}
+	flush()
+	_ = enc.Encode(struct {
+		Summary client.ApplySummary `json:"summary"`
+	}{sum})
+	return nil
+}
+
+func (a *API) parseApplyLine(p *auth.Principal, line int, raw []byte) (resource.ApplyItem, string, error) {
+	var l applyLine
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&l); err != nil {
+		return resource.ApplyItem{}, "", jsonError(err)
+	}
+	if dec.More() {
+		return resource.ApplyItem{}, "", fault.Invalid("", "line %d holds more than one JSON value", line)
+	}
+	name := l.Metadata.Name
+	if name == "" {
+		return resource.ApplyItem{}, "", fault.Invalid("/metadata/name", "metadata.name is required")
+	}
+	if err := p.Check("nodes", "write", name); err != nil {
+		return resource.ApplyItem{}, name, err
+	}
+	it := resource.ApplyItem{Line: line, Obj: client.Object{Kind: l.Kind, Metadata: l.Metadata, Spec: l.Spec}}
+	if l.Groups != nil {
+		it.HasGroups, it.Groups = true, *l.Groups
+		org := resource.NodeOrg(it.Obj)
+		if err := p.Check("groups", "write", org); err != nil {
+			return resource.ApplyItem{}, name, err
+		}
+	}
+	return it, name, nil
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine returns the next line without its newline; a line longer than max is consumed
+// to its end and reported as errLineTooLong.
+func readLine(br *bufio.Reader, max int64) ([]byte, error) {
+	var buf []byte
+	tooLong := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			if int64(len(buf)+len(chunk)) > max+1 {
+				tooLong, buf = true, nil
+			} else {
+				buf = append(buf, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if tooLong {
+			if err != nil {
+				return nil, err
+			}
+			return nil, errLineTooLong
+		}
+		return bytes.TrimRight(buf, "\r\n"), err
+	}
+}
+
+func isNDJSON(ct string) bool {
+	switch mediaType(ct) {
+	case "application/x-ndjson", "application/ndjson", "application/jsonl", "application/json":
+		return true
+	}
+	return false
+}
+
+// problemOf renders err as the problem document writeError would send.
+func problemOf(r *http.Request, err error) *client.Problem {
+	fe := classify(err)
+	info, ok := kinds[fe.Kind]
+	if !ok || fe.Kind == fault.KindInternal {
+		info = kinds[fault.KindInternal]
+		fe = &fault.Error{Kind: fault.KindInternal, Detail: fmt.Sprintf("internal error; the server log has the details (request path %s)", r.URL.Path)}
+	}
+	p := &client.Problem{Type: ProblemTypeBase + info.slug, Title: info.title, Status: info.status, Detail: fe.Detail}
+	for _, f := range fe.Fields {
+		p.Errors = append(p.Errors, client.FieldError{Field: f.Field, Message: f.Message})
+	}
+	return p
+}
+
+func mediaType(ct string) string {
+	return strings.ToLower(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0]))
+}
