@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stratahq/strata/internal/auth"
@@ -15,8 +17,9 @@ import (
 	"github.com/stratahq/strata/internal/resource"
 )
 
-// FuzzOrgBodies sends arbitrary bodies to the org endpoints: whatever arrives, the answer is
-// never a 5xx (bad input is the client's problem and must be named as such).
+// FuzzOrgBodies sends arbitrary bodies to the write endpoints of every built-in kind (orgs,
+// nodes, groups; they share one code path) and to the bulk apply: whatever arrives, the
+// answer is never a 5xx (bad input is the client's problem and must be named as such).
 func FuzzOrgBodies(f *testing.F) {
 	d := pgtest.NewDB(f)
 	tokens := auth.NewService(d)
@@ -27,7 +30,23 @@ func FuzzOrgBodies(f *testing.F) {
 	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resource.NewService(d),
 		MaxBodyBytes: 1 << 16, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	f.Cleanup(srv.Close)
+	for _, setup := range []struct{ path, body string }{
+		{"/v1/orgs", `{"metadata":{"name":"acme"}}`},
+		{"/v1/nodes", `{"metadata":{"name":"fuzz"},"spec":{"org":"acme"}}`},
+		{"/v1/orgs/acme/groups", `{"metadata":{"name":"fuzz"}}`},
+	} {
+		r, _ := http.NewRequest("POST", srv.URL+setup.path, bytes.NewReader([]byte(setup.body)))
+		r.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil || resp.StatusCode != 201 {
+			f.Fatalf("setup %s: %v %v", setup.path, err, resp)
+		}
+		resp.Body.Close()
+	}
 	for _, seed := range []string{
+		`{"metadata":{"name":"n"},"spec":{"org":"acme"}}`, `{"spec":{"org":"acme","x":[1]}}`, `{"spec":{"priority":3,"selector":"a in (b)"}}`,
+		`{"spec":{"selector":"a>1"}}`, `{"metadata":{"labels":{"strata.io/x":"y"}}}`, `{"spec":{"org":null}}`,
+		`{"metadata":{"name":"x"},"spec":{"org":"acme"},"groups":["fuzz","nope"]}` + "\n" + `{"metadata":{"name":"y"}}`,
 		`{"metadata":{"name":"a"}}`, `{"metadata":{"name":"a","labels":{"k":"v"}},"spec":{"n":1e999}}`,
 		`{"spec":[]}`, `{"metadata":{"labels":{"":""}}}`, `{"metadata":{"name":"a\u0000b"}}`, `null`, `[]`, `"x"`,
 		`{"metadata":{"annotations":{"a":"\ud800"}}}`, `{"spec":{"a":"\u0000"}}`,
@@ -37,6 +56,9 @@ func FuzzOrgBodies(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, req := range []struct{ method, path string }{
 			{"POST", "/v1/orgs"}, {"PUT", "/v1/orgs/fuzz"}, {"PATCH", "/v1/orgs/fuzz"},
+			{"POST", "/v1/nodes"}, {"PUT", "/v1/nodes/fuzz"}, {"PATCH", "/v1/nodes/fuzz"},
+			{"POST", "/v1/orgs/acme/groups"}, {"PUT", "/v1/orgs/acme/groups/fuzz"}, {"PATCH", "/v1/orgs/acme/groups/fuzz"},
+			{"POST", "/v1/nodes:apply"},
 		} {
 			r, _ := http.NewRequest(req.method, srv.URL+req.path, bytes.NewReader(body))
 			r.Header.Set("Authorization", "Bearer "+secret)
@@ -46,9 +68,47 @@ func FuzzOrgBodies(f *testing.F) {
 			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode >= 500 {
+			if resp.StatusCode >= 500 || bytes.Contains(b, []byte(`"status":5`)) {
 				t.Fatalf("%s %s with %q: %d %s", req.method, req.path, body, resp.StatusCode, b)
 			}
+		}
+	})
+}
+
+// FuzzLabelSelector sends arbitrary label selectors to the lists: the answer is a 200 or a
+// 400 problem naming labelSelector, never a 5xx.
+func FuzzLabelSelector(f *testing.F) {
+	d := pgtest.NewDB(f)
+	tokens := auth.NewService(d)
+	secret, err := tokens.Bootstrap(context.Background(), "")
+	if err != nil {
+		f.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resource.NewService(d),
+		MaxBodyBytes: 1 << 16, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	f.Cleanup(srv.Close)
+	for _, seed := range []string{"", "env=prod", "env in (a,b),!x", "a.b/c notin (,x)", "x>1", "!", "a in (", "a=b,", strings.Repeat("a,", 51) + "a", "\x00", "é=é"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, sel string) {
+		resp, err := http.DefaultClient.Do(func() *http.Request {
+			r, _ := http.NewRequest("GET", srv.URL+"/v1/nodes?labelSelector="+url.QueryEscape(sel), nil)
+			r.Header.Set("Authorization", "Bearer "+secret)
+			return r
+		}())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case 200:
+		case 400:
+			if !bytes.Contains(b, []byte(`"field":"labelSelector"`)) {
+				t.Fatalf("%q: 400 without naming labelSelector: %s", sel, b)
+			}
+		default:
+			t.Fatalf("%q: %d %s", sel, resp.StatusCode, b)
 		}
 	})
 }
