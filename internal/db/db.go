@@ -85,6 +85,12 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if opts.MaxConns > 0 && !hasPoolMaxConns(opts.URL) {
 		cfg.MaxConns = opts.MaxConns
 	}
+	// Parallel query off: strata's queries are short index walks with a LIMIT, for which
+	// parallel workers on a busy machine made label-selector lists 5-6 times slower in
+	// measurements (docs/benchmarks.md); an operator can still turn it on in the URL.
+	if _, set := cfg.ConnConfig.RuntimeParams["max_parallel_workers_per_gather"]; !set {
+		cfg.ConnConfig.RuntimeParams["max_parallel_workers_per_gather"] = "0"
+	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "strata"
 	}

@@ -42,6 +42,11 @@ func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principa
 		// No line could pass: refuse the request as a whole.
 		return p.Check("nodes", "write", "*")
 	}
+	// Results stream out while the inventory still streams in: without full duplex, Go's
+	// HTTP/1 server closes the request body at the first flush of the answer.
+	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+		return fmt.Errorf("enable full duplex: %w", err)
+	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)

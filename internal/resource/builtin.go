@@ -87,6 +87,11 @@ func nodePrepare(ctx context.Context, tx *db.Tx, obj *client.Object, prev *clien
 	if !ok || org == "" {
 		return fault.UnprocessableFields("invalid node: spec.org must be an org name", []fault.FieldError{{Field: "/spec/org", Message: "must be the name of an org (a non-empty string)"}})
 	}
+	if prev != nil && NodeOrg(*prev) == org {
+		// Staying in its org: the node's row lock (held by the caller) is enough, since a
+		// cascading org deletion locks the node's row too, and a refusing one counts it.
+		return nil
+	}
 	// The org row is locked FOR SHARE until commit: an org deletion either waits for this
 	// write (and then sees the node) or has committed (and the org is gone here).
 	if _, err := LockOrg(ctx, tx, org); err != nil {

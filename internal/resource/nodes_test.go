@@ -242,6 +242,8 @@ func TestSelectorsAgreeWithKubernetes(t *testing.T) {
 		require.NoError(t, err)
 	}
 	checked := 0
+	walker := resource.NewService(b.db)
+	walker.DriveLimit = 0 // every selector through the walking plan too
 	for _, c := range golden.Selectors {
 		sel, err := metadata.ParseSelector(c.Selector)
 		if !c.Valid || c.UsesGtLt {
@@ -257,6 +259,9 @@ func TestSelectorsAgreeWithKubernetes(t *testing.T) {
 		}
 		sort.Strings(want)
 		require.Equal(t, want, names(list), "selector %q", c.Selector)
+		walked, _, err := walker.List(ctx, resource.KindGroup, "acme", resource.ListOptions{Filter: auth.Filter{All: true}, Selector: sel})
+		require.NoError(t, err, c.Selector)
+		require.Equal(t, want, names(walked), "selector %q, walking plan", c.Selector)
 		checked++
 	}
 	require.Greater(t, checked, 150)

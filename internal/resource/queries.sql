@@ -88,7 +88,9 @@ WHERE r.kind = $1 AND r.org = $2 AND r.name = $3;
 
 -- name: ResourceList
 -- $8 is the label selector as a JSON array of requirements (see selectorParam and
--- labels_match in migration 0007); '[]' selects everything.
+-- labels_match in migration 0007); '[]' selects everything. Each row of the kind is tested in
+-- name order until the page is full: right when many objects match (a page fills quickly),
+-- while selective selectors take ResourceListDriven.
 SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
        coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
@@ -101,6 +103,36 @@ WHERE r.kind = $1 AND r.org = $2 AND r.name > $3
   AND ($8::jsonb = '[]' OR {{schema}}.labels_match(r.id, $8::jsonb))
 ORDER BY r.name
 LIMIT $4;
+
+-- name: ResourceListDriven
+-- ResourceList for a selective selector: $9 are the ids of the objects that carry one of its
+-- positive requirements (see List), so PostgreSQL reads those few rows by primary key and
+-- sorts them instead of walking the kind's names until a page fills.
+SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
+       coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
+                 FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
+       coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
+                 FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}')
+FROM {{schema}}.resources r
+WHERE r.kind = $1 AND r.org = $2 AND r.name > $3
+  AND ($5::boolean OR r.name = ANY($6::text[])
+       OR EXISTS (SELECT 1 FROM unnest($7::text[]) p WHERE starts_with(r.name, p)))
+  AND r.id = ANY($9::bigint[])
+  AND ($8::jsonb = '[]' OR {{schema}}.labels_match(r.id, $8::jsonb))
+ORDER BY r.name
+LIMIT $4;
+
+-- name: LabelProbeIn
+-- Up to $4 ids of objects whose label ($1, $2) has one of the values $3: an index-only
+-- range of labels_selector.
+SELECT l.resource_id FROM {{schema}}.labels l
+WHERE l.key_prefix = $1 AND l.key_name = $2 AND l.value = ANY($3::text[])
+LIMIT $4;
+
+-- name: LabelProbeExists
+SELECT l.resource_id FROM {{schema}}.labels l
+WHERE l.key_prefix = $1 AND l.key_name = $2
+LIMIT $3;
 
 -- name: ResourceVersionCurrent
 SELECT coalesce(max(resource_version), 0) FROM {{schema}}.changes;

@@ -69,11 +69,14 @@ type Ref struct {
 type Service struct {
 	db    *db.DB
 	kinds *Kinds
+	// DriveLimit is DefaultDriveLimit unless changed before use (tests set 0 to force the
+	// walking plan, to check that both plans answer the same).
+	DriveLimit int
 }
 
 // NewService returns a Service over d serving the built-in kinds (Org, Node, Group).
 func NewService(d *db.DB) *Service {
-	s := &Service{db: d}
+	s := &Service{db: d, DriveLimit: DefaultDriveLimit}
 	s.kinds = NewKinds(OrgKind(), NodeKind(), GroupKind())
 	return s
 }
@@ -389,7 +392,19 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 		return out, "", err
 	}
 	f := opts.Filter
-	rows, err := s.db.Query(ctx, q.Get("ResourceList"), kind, org, opts.After, limit+1, f.All, f.Names, f.Prefixes, sel)
+	ids, err := s.drive(ctx, opts.Selector)
+	if err != nil {
+		return out, "", err
+	}
+	var rows db.Rows
+	switch {
+	case ids == nil:
+		rows, err = s.db.Query(ctx, q.Get("ResourceList"), kind, org, opts.After, limit+1, f.All, f.Names, f.Prefixes, sel)
+	case len(ids) == 0:
+		return out, "", nil // a requirement no object meets
+	default:
+		rows, err = s.db.Query(ctx, q.Get("ResourceListDriven"), kind, org, opts.After, limit+1, f.All, f.Names, f.Prefixes, sel, ids)
+	}
 	if err != nil {
 		return out, "", err
 	}
@@ -409,6 +424,63 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 		return out, out.Items[limit-1].Metadata.Name, nil
 	}
 	return out, "", nil
+}
+
+// DefaultDriveLimit is how many objects a selector's most selective positive requirement
+// may name for a list to start from them (ResourceListDriven) rather than walk the kind in
+// name order (ResourceList).
+const DefaultDriveLimit = 2000
+
+// drive decides how a list with selector sel runs. It probes the labels index for each
+// positive requirement (in, exists), up to DriveLimit+1 ids each. nil means "walk": there is
+// no positive requirement, or every one is common, so a page fills quickly in name order. An
+// empty, non-nil slice means a requirement no object meets: the list is empty, answered
+// without reading a single object. Otherwise it returns the ids of the most selective
+// requirement, which the list reads by primary key and sorts. The planner cannot make this
+// choice itself: with a prepared statement's generic plan one plan serves every selector, and
+// at a million objects even custom plans walked half a million names for selectors that
+// matched nothing (docs/benchmarks.md).
+func (s *Service) drive(ctx context.Context, sel metadata.Selector) ([]int64, error) {
+	limit := s.DriveLimit
+	if limit <= 0 {
+		return nil, nil
+	}
+	var best []int64
+	for _, r := range sel.Requirements {
+		var rows db.Rows
+		var err error
+		switch r.Op {
+		case metadata.OpIn:
+			rows, err = s.db.Query(ctx, q.Get("LabelProbeIn"), r.Prefix, r.Name, r.Values, limit+1)
+		case metadata.OpExists:
+			rows, err = s.db.Query(ctx, q.Get("LabelProbeExists"), r.Prefix, r.Name, limit+1)
+		default:
+			continue // notin and !k match objects without the key: they cannot drive
+		}
+		if err != nil {
+			return nil, err
+		}
+		ids := []int64{}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		if len(ids) == 0 {
+			return ids, nil
+		}
+		if len(ids) <= limit && (best == nil || len(ids) < len(best)) {
+			best = ids
+		}
+	}
+	return best, nil
 }
 
 // lockForWrite locks the stored row, reads the object as stored and checks the caller's

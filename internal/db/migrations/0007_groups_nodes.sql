@@ -40,3 +40,9 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
 				WHERE l.resource_id = rid AND l.key_prefix = q.p AND l.key_name = q.n)
 		END)
 $$;
+
+-- Label selectors start from the rows of one requirement (package internal/resource, List):
+-- the key and value lead, and the resource id is included so the probe is an index-only scan.
+-- It replaces labels_key_value, whose columns it starts with.
+CREATE INDEX labels_selector ON {{schema}}.labels (key_prefix, key_name, value) INCLUDE (resource_id);
+DROP INDEX {{schema}}.labels_key_value;

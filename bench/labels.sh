@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Label benchmarks, side by side with the anchors of ../shared/bench (seed 000's labels table
+# as Cloud Foundry's ADR leaves it), in one strata's embedded PostgreSQL cluster, in one run:
+#
+#   bash bench/labels.sh patch            # HTTP PATCH of one label vs raw INSERT … ON CONFLICT (pgbench)
+#   bash bench/labels.sh select [SIZE]    # selector list queries vs the naive EXISTS query, SIZE resources (default 100000)
+#
+# Results and their reading are in docs/benchmarks.md. Needs the PostgreSQL server binaries and
+# pgbench (Debian: postgresql, postgresql-contrib), and farm-bench for the side-by-side timing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-patch}
+size=${2:-100000}
+anchors=${ANCHORS:-../shared/bench}
+work=$(mktemp -d /tmp/strata-labels-XXXXXX)
+chmod 755 "$work"
+cleanup() {
+	[ -n "${pid:-}" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+go build -o "$work/strata" ./cmd/strata
+go build -o "$work/labels" ./bench/labels
+"$work/strata" serve --data-dir "$work/data" --listen 127.0.0.1:0 2>"$work/serve.log" &
+pid=$!
+for _ in $(seq 1 300); do
+	addr=$(grep -o '"msg":"strata serving","addr":"[^"]*"' "$work/serve.log" | sed 's/.*"addr":"//; s/"$//' || true)
+	[ -n "$addr" ] && curl -sf "http://$addr/readyz" >/dev/null && break
+	sleep 0.1
+done
+[ -n "$addr" ] || { echo "strata did not start"; cat "$work/serve.log"; exit 1; }
+server="http://$addr"
+token=$(cat "$work/data/admin-token")
+pg="postgresql://strata@/strata?host=$work/data/pg-socket&port=5432&sslmode=disable"
+psql() { command psql -X -q -v ON_ERROR_STOP=1 "$pg" "$@"; }
+
+case "$mode" in
+patch)
+	"$work/labels" setup -server "$server" -token "$token" -nodes 1000
+	psql -f "$anchors/anchor-labels.sql" >/dev/null
+	n=16000 c=8
+	echo "== PATCH of one label over HTTP ($n requests, $c clients) vs raw INSERT … ON CONFLICT ($n transactions, $c clients)"
+	farm-bench -n 7 --timeout 600 \
+		--vs "pgbench -n -t $((n / c)) -c $c -j 2 -f $anchors/anchor-labels-upsert.sql $pg" \
+		-- "$work/labels" patch -server "$server" -token "$token" -n $n -c $c
+	echo "== one run of each with its own figures"
+	"$work/labels" patch -server "$server" -token "$token" -n $n -c $c
+	pgbench -n -t $((n / c)) -c $c -j 2 -f "$anchors/anchor-labels-upsert.sql" "$pg" 2>/dev/null | grep -E 'tps|latency average'
+	;;
+*)
+	echo "unknown mode $mode" >&2
+	exit 2
+	;;
+esac
