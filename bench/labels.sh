@@ -48,6 +48,28 @@ patch)
 	"$work/labels" patch -server "$server" -token "$token" -n $n -c $c
 	pgbench -n -t $((n / c)) -c $c -j 2 -f "$anchors/anchor-labels-upsert.sql" "$pg" 2>/dev/null | grep -E 'tps|latency average'
 	;;
+select)
+	echo "== loading $size resources x 5 labels: the anchor (schema cc) and strata's nodes"
+	sed "s/generate_series(1,100000)/generate_series(1,$size)/" "$anchors/anchor-labels.sql" | psql >/dev/null 2>&1
+	psql -v size="$size" -f bench/labels-data.sql >/dev/null
+	# The anchor's selector (k1=v<0..19>, k2 in (v1,v2,v3): no resource has k2 in v1..v3) and a
+	# selector that matches 10% of the resources, each as the anchor's naive EXISTS query
+	# (pgbench) and as strata's list endpoint over HTTP (limit 50, the same page size).
+	cat >"$work/anchor-s1.sql" <<'SQL'
+SELECT r.guid FROM cc.resources r WHERE EXISTS (SELECT 1 FROM cc.labels l WHERE l.resource_id = r.id AND l.key_prefix = '' AND l.key_name = 'k1' AND l.value = 'v4')
+ AND EXISTS (SELECT 1 FROM cc.labels l WHERE l.resource_id = r.id AND l.key_prefix = '' AND l.key_name = 'k2' AND l.value IN ('v5','v10')) LIMIT 50;
+SQL
+	secs=${SECS:-15}
+	for round in 1 2 3; do
+		for s in anchor s1; do
+			if [ $s = anchor ]; then script="$anchors/anchor-labels-select.sql"; sel='k1=v{r},k2 in (v1,v2,v3)'; else script="$work/anchor-s1.sql"; sel='k1=v4,k2 in (v5,v10)'; fi
+			a=$(pgbench -n -T "$secs" -c 8 -j 2 -f "$script" "$pg" 2>/dev/null | grep -E '^tps' | sed 's/tps = \([0-9.]*\).*/\1/')
+			# strata: as many requests as fit in the same time, measured by the tool itself
+			b=$(timeout $((secs * 4)) "$work/labels" select -server "$server" -token "$token" -c 8 -n 1000000 -duration "${secs}s" -selector "$sel")
+			echo "size=$size round=$round selector=$s anchor_tps=$a strata: $b"
+		done
+	done
+	;;
 *)
 	echo "unknown mode $mode" >&2
 	exit 2

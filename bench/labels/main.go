@@ -2,7 +2,7 @@
 //
 //	labels setup  -server URL -token T -nodes 1000        # org "bench" and nodes n0000…, 5 labels each
 //	labels patch  -server URL -token T -n 16000 -c 8      # n merge PATCHes of one label, c clients
-//	labels select -server URL -token T -n 2000 -c 8 -selector 'k1=v4,k2 in (v5,v10)'
+//	labels select -server URL -token T -n 2000 -c 8 -selector 'k1=v{r},k2 in (v1,v2,v3)'
 //
 // patch is the HTTP side of the "PATCH vs raw INSERT … ON CONFLICT" comparison: each request
 // sets label k<0..9> of a random one of the first 1000 nodes to v<0..50>, the same keys and
@@ -21,6 +21,8 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,8 +39,12 @@ func main() {
 	n := fs.Int("n", 16000, "requests")
 	c := fs.Int("c", 8, "concurrent clients")
 	nodes := fs.Int("nodes", 1000, "setup: nodes to create")
+	duration := fs.Duration("duration", 0, "stop after this long even if fewer than -n requests ran (0: no limit)")
 	selector := fs.String("selector", "k1=v4,k2 in (v5,v10)", "select: label selector")
 	_ = fs.Parse(os.Args[2:])
+	if *duration > 0 {
+		deadline = time.Now().Add(*duration)
+	}
 	h := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	do := func(method, path string, body []byte, ct string) (int, []byte) {
 		req, _ := http.NewRequestWithContext(context.Background(), method, *server+path, bytes.NewReader(body))
@@ -79,8 +85,10 @@ func main() {
 			return nil
 		})
 	case "select":
-		q := "/v1/nodes?limit=50&labelSelector=" + url.QueryEscape(*selector)
-		run(*n, *c, func(*rand.Rand) error {
+		// {r} in the selector is replaced by a random 0..19 per request, as the anchor's
+		// pgbench script draws :v.
+		run(*n, *c, func(r *rand.Rand) error {
+			q := "/v1/nodes?limit=50&labelSelector=" + url.QueryEscape(strings.ReplaceAll(*selector, "{r}", strconv.Itoa(r.IntN(20))))
 			if st, b := do("GET", q, nil, ""); st != 200 {
 				return fmt.Errorf("GET %s: %d %s", q, st, b)
 			}
@@ -90,6 +98,9 @@ func main() {
 		fail("unknown command %q", os.Args[1])
 	}
 }
+
+// deadline, when set, ends run early.
+var deadline time.Time
 
 // run makes n calls of f over c goroutines and prints throughput and latency percentiles.
 func run(n, c int, f func(r *rand.Rand) error) {
@@ -103,7 +114,7 @@ func run(n, c int, f func(r *rand.Rand) error) {
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(w), 42))
-			for next.Add(1) <= int64(n) {
+			for next.Add(1) <= int64(n) && (deadline.IsZero() || time.Now().Before(deadline)) {
 				t0 := time.Now()
 				if err := f(r); err != nil {
 					firstErr.CompareAndSwap(nil, err)

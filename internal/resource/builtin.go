@@ -173,31 +173,26 @@ func orgBeforeDelete(ctx context.Context, s *Service, tx *db.Tx, id int64, org c
 	if !cascade {
 		return fault.Conflict("org %q still has %d nodes and %d groups: delete them first, or delete the org with ?cascade=true to delete them with it", org.Metadata.Name, nodes, groups)
 	}
-	rows, err := tx.Query(ctx, q.Get("OrgDependentsForUpdate"), org.Metadata.Name, KindNode, KindGroup)
+	rows, err := tx.Query(ctx, q.Get("OrgDependentsLock"), org.Metadata.Name, KindNode, KindGroup)
 	if err != nil {
 		return err
 	}
-	type dep struct {
-		id  int64
-		obj client.Object
-	}
-	var deps []dep
+	var ids []int64
 	for rows.Next() {
-		var (
-			d    dep
-			kind string
-		)
-		o, err := scanObject("", rows, &d.id, &kind)
-		if err != nil {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
 			rows.Close()
 			return err
 		}
-		o.Kind = kind
-		d.obj = o
-		deps = append(deps, d)
+		ids = append(ids, id)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
+		return err
+	}
+	// Read after locking, in a statement of its own (see ResourceLock).
+	deps, err := getByID(ctx, tx, ids)
+	if err != nil {
 		return err
 	}
 	for _, d := range deps {

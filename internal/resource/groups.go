@@ -81,18 +81,15 @@ func (s *Service) Members(ctx context.Context, org, group, after string, limit i
 	if err != nil {
 		return out, "", err
 	}
-	var sel []byte // NULL: no selector
-	if parsed, err := GroupSelector(g); err != nil {
+	sel, err := GroupSelector(g)
+	if err != nil {
 		return out, "", fmt.Errorf("stored selector of group %s/%s: %w", org, group, err)
-	} else if len(parsed.Requirements) > 0 {
-		if sel, err = selectorParam(parsed); err != nil {
-			return out, "", err
-		}
 	}
 	if limit <= 0 || limit > MaxListLimit {
 		limit = MaxListLimit
 	}
-	rows, err := s.db.Query(ctx, q.Get("GroupMembers"), KindGroup, org, group, KindNode, sel, after, limit+1)
+	query, selArgs := withSelector(q.Get("GroupMembers"), sel, 8)
+	rows, err := s.db.Query(ctx, query, append([]any{KindGroup, org, group, KindNode, len(sel.Requirements) > 0, after, limit + 1}, selArgs...)...)
 	if err != nil {
 		return out, "", err
 	}

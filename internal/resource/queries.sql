@@ -9,19 +9,29 @@ SELECT id FROM {{schema}}.resources
 WHERE kind = $1 AND org = '' AND name = $2
 FOR SHARE;
 
--- name: ResourceGetForUpdate
+-- name: ResourceLock
 -- The row lock is the queue every writer of one resource waits in: spec, labels and
 -- annotations of a resource change one transaction at a time, so per-resource caps checked
 -- before the write still hold at commit and no two writers take key rows in different orders.
+-- It is a statement of its own: under READ COMMITTED a statement that waited for a row lock
+-- sees the locked row's new version but its subqueries still see the snapshot from before
+-- the wait, so reading labels in the locking statement would read them stale.
+SELECT id FROM {{schema}}.resources
+WHERE kind = $1 AND org = $2 AND name = $3
+FOR UPDATE;
+
+-- name: ResourceGetByID
+-- Reads the object a transaction has just locked (after ResourceLock, so with a snapshot
+-- taken after the lock was granted); the last columns are the row id and kind.
 SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
        coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
        coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
                  FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
-       r.id
+       r.id, r.kind
 FROM {{schema}}.resources r
-WHERE r.kind = $1 AND r.org = $2 AND r.name = $3
-FOR UPDATE OF r;
+WHERE r.id = ANY($1::bigint[])
+ORDER BY r.kind = 'Node', r.name;
 
 -- name: ResourceDelete
 DELETE FROM {{schema}}.resources WHERE id = $1;
@@ -87,10 +97,10 @@ FROM {{schema}}.resources r
 WHERE r.kind = $1 AND r.org = $2 AND r.name = $3;
 
 -- name: ResourceList
--- $8 is the label selector as a JSON array of requirements (see selectorParam and
--- labels_match in migration 0007); '[]' selects everything. Each row of the kind is tested in
--- name order until the page is full: right when many objects match (a page fills quickly),
--- while selective selectors take ResourceListDriven.
+-- The selector marker (a TRUE followed by a comment) becomes the label selector compiled
+-- from the Sel* fragments below (withSelector). Each row of the kind is tested in name order until the page is
+-- full: right when many objects match (a page fills quickly), while selective selectors take
+-- ResourceListDriven.
 SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
        coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
@@ -100,12 +110,12 @@ FROM {{schema}}.resources r
 WHERE r.kind = $1 AND r.org = $2 AND r.name > $3
   AND ($5::boolean OR r.name = ANY($6::text[])
        OR EXISTS (SELECT 1 FROM unnest($7::text[]) p WHERE starts_with(r.name, p)))
-  AND ($8::jsonb = '[]' OR {{schema}}.labels_match(r.id, $8::jsonb))
+  AND TRUE /*selector*/
 ORDER BY r.name
 LIMIT $4;
 
 -- name: ResourceListDriven
--- ResourceList for a selective selector: $9 are the ids of the objects that carry one of its
+-- ResourceList for a selective selector: $8 are the ids of the objects that carry one of its
 -- positive requirements (see List), so PostgreSQL reads those few rows by primary key and
 -- sorts them instead of walking the kind's names until a page fills.
 SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
@@ -117,8 +127,8 @@ FROM {{schema}}.resources r
 WHERE r.kind = $1 AND r.org = $2 AND r.name > $3
   AND ($5::boolean OR r.name = ANY($6::text[])
        OR EXISTS (SELECT 1 FROM unnest($7::text[]) p WHERE starts_with(r.name, p)))
-  AND r.id = ANY($9::bigint[])
-  AND ($8::jsonb = '[]' OR {{schema}}.labels_match(r.id, $8::jsonb))
+  AND r.id = ANY($8::bigint[])
+  AND TRUE /*selector*/
 ORDER BY r.name
 LIMIT $4;
 
@@ -147,17 +157,11 @@ WHERE m.node_id = $1 AND g.id = m.group_id AND g.kind = $3 AND g.org <> $2;
 SELECT (SELECT count(*) FROM {{schema}}.resources WHERE kind = $2 AND spec ->> 'org' = $1),
        (SELECT count(*) FROM {{schema}}.resources WHERE kind = $3 AND org = $1);
 
--- name: OrgDependentsForUpdate
--- Groups first, then nodes, each in name order; the extra columns are the row id and kind.
-SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
-       coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
-                 FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
-       coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
-                 FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
-       r.id, r.kind
-FROM {{schema}}.resources r
+-- name: OrgDependentsLock
+-- Locks an org's groups and nodes for a cascading delete (ResourceGetByID then reads them).
+SELECT r.id FROM {{schema}}.resources r
 WHERE (r.kind = $2 AND r.spec ->> 'org' = $1) OR (r.kind = $3 AND r.org = $1)
-ORDER BY r.kind = $2, r.name
+ORDER BY r.id
 FOR UPDATE OF r;
 
 -- name: GroupLockShare
@@ -180,38 +184,31 @@ USING {{schema}}.resources n
 WHERE m.group_id = $1 AND m.node_id = n.id AND n.kind = $2 AND n.org = '' AND n.name = $3;
 
 -- name: GroupMembers
--- $1 Group kind, $2 org, $3 group, $4 Node kind, $5 the group's selector (NULL: none), $6 the
--- last node name of the previous page, $7 the limit. Static members are always nodes of the
--- group's org (AddMember checks it, a move drops them), so both halves read the org's nodes.
+-- $1 Group kind, $2 org, $3 group, $4 Node kind, $5 whether the group has a selector (the
+-- selector marker becomes it, compiled as for lists), $6 the last node name of the previous
+-- page, $7 the limit. Static members are always nodes of the group's org (AddMember checks it,
+-- a move drops them), so both halves read the org's nodes.
 WITH g AS (SELECT id FROM {{schema}}.resources WHERE kind = $1 AND org = $2 AND name = $3),
 m AS (
-	SELECT n.name,
-	       EXISTS (SELECT 1 FROM {{schema}}.group_members gm, g WHERE gm.group_id = g.id AND gm.node_id = n.id) AS static,
-	       ($5::jsonb IS NOT NULL AND {{schema}}.labels_match(n.id, $5::jsonb)) AS selected
-	FROM {{schema}}.resources n
-	WHERE n.kind = $4 AND n.spec ->> 'org' = $2 AND n.name > $6
+	SELECT r.name,
+	       EXISTS (SELECT 1 FROM {{schema}}.group_members gm, g WHERE gm.group_id = g.id AND gm.node_id = r.id) AS static,
+	       ($5::boolean AND TRUE /*selector*/) AS selected
+	FROM {{schema}}.resources r
+	WHERE r.kind = $4 AND r.spec ->> 'org' = $2 AND r.name > $6
 )
 SELECT name, static, selected FROM m
 WHERE static OR selected
 ORDER BY name
 LIMIT $7;
 
--- name: GroupsLockShare
-SELECT id, name FROM {{schema}}.resources
-WHERE kind = $1 AND org = $2 AND name = ANY($3::text[])
-ORDER BY name
-FOR SHARE;
+-- name: SelIn
+EXISTS (SELECT 1 FROM {{schema}}.labels l WHERE l.resource_id = r.id AND l.key_prefix = $P AND l.key_name = $N AND l.value = ANY ($V::text[]))
 
--- name: MembershipsSync
--- Makes the group ids $2 the node $1's complete set of static memberships; returns how many
--- memberships were added or removed.
-WITH gone AS (
-	DELETE FROM {{schema}}.group_members WHERE node_id = $1 AND NOT (group_id = ANY($2::bigint[]))
-	RETURNING 1
-), added AS (
-	INSERT INTO {{schema}}.group_members (group_id, node_id)
-	SELECT g, $1 FROM unnest($2::bigint[]) AS g
-	ON CONFLICT DO NOTHING
-	RETURNING 1
-)
-SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM added);
+-- name: SelNotIn
+NOT EXISTS (SELECT 1 FROM {{schema}}.labels l WHERE l.resource_id = r.id AND l.key_prefix = $P AND l.key_name = $N AND l.value = ANY ($V::text[]))
+
+-- name: SelExists
+EXISTS (SELECT 1 FROM {{schema}}.labels l WHERE l.resource_id = r.id AND l.key_prefix = $P AND l.key_name = $N)
+
+-- name: SelNotExists
+NOT EXISTS (SELECT 1 FROM {{schema}}.labels l WHERE l.resource_id = r.id AND l.key_prefix = $P AND l.key_name = $N)

@@ -387,10 +387,6 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 		return out, "", err
 	}
 	out.ResourceVersion = strconv.FormatInt(rv, 10)
-	sel, err := selectorParam(opts.Selector)
-	if err != nil {
-		return out, "", err
-	}
 	f := opts.Filter
 	ids, err := s.drive(ctx, opts.Selector)
 	if err != nil {
@@ -399,11 +395,13 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 	var rows db.Rows
 	switch {
 	case ids == nil:
-		rows, err = s.db.Query(ctx, q.Get("ResourceList"), kind, org, opts.After, limit+1, f.All, f.Names, f.Prefixes, sel)
+		query, selArgs := withSelector(q.Get("ResourceList"), opts.Selector, 8)
+		rows, err = s.db.Query(ctx, query, append([]any{kind, org, opts.After, limit + 1, f.All, f.Names, f.Prefixes}, selArgs...)...)
 	case len(ids) == 0:
 		return out, "", nil // a requirement no object meets
 	default:
-		rows, err = s.db.Query(ctx, q.Get("ResourceListDriven"), kind, org, opts.After, limit+1, f.All, f.Names, f.Prefixes, sel, ids)
+		query, selArgs := withSelector(q.Get("ResourceListDriven"), opts.Selector, 9)
+		rows, err = s.db.Query(ctx, query, append([]any{kind, org, opts.After, limit + 1, f.All, f.Names, f.Prefixes, ids}, selArgs...)...)
 	}
 	if err != nil {
 		return out, "", err
@@ -487,13 +485,21 @@ func (s *Service) drive(ctx context.Context, sel metadata.Selector) ([]int64, er
 // expected resourceVersion ("" = no precondition).
 func lockForWrite(ctx context.Context, tx *db.Tx, ref Ref, expected string) (int64, client.Object, error) {
 	var id int64
-	cur, err := scanObject(ref.Kind, tx.QueryRow(ctx, q.Get("ResourceGetForUpdate"), ref.Kind, ref.Org, ref.Name), &id)
+	err := tx.QueryRow(ctx, q.Get("ResourceLock"), ref.Kind, ref.Org, ref.Name).Scan(&id)
 	if errors.Is(err, db.ErrNotFound) {
-		return 0, cur, notFound(ref)
+		return 0, client.Object{}, notFound(ref)
 	}
 	if err != nil {
-		return 0, cur, err
+		return 0, client.Object{}, err
 	}
+	objs, err := getByID(ctx, tx, []int64{id})
+	if err != nil {
+		return 0, client.Object{}, err
+	}
+	if len(objs) != 1 {
+		return 0, client.Object{}, fmt.Errorf("locked %s %q (id %d) but could not read it", ref.Kind, ref.Name, id)
+	}
+	cur := objs[0].obj
 	if expected != "" {
 		if n, err := strconv.ParseInt(expected, 10, 64); err != nil || n < 1 {
 			return 0, cur, fault.Invalid("/metadata/resourceVersion", "resourceVersion must be a resourceVersion this server issued (a positive decimal integer), not %q", truncate(expected, 40))
@@ -503,6 +509,36 @@ func lockForWrite(ctx context.Context, tx *db.Tx, ref Ref, expected string) (int
 		return 0, cur, fault.Conflict("%s %q has been modified: resourceVersion is %s, the request expected %s; read it again and retry", ref.Kind, ref.Name, cur.Metadata.ResourceVersion, truncate(expected, 40))
 	}
 	return id, cur, nil
+}
+
+// stored is an object read with its row id.
+type stored struct {
+	id  int64
+	obj client.Object
+}
+
+// getByID reads the objects with the given row ids (groups first, then nodes, each by name).
+func getByID(ctx context.Context, tx *db.Tx, ids []int64) ([]stored, error) {
+	rows, err := tx.Query(ctx, q.Get("ResourceGetByID"), ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []stored
+	for rows.Next() {
+		var (
+			st   stored
+			kind string
+		)
+		o, err := scanObject("", rows, &st.id, &kind)
+		if err != nil {
+			return nil, err
+		}
+		o.Kind = kind
+		st.obj = o
+		out = append(out, st)
+	}
+	return out, rows.Err()
 }
 
 // update runs one replace or patch: lock the row, compute the new object from the stored
@@ -627,24 +663,4 @@ func deleteLocked(ctx context.Context, tx *db.Tx, id int64, last client.Object) 
 	}
 	var rv int64
 	return tx.QueryRow(ctx, q.Get("ResourceStampDeleted"), last.Kind, last.Metadata.Org, last.Metadata.Name, body).Scan(&rv)
-}
-
-// selectorParam encodes sel as the JSON array of requirements ResourceList binds as one
-// parameter, so the query text is the same whatever the selector.
-func selectorParam(sel metadata.Selector) ([]byte, error) {
-	type req struct {
-		Op string   `json:"op"`
-		P  string   `json:"p"`
-		N  string   `json:"n"`
-		V  []string `json:"v"`
-	}
-	reqs := make([]req, 0, len(sel.Requirements))
-	for _, r := range sel.Requirements {
-		v := r.Values
-		if v == nil {
-			v = []string{}
-		}
-		reqs = append(reqs, req{Op: string(r.Op), P: r.Prefix, N: r.Name, V: v})
-	}
-	return json.Marshal(reqs)
 }
