@@ -42,10 +42,11 @@ func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principa
 		// No line could pass: refuse the request as a whole.
 		return p.Check("nodes", "write", "*")
 	}
-	// Results stream out while the inventory still streams in: without full duplex, Go's
-	// HTTP/1 server closes the request body at the first flush of the answer.
+	// Results go out while the body is still coming in. Without full duplex, net/http ends an
+	// HTTP/1.x request body once the answer's headers are sent: it discards up to 256 KiB of
+	// the unread body and closes it beyond that, so every line after the first flushes was lost.
 	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
-		return fmt.Errorf("enable full duplex: %w", err)
+		return fmt.Errorf("bulk apply needs a full-duplex connection: %w", err)
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
@@ -171,9 +172,11 @@ func readLine(br *bufio.Reader, max int64) ([]byte, error) {
 			continue
 		}
 		if tooLong {
-			if err != nil {
+			if err != nil && !errors.Is(err, io.EOF) {
 				return nil, err
 			}
+			// A too-long last line without a newline is reported too (the next read
+			// returns io.EOF), not dropped.
 			return nil, errLineTooLong
 		}
 		return bytes.TrimRight(buf, "\r\n"), err

@@ -141,7 +141,9 @@ func syncMemberships(ctx context.Context, tx *db.Tx, nodeID int64, org string, g
 	groups = slices.Clone(groups)
 	slices.Sort(groups)
 	groups = slices.Compact(groups)
-	var ids []int64
+	// Not nil: pgx sends a nil slice as NULL, and NOT (group_id = ANY(NULL)) is NULL, so
+	// "groups": [] would delete nothing.
+	ids := make([]int64, 0, len(groups))
 	rows, err := tx.Query(ctx, q.Get("GroupsLockShare"), KindGroup, org, groups)
 	if err != nil {
 		return 0, err

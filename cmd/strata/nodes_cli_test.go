@@ -1,0 +1,206 @@
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/pgtest"
+)
+
+// cliStreams runs the strata binary as a client and returns stdout and stderr apart (the
+// node apply progress bar goes to stderr).
+func cliStreams(t *testing.T, env []string, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+// writeInventory writes n apply lines: nodes node-00001…, each with 5 labels and, in turn,
+// the groups web+db or web alone.
+func writeInventory(t *testing.T, path string, n int) {
+	t.Helper()
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	w := bufio.NewWriter(f)
+	for i := 1; i <= n; i++ {
+		groups := []string{"web", "db"}
+		if i%2 == 0 {
+			groups = []string{"web"}
+		}
+		line := map[string]any{
+			"metadata": map[string]any{
+				"name": fmt.Sprintf("node-%05d", i),
+				"labels": map[string]string{
+					"env":            []string{"prod", "staging"}[i%2],
+					"rack":           fmt.Sprintf("r%02d", i%40),
+					"role":           []string{"web", "db", "cache"}[i%3],
+					"dc":             fmt.Sprintf("dc%d", i%4),
+					"example.com/id": fmt.Sprint(i),
+				},
+			},
+			"spec":   map[string]any{"org": "acme"},
+			"groups": groups,
+		}
+		b, err := json.Marshal(line)
+		require.NoError(t, err)
+		_, err = w.Write(append(b, '\n'))
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Flush())
+	require.NoError(t, f.Close())
+}
+
+// TestNodeGroupCLI drives the node and group commands through the real binary against a
+// running server, including a 10,000-line `node apply` and an org that refuses to go while
+// it still has nodes and groups.
+func TestNodeGroupCLI(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabaseURL(t)
+	token := "strata_" + strings.Repeat("nodeGroupCLIToken", 3)
+	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t))
+	env := []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + token}
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := cli(t, env, args...)
+		require.NoError(t, err, "strata %s", strings.Join(args, " "))
+		return out
+	}
+	getNode := func(name string) client.Object {
+		t.Helper()
+		var o client.Object
+		require.NoError(t, json.Unmarshal([]byte(run("node", "get", name, "-o", "json")), &o))
+		return o
+	}
+
+	run("org", "create", "acme")
+	out := run("node", "create", "web01", "--org", "acme", "--label", "env=prod", "--label", "tier=web")
+	require.Contains(t, out, "env=prod,tier=web")
+	run("node", "create", "db01", "--org", "acme", "--label", "env=staging")
+	_, err := cli(t, env, "node", "create", "lost01", "--org", "nope")
+	require.ErrorContains(t, err, "HTTP 422")
+	require.ErrorContains(t, err, `org "nope" does not exist`)
+	_, err = cli(t, env, "node", "create", "orphan01")
+	require.ErrorContains(t, err, "/spec/org", "a node needs an org")
+	o := getNode("web01")
+	require.JSONEq(t, `{"org":"acme"}`, string(o.Spec))
+
+	// label: k=v sets, k- removes; annotate likewise.
+	out = run("node", "label", "web01", "rack=r1", "tier-")
+	require.Contains(t, out, "env=prod,rack=r1")
+	require.NotContains(t, out, "tier=")
+	run("node", "annotate", "web01", "owner=alice", "note=racked in 2026")
+	run("node", "annotate", "web01", "note-")
+	o = getNode("web01")
+	require.Equal(t, map[string]string{"env": "prod", "rack": "r1"}, o.Metadata.Labels)
+	require.Equal(t, map[string]string{"owner": "alice"}, o.Metadata.Annotations)
+	_, err = cli(t, env, "node", "label", "web01", "Bad Key!=x")
+	require.ErrorContains(t, err, "HTTP 422")
+
+	// list -l: a label selector.
+	var list client.ObjectList
+	require.NoError(t, json.Unmarshal([]byte(run("node", "list", "-l", "env=prod", "-o", "json")), &list))
+	require.Len(t, list.Items, 1)
+	require.Equal(t, "web01", list.Items[0].Metadata.Name)
+	require.NoError(t, json.Unmarshal([]byte(run("node", "list", "-l", "env in (prod,staging),!rack", "-o", "json")), &list))
+	require.Len(t, list.Items, 1)
+	require.Equal(t, "db01", list.Items[0].Metadata.Name)
+	_, err = cli(t, env, "node", "list", "-l", "env>1")
+	require.ErrorContains(t, err, "HTTP 400")
+
+	// Groups: priority and a node selector; static members added by name.
+	run("group", "--org", "acme", "create", "web", "--priority", "10", "--node-selector", "env=prod")
+	run("group", "--org", "acme", "create", "db")
+	var g client.Object
+	require.NoError(t, json.Unmarshal([]byte(run("group", "--org", "acme", "get", "web", "-o", "json")), &g))
+	require.JSONEq(t, `{"priority":10,"selector":"env=prod"}`, string(g.Spec))
+	_, err = cli(t, env, "group", "--org", "acme", "create", "bad", "--node-selector", "env>prod")
+	require.ErrorContains(t, err, "/spec/selector")
+	run("group", "--org", "acme", "add-member", "web", "db01")
+	var members []client.Member
+	require.NoError(t, json.Unmarshal([]byte(run("group", "--org", "acme", "members", "web", "-o", "json")), &members))
+	require.Equal(t, []client.Member{{Node: "db01", Static: true}, {Node: "web01", Selected: true}}, members)
+	out = run("group", "--org", "acme", "members", "web")
+	require.Regexp(t, `db01\s+true\s+false`, out)
+	require.Regexp(t, `web01\s+false\s+true`, out)
+	run("group", "--org", "acme", "remove-member", "web", "db01")
+	require.NoError(t, json.Unmarshal([]byte(run("group", "--org", "acme", "members", "web", "-o", "json")), &members))
+	require.Equal(t, []client.Member{{Node: "web01", Selected: true}}, members)
+	_, err = cli(t, env, "group", "--org", "acme", "add-member", "web", "ghost01")
+	require.ErrorContains(t, err, "HTTP 404")
+
+	// node apply: a 10,000-line inventory, with the progress bar on stderr.
+	const n = 10000
+	inv := filepath.Join(t.TempDir(), "inventory.ndjson")
+	writeInventory(t, inv, n)
+	start := time.Now()
+	stdout, stderr, err := cliStreams(t, env, "node", "apply", "-f", inv, "-o", "json")
+	elapsed := time.Since(start)
+	require.NoError(t, err, stderr)
+	t.Logf("strata node apply of %d new nodes (5 labels, 1-2 groups each): %v", n, elapsed.Round(time.Millisecond))
+	var sum client.ApplySummary
+	require.NoError(t, json.Unmarshal([]byte(stdout), &sum), stdout)
+	require.Equal(t, client.ApplySummary{Lines: n, Created: n}, sum)
+	require.Contains(t, stderr, "100%")
+	require.Contains(t, stderr, fmt.Sprintf("%d lines applied", n))
+
+	var nodes client.ObjectList
+	require.NoError(t, json.Unmarshal([]byte(run("node", "list", "-o", "json")), &nodes))
+	require.Len(t, nodes.Items, n+2, "the applied nodes, web01 and db01")
+	o = getNode("node-00042")
+	require.Equal(t, map[string]string{"env": "prod", "rack": "r02", "role": "web", "dc": "dc2", "example.com/id": "42"}, o.Metadata.Labels)
+	require.NoError(t, json.Unmarshal([]byte(run("group", "--org", "acme", "members", "db", "-o", "json")), &members))
+	require.Len(t, members, n/2, "the odd nodes are static members of db")
+	require.NoError(t, json.Unmarshal([]byte(run("group", "--org", "acme", "members", "web", "-o", "json")), &members))
+	require.Len(t, members, n+1, "every applied node statically, web01 by the selector")
+
+	// The same file again: nothing changes.
+	start = time.Now()
+	out = run("node", "apply", "-f", inv, "-q")
+	t.Logf("strata node apply of the same %d nodes again (all unchanged): %v", n, time.Since(start).Round(time.Millisecond))
+	require.Equal(t, fmt.Sprintf("%d lines: 0 created, 0 updated, %d unchanged, 0 errors\n", n, n), out)
+	require.Equal(t, o.Metadata.ResourceVersion, getNode("node-00042").Metadata.ResourceVersion)
+
+	// Bad lines: the good ones are applied, each bad one is named on stderr, and the exit
+	// status says the apply was not clean. Input from stdin (-f -).
+	cmd := exec.Command(binary, "node", "apply", "-f", "-", "-q")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(`{"metadata":{"name":"late01"},"spec":{"org":"acme"}}` + "\n" +
+		`{"metadata":{"name":"late02"},"spec":{"org":"nope"}}` + "\n")
+	var cout, cerr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &cout, &cerr
+	require.Error(t, cmd.Run())
+	require.Contains(t, cout.String(), "2 lines: 1 created, 0 updated, 0 unchanged, 1 errors")
+	require.Contains(t, cerr.String(), `line 2 late02: invalid node: its org does not exist; /spec/org: org "nope" does not exist`)
+	require.Contains(t, cerr.String(), "1 of 2 lines failed")
+	getNode("late01")
+
+	// An org with nodes and groups is not deleted without --cascade (409), and with it
+	// goes with everything in it.
+	_, err = cli(t, env, "org", "delete", "acme")
+	require.ErrorContains(t, err, "HTTP 409")
+	require.ErrorContains(t, err, "cascade")
+	getNode("web01")
+	out = run("org", "delete", "acme", "--cascade")
+	require.Contains(t, out, "org acme deleted")
+	_, err = cli(t, env, "node", "get", "web01")
+	require.ErrorContains(t, err, "HTTP 404")
+	require.NoError(t, json.Unmarshal([]byte(run("node", "list", "-o", "json")), &nodes))
+	require.Empty(t, nodes.Items)
+	_, err = cli(t, env, "group", "--org", "acme", "get", "web")
+	require.ErrorContains(t, err, "HTTP 404")
+}
