@@ -212,3 +212,23 @@ EXISTS (SELECT 1 FROM {{schema}}.labels l WHERE l.resource_id = r.id AND l.key_p
 
 -- name: SelNotExists
 NOT EXISTS (SELECT 1 FROM {{schema}}.labels l WHERE l.resource_id = r.id AND l.key_prefix = $P AND l.key_name = $N)
+
+-- name: GroupsLockShare
+SELECT id, name FROM {{schema}}.resources
+WHERE kind = $1 AND org = $2 AND name = ANY($3::text[])
+ORDER BY name
+FOR SHARE;
+
+-- name: MembershipsSync
+-- Makes the group ids $2 the node $1's complete set of static memberships; returns how many
+-- memberships were added or removed.
+WITH gone AS (
+	DELETE FROM {{schema}}.group_members WHERE node_id = $1 AND NOT (group_id = ANY($2::bigint[]))
+	RETURNING 1
+), added AS (
+	INSERT INTO {{schema}}.group_members (group_id, node_id)
+	SELECT g, $1 FROM unnest($2::bigint[]) AS g
+	ON CONFLICT DO NOTHING
+	RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM added);
