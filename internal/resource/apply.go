@@ -176,3 +176,9 @@ func syncMemberships(ctx context.Context, tx *db.Tx, nodeID int64, org string, g
 	}
 	return changed, nil
 }
+
+// Analyze refreshes the planner's statistics of the tables a bulk apply grows.
+func (s *Service) Analyze(ctx context.Context) error {
+	_, err := s.db.Exec(ctx, q.Get("AnalyzeResources"))
+	return err
+}

@@ -232,3 +232,6 @@ WITH gone AS (
 	RETURNING 1
 )
 SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM added);
+
+-- name: AnalyzeResources
+ANALYZE {{schema}}.resources, {{schema}}.labels, {{schema}}.annotations, {{schema}}.group_members;
