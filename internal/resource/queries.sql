@@ -132,6 +132,20 @@ WHERE r.kind = $1 AND r.org = $2 AND r.name > $3
 ORDER BY r.name
 LIMIT $4;
 
+-- name: SelectorCounts
+-- A list's resourceVersion and, in the second column, the count of objects meeting each
+-- positive requirement of its selector, each capped at $1 (the counts marker becomes an
+-- array of CountIn / CountExists fragments, see withCounts): one round trip that decides the
+-- plan, and answers a selector no object meets on its own.
+SELECT (SELECT coalesce(max(resource_version), 0) FROM {{schema}}.changes), NULL::bigint[] /*counts*/
+WHERE $1::int IS NOT NULL;
+
+-- name: CountIn
+(SELECT count(*) FROM (SELECT 1 FROM {{schema}}.labels l WHERE l.key_prefix = $P AND l.key_name = $N AND l.value = ANY ($V::text[]) LIMIT $1) c)
+
+-- name: CountExists
+(SELECT count(*) FROM (SELECT 1 FROM {{schema}}.labels l WHERE l.key_prefix = $P AND l.key_name = $N LIMIT $1) c)
+
 -- name: LabelProbeIn
 -- Up to $4 ids of objects whose label ($1, $2) has one of the values $3: an index-only
 -- range of labels_selector.

@@ -382,16 +382,12 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 	if limit <= 0 || limit > MaxListLimit {
 		limit = MaxListLimit
 	}
-	var rv int64
-	if err := s.db.QueryRow(ctx, q.Get("ResourceVersionCurrent")).Scan(&rv); err != nil {
+	rv, ids, err := s.drive(ctx, opts.Selector)
+	if err != nil {
 		return out, "", err
 	}
 	out.ResourceVersion = strconv.FormatInt(rv, 10)
 	f := opts.Filter
-	ids, err := s.drive(ctx, opts.Selector)
-	if err != nil {
-		return out, "", err
-	}
 	var rows db.Rows
 	switch {
 	case ids == nil:
@@ -429,56 +425,66 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 // name order (ResourceList).
 const DefaultDriveLimit = 2000
 
-// drive decides how a list with selector sel runs. It probes the labels index for each
-// positive requirement (in, exists), up to DriveLimit+1 ids each. nil means "walk": there is
-// no positive requirement, or every one is common, so a page fills quickly in name order. An
-// empty, non-nil slice means a requirement no object meets: the list is empty, answered
-// without reading a single object. Otherwise it returns the ids of the most selective
-// requirement, which the list reads by primary key and sorts. The planner cannot make this
-// choice itself: with a prepared statement's generic plan one plan serves every selector, and
-// at a million objects even custom plans walked half a million names for selectors that
-// matched nothing (docs/benchmarks.md).
-func (s *Service) drive(ctx context.Context, sel metadata.Selector) ([]int64, error) {
+// drive reads the list's resourceVersion and decides how a list with selector sel runs. In
+// the same statement it counts, for each positive requirement (in, exists), the objects that
+// meet it, up to DriveLimit+1 (an index-only range of labels_selector each). nil ids means
+// "walk": there is no positive requirement, or every one is common, so a page fills quickly in
+// name order. An empty, non-nil slice means a requirement no object meets: the list is empty,
+// answered without reading a single object. Otherwise it returns the ids of the objects that
+// meet the most selective requirement, which the list reads by primary key and sorts. The
+// planner cannot make this choice itself: a prepared statement's generic plan serves every
+// selector alike, and at a million objects even custom plans walked half a million names for
+// selectors that matched nothing (docs/benchmarks.md).
+func (s *Service) drive(ctx context.Context, sel metadata.Selector) (int64, []int64, error) {
 	limit := s.DriveLimit
-	if limit <= 0 {
-		return nil, nil
+	query, args, positives := withCounts(q.Get("SelectorCounts"), sel, limit+1)
+	var (
+		rv     int64
+		counts []int64
+	)
+	if err := s.db.QueryRow(ctx, query, args...).Scan(&rv, &counts); err != nil {
+		return 0, nil, err
 	}
-	var best []int64
-	for _, r := range sel.Requirements {
-		var rows db.Rows
-		var err error
-		switch r.Op {
-		case metadata.OpIn:
-			rows, err = s.db.Query(ctx, q.Get("LabelProbeIn"), r.Prefix, r.Name, r.Values, limit+1)
-		case metadata.OpExists:
-			rows, err = s.db.Query(ctx, q.Get("LabelProbeExists"), r.Prefix, r.Name, limit+1)
-		default:
-			continue // notin and !k match objects without the key: they cannot drive
+	best := -1
+	for i, n := range counts {
+		if n == 0 {
+			return rv, []int64{}, nil
 		}
-		if err != nil {
-			return nil, err
-		}
-		ids := []int64{}
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		if len(ids) == 0 {
-			return ids, nil
-		}
-		if len(ids) <= limit && (best == nil || len(ids) < len(best)) {
-			best = ids
+		if n <= int64(limit) && (best < 0 || n < counts[best]) {
+			best = i
 		}
 	}
-	return best, nil
+	if best < 0 || limit <= 0 {
+		return rv, nil, nil
+	}
+	r := positives[best]
+	var rows db.Rows
+	var err error
+	if r.Op == metadata.OpIn {
+		rows, err = s.db.Query(ctx, q.Get("LabelProbeIn"), r.Prefix, r.Name, r.Values, limit+1)
+	} else {
+		rows, err = s.db.Query(ctx, q.Get("LabelProbeExists"), r.Prefix, r.Name, limit+1)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	defer rows.Close()
+	ids := []int64{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return 0, nil, err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, err
+	}
+	if len(ids) == 0 || len(ids) > limit {
+		// Changed since the count: walking is always correct.
+		return rv, nil, nil
+	}
+	return rv, ids, nil
 }
 
 // lockForWrite locks the stored row, reads the object as stored and checks the caller's

@@ -72,3 +72,60 @@ func fragment(text string) string {
 	}
 	return strings.TrimSpace(strings.Join(keep, "\n"))
 }
+
+// withCounts compiles the query that reads the current resourceVersion and counts, for each
+// positive requirement of sel (in, exists: the ones an object must carry a label for), the
+// objects meeting it, capped at cap; it returns those requirements in the order of the
+// counts. Its second column is a bigint[] of the counts.
+func withCounts(base *db.Query, sel metadata.Selector, cap int) (*db.Query, []any, []metadata.Requirement) {
+	var shape strings.Builder
+	shape.WriteString(base.Name)
+	args := []any{cap}
+	var positives []metadata.Requirement
+	for _, r := range sel.Requirements {
+		switch r.Op {
+		case metadata.OpIn:
+			args = append(args, r.Prefix, r.Name, r.Values)
+		case metadata.OpExists:
+			args = append(args, r.Prefix, r.Name)
+		default:
+			continue
+		}
+		positives = append(positives, r)
+		shape.WriteString("|" + string(r.Op))
+	}
+	key := shape.String()
+	if c, ok := compiled.Load(key); ok {
+		return c.(*db.Query), args, positives
+	}
+	var counts []string
+	n := 2
+	for _, r := range positives {
+		frag := "CountExists"
+		if r.Op == metadata.OpIn {
+			frag = "CountIn"
+		}
+		text := fragment(q.Get(frag).Text)
+		text = strings.ReplaceAll(text, "$P", "$"+strconv.Itoa(n))
+		text = strings.ReplaceAll(text, "$N", "$"+strconv.Itoa(n+1))
+		n += 2
+		if strings.Contains(text, "$V") {
+			text = strings.ReplaceAll(text, "$V", "$"+strconv.Itoa(n))
+			n++
+		}
+		counts = append(counts, text)
+	}
+	list := "ARRAY[]::bigint[]"
+	if len(counts) > 0 {
+		list = "ARRAY[" + strings.Join(counts, ",\n  ") + "]::bigint[]"
+	}
+	if strings.Count(base.Text, countsMarker) != 1 {
+		panic("resource: query " + base.Name + " has no counts marker")
+	}
+	c := &db.Query{Name: base.Name, Text: strings.Replace(base.Text, countsMarker, list, 1)}
+	actual, _ := compiled.LoadOrStore(key, c)
+	return actual.(*db.Query), args, positives
+}
+
+// countsMarker is where SelectorCounts takes its compiled counts.
+const countsMarker = "NULL::bigint[] /*counts*/"
