@@ -11,6 +11,7 @@
 # first apply really creates; on a running server the orgs are deleted with --cascade at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 rounds=${1:-5}
 nodes=${2:-10000}
 work=$(mktemp -d /tmp/strata-bench-apply-XXXXXX)
@@ -28,16 +29,8 @@ trap cleanup EXIT
 
 go build -o "$work/strata" ./cmd/strata
 if [ -z "${STRATA_SERVER:-}" ]; then
-	"$work/strata" serve --data-dir "$work/data" --listen 127.0.0.1:0 2>"$work/serve.log" &
-	pid=$!
-	addr=
-	for _ in $(seq 1 300); do
-		addr=$(grep -o '"msg":"strata serving","addr":"[^"]*"' "$work/serve.log" | sed 's/.*"addr":"//; s/"$//' || true)
-		[ -n "$addr" ] && curl -sf "http://$addr/readyz" >/dev/null && break
-		sleep 0.1
-	done
-	[ -n "$addr" ] || { echo "strata did not start"; cat "$work/serve.log"; exit 1; }
-	STRATA_TOKEN=$(cat "$work/data/admin-token")
+	start_strata "$work"
+	STRATA_TOKEN=$token
 	export STRATA_SERVER="http://$addr" STRATA_TOKEN
 	where="embedded PostgreSQL (strata serve --data-dir)"
 else

@@ -9,6 +9,7 @@
 # pgbench (Debian: postgresql, postgresql-contrib), and farm-bench for the side-by-side timing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 mode=${1:-patch}
 size=${2:-100000}
 anchors=${ANCHORS:-../shared/bench}
@@ -22,16 +23,7 @@ trap cleanup EXIT
 
 go build -o "$work/strata" ./cmd/strata
 go build -o "$work/labels" ./bench/labels
-"$work/strata" serve --data-dir "$work/data" --listen 127.0.0.1:0 2>"$work/serve.log" &
-pid=$!
-for _ in $(seq 1 300); do
-	addr=$(grep -o '"msg":"strata serving","addr":"[^"]*"' "$work/serve.log" | sed 's/.*"addr":"//; s/"$//' || true)
-	[ -n "$addr" ] && curl -sf "http://$addr/readyz" >/dev/null && break
-	sleep 0.1
-done
-[ -n "$addr" ] || { echo "strata did not start"; cat "$work/serve.log"; exit 1; }
-server="http://$addr"
-token=$(cat "$work/data/admin-token")
+start_strata "$work"
 pg="postgresql://strata@/strata?host=$work/data/pg-socket&port=5432&sslmode=disable"
 psql() { command psql -X -q -v ON_ERROR_STOP=1 "$pg" "$@"; }
 

@@ -8,6 +8,7 @@
 # Needs terraform on PATH and the PostgreSQL server binaries (like strata serve).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 rounds=${1:-7}
 work=$(mktemp -d /tmp/strata-bench-XXXXXX)
 chmod 755 "$work"
@@ -18,16 +19,7 @@ cleanup() {
 trap cleanup EXIT
 
 go build -o "$work/strata" ./cmd/strata
-"$work/strata" serve --data-dir "$work/data" --listen 127.0.0.1:0 2>"$work/serve.log" &
-pid=$!
-for _ in $(seq 1 300); do
-	addr=$(grep -o '"msg":"strata serving","addr":"[^"]*"' "$work/serve.log" | sed 's/.*"addr":"//; s/"$//' || true)
-	[ -n "$addr" ] && curl -sf "http://$addr/readyz" >/dev/null && break
-	sleep 0.1
-done
-[ -n "$addr" ] || { echo "strata did not start"; cat "$work/serve.log"; exit 1; }
-server="http://$addr"
-token=$(cat "$work/data/admin-token")
+start_strata "$work"
 curl -sf -X PUT -H "Authorization: Bearer $token" "$server/v1/projects/bench" >/dev/null
 conn="host=$work/data/pg-socket port=5432 user=strata dbname=strata sslmode=disable"
 

@@ -194,40 +194,32 @@ func newGroupCmd(g *globals) *cobra.Command {
 					})
 				},
 			}
-			add := &cobra.Command{
-				Use:   "add-member GROUP NODE...",
-				Short: "Make nodes static members of a group",
-				Args:  cobra.MinimumNArgs(2),
-				RunE: func(cmd *cobra.Command, args []string) error {
-					r, err := groups()
-					if err != nil {
-						return err
-					}
-					for _, n := range args[1:] {
-						if err := r.AddMember(cmd.Context(), args[0], n); err != nil {
-							return fmt.Errorf("%s: %w", n, err)
+			// membership builds add-member and remove-member, which differ only in the call.
+			membership := func(use, short string, change func(r *client.Resources, cmd *cobra.Command, group, node string) error) *cobra.Command {
+				return &cobra.Command{
+					Use:   use + " GROUP NODE...",
+					Short: short,
+					Args:  cobra.MinimumNArgs(2),
+					RunE: func(cmd *cobra.Command, args []string) error {
+						r, err := groups()
+						if err != nil {
+							return err
 						}
-					}
-					return nil
-				},
-			}
-			remove := &cobra.Command{
-				Use:   "remove-member GROUP NODE...",
-				Short: "End nodes' static membership of a group",
-				Args:  cobra.MinimumNArgs(2),
-				RunE: func(cmd *cobra.Command, args []string) error {
-					r, err := groups()
-					if err != nil {
-						return err
-					}
-					for _, n := range args[1:] {
-						if err := r.RemoveMember(cmd.Context(), args[0], n); err != nil {
-							return fmt.Errorf("%s: %w", n, err)
+						for _, n := range args[1:] {
+							if err := change(r, cmd, args[0], n); err != nil {
+								return fmt.Errorf("%s: %w", n, err)
+							}
 						}
-					}
-					return nil
-				},
+						return nil
+					},
+				}
 			}
+			add := membership("add-member", "Make nodes static members of a group", func(r *client.Resources, cmd *cobra.Command, g, n string) error {
+				return r.AddMember(cmd.Context(), g, n)
+			})
+			remove := membership("remove-member", "End nodes' static membership of a group", func(r *client.Resources, cmd *cobra.Command, g, n string) error {
+				return r.RemoveMember(cmd.Context(), g, n)
+			})
 			return []*cobra.Command{members, add, remove}
 		},
 	})

@@ -17,10 +17,9 @@ import (
 	"github.com/stratahq/strata/internal/resource"
 )
 
-// FuzzOrgBodies sends arbitrary bodies to the write endpoints of every built-in kind (orgs,
-// nodes, groups; they share one code path) and to the bulk apply: whatever arrives, the
-// answer is never a 5xx (bad input is the client's problem and must be named as such).
-func FuzzOrgBodies(f *testing.F) {
+// fuzzServer starts an API on a fresh database for a fuzz target and returns it with an
+// admin token.
+func fuzzServer(f *testing.F) (*httptest.Server, string) {
 	d := pgtest.NewDB(f)
 	tokens := auth.NewService(d)
 	secret, err := tokens.Bootstrap(context.Background(), "")
@@ -30,6 +29,14 @@ func FuzzOrgBodies(f *testing.F) {
 	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resource.NewService(d),
 		MaxBodyBytes: 1 << 16, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	f.Cleanup(srv.Close)
+	return srv, secret
+}
+
+// FuzzOrgBodies sends arbitrary bodies to the write endpoints of every built-in kind (orgs,
+// nodes, groups; they share one code path) and to the bulk apply: whatever arrives, the
+// answer is never a 5xx (bad input is the client's problem and must be named as such).
+func FuzzOrgBodies(f *testing.F) {
+	srv, secret := fuzzServer(f)
 	for _, setup := range []struct{ path, body string }{
 		{"/v1/orgs", `{"metadata":{"name":"acme"}}`},
 		{"/v1/nodes", `{"metadata":{"name":"fuzz"},"spec":{"org":"acme"}}`},
@@ -78,15 +85,7 @@ func FuzzOrgBodies(f *testing.F) {
 // FuzzLabelSelector sends arbitrary label selectors to the lists: the answer is a 200 or a
 // 400 problem naming labelSelector, never a 5xx.
 func FuzzLabelSelector(f *testing.F) {
-	d := pgtest.NewDB(f)
-	tokens := auth.NewService(d)
-	secret, err := tokens.Bootstrap(context.Background(), "")
-	if err != nil {
-		f.Fatal(err)
-	}
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resource.NewService(d),
-		MaxBodyBytes: 1 << 16, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
-	f.Cleanup(srv.Close)
+	srv, secret := fuzzServer(f)
 	for _, seed := range []string{"", "env=prod", "env in (a,b),!x", "a.b/c notin (,x)", "x>1", "!", "a in (", "a=b,", strings.Repeat("a,", 51) + "a", "\x00", "é=é"} {
 		f.Add(seed)
 	}

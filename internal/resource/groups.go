@@ -88,7 +88,7 @@ func (s *Service) Members(ctx context.Context, org, group, after string, limit i
 	if limit <= 0 || limit > MaxListLimit {
 		limit = MaxListLimit
 	}
-	query, selArgs := withSelector(q.Get("GroupMembers"), sel, 8)
+	query, selArgs := withSelector(q.Get("GroupMembers"), sel, 8, false)
 	rows, err := s.db.Query(ctx, query, append([]any{KindGroup, org, group, KindNode, len(sel.Requirements) > 0, after, limit + 1}, selArgs...)...)
 	if err != nil {
 		return out, "", err

@@ -99,8 +99,9 @@ WHERE r.kind = $1 AND r.org = $2 AND r.name = $3;
 -- name: ResourceList
 -- The selector marker (a TRUE followed by a comment) becomes the label selector compiled
 -- from the Sel* fragments below (withSelector). Each row of the kind is tested in name order until the page is
--- full: right when many objects match (a page fills quickly), while selective selectors take
--- ResourceListDriven.
+-- full: right when many objects match (a page fills quickly). For a selective selector the
+-- compiled condition starts with r.id = ANY(the few ids drive found), and PostgreSQL reads
+-- those rows by primary key and sorts them instead.
 SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
        coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
@@ -110,33 +111,17 @@ FROM {{schema}}.resources r
 WHERE r.kind = $1 AND r.org = $2 AND r.name > $3
   AND ($5::boolean OR r.name = ANY($6::text[])
        OR EXISTS (SELECT 1 FROM unnest($7::text[]) p WHERE starts_with(r.name, p)))
-  AND TRUE /*selector*/
-ORDER BY r.name
-LIMIT $4;
-
--- name: ResourceListDriven
--- ResourceList for a selective selector: $8 are the ids of the objects that carry one of its
--- positive requirements (see List), so PostgreSQL reads those few rows by primary key and
--- sorts them instead of walking the kind's names until a page fills.
-SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
-       coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
-                 FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
-       coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
-                 FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}')
-FROM {{schema}}.resources r
-WHERE r.kind = $1 AND r.org = $2 AND r.name > $3
-  AND ($5::boolean OR r.name = ANY($6::text[])
-       OR EXISTS (SELECT 1 FROM unnest($7::text[]) p WHERE starts_with(r.name, p)))
-  AND r.id = ANY($8::bigint[])
   AND TRUE /*selector*/
 ORDER BY r.name
 LIMIT $4;
 
 -- name: SelectorCounts
 -- A list's resourceVersion and, in the second column, the count of objects meeting each
--- positive requirement of its selector, each capped at $1 (the counts marker becomes an
--- array of CountIn / CountExists fragments, see withCounts): one round trip that decides the
--- plan, and answers a selector no object meets on its own.
+-- positive requirement of its selector, each capped at $1 (the counts marker becomes an array
+-- of CountIn / CountExists fragments, see withCounts): one round trip that decides the plan.
+-- The counts marker is a CASE: when some requirement has no object at all (one index probe
+-- each, ExistsIn / ExistsExists), the answer is {0} without counting the others, so a
+-- selector no object meets costs a few index probes and nothing else.
 SELECT (SELECT coalesce(max(resource_version), 0) FROM {{schema}}.changes), NULL::bigint[] /*counts*/
 WHERE $1::int IS NOT NULL;
 
@@ -145,6 +130,12 @@ WHERE $1::int IS NOT NULL;
 
 -- name: CountExists
 (SELECT count(*) FROM (SELECT 1 FROM {{schema}}.labels l WHERE l.key_prefix = $P AND l.key_name = $N LIMIT $1) c)
+
+-- name: ExistsIn
+EXISTS (SELECT 1 FROM {{schema}}.labels l WHERE l.key_prefix = $P AND l.key_name = $N AND l.value = ANY ($V::text[]))
+
+-- name: ExistsExists
+EXISTS (SELECT 1 FROM {{schema}}.labels l WHERE l.key_prefix = $P AND l.key_name = $N)
 
 -- name: LabelProbeIn
 -- Up to $4 ids of objects whose label ($1, $2) has one of the values $3: an index-only

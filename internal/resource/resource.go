@@ -391,12 +391,13 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 	var rows db.Rows
 	switch {
 	case ids == nil:
-		query, selArgs := withSelector(q.Get("ResourceList"), opts.Selector, 8)
+		query, selArgs := withSelector(q.Get("ResourceList"), opts.Selector, 8, false)
 		rows, err = s.db.Query(ctx, query, append([]any{kind, org, opts.After, limit + 1, f.All, f.Names, f.Prefixes}, selArgs...)...)
 	case len(ids) == 0:
 		return out, "", nil // a requirement no object meets
 	default:
-		query, selArgs := withSelector(q.Get("ResourceListDriven"), opts.Selector, 9)
+		// Read the few objects by primary key and sort them, instead of walking names.
+		query, selArgs := withSelector(q.Get("ResourceList"), opts.Selector, 8, true)
 		rows, err = s.db.Query(ctx, query, append([]any{kind, org, opts.After, limit + 1, f.All, f.Names, f.Prefixes, ids}, selArgs...)...)
 	}
 	if err != nil {
@@ -421,7 +422,7 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 }
 
 // DefaultDriveLimit is how many objects a selector's most selective positive requirement
-// may name for a list to start from them (ResourceListDriven) rather than walk the kind in
+// may name for a list to start from them (ResourceList with the ids condition) rather than walk the kind in
 // name order (ResourceList).
 const DefaultDriveLimit = 2000
 

@@ -25,9 +25,16 @@ var compiled sync.Map // string -> *db.Query
 // by metadata.ParseSelector, the keys and values are parameters. NOT EXISTS (never NOT IN)
 // makes notin and !k match objects without the key. One condition per requirement, never a
 // join per requirement (Cloud Foundry's PR #2499: joins took 50 s at 20 requirements).
-func withSelector(base *db.Query, sel metadata.Selector, first int) (*db.Query, []any) {
+//
+// With ids, the first condition is r.id = ANY($first) (the objects a selective requirement
+// names, see drive) and the requirements' parameters follow it; the caller passes the ids as
+// the argument at first.
+func withSelector(base *db.Query, sel metadata.Selector, first int, ids bool) (*db.Query, []any) {
 	var shape strings.Builder
 	shape.WriteString(base.Name)
+	if ids {
+		shape.WriteString("|ids")
+	}
 	args := make([]any, 0, 3*len(sel.Requirements))
 	for _, r := range sel.Requirements {
 		shape.WriteString("|" + string(r.Op))
@@ -42,16 +49,14 @@ func withSelector(base *db.Query, sel metadata.Selector, first int) (*db.Query, 
 	}
 	conds := []string{"TRUE"}
 	n := first
+	if ids {
+		conds = append(conds, "r.id = ANY ($"+strconv.Itoa(n)+"::bigint[])")
+		n++
+	}
 	for _, r := range sel.Requirements {
 		frag := map[metadata.Op]string{metadata.OpIn: "SelIn", metadata.OpNotIn: "SelNotIn", metadata.OpExists: "SelExists", metadata.OpNotExists: "SelNotExists"}[r.Op]
-		text := fragment(q.Get(frag).Text)
-		text = strings.ReplaceAll(text, "$P", "$"+strconv.Itoa(n))
-		text = strings.ReplaceAll(text, "$N", "$"+strconv.Itoa(n+1))
-		n += 2
-		if strings.Contains(text, "$V") {
-			text = strings.ReplaceAll(text, "$V", "$"+strconv.Itoa(n))
-			n++
-		}
+		var text string
+		text, n = renumber(fragment(q.Get(frag).Text), n)
 		conds = append(conds, text)
 	}
 	if strings.Count(base.Text, selectorMarker) != 1 {
@@ -98,26 +103,23 @@ func withCounts(base *db.Query, sel metadata.Selector, cap int) (*db.Query, []an
 	if c, ok := compiled.Load(key); ok {
 		return c.(*db.Query), args, positives
 	}
-	var counts []string
+	var counts, exists []string
 	n := 2
 	for _, r := range positives {
-		frag := "CountExists"
+		count, any := "CountExists", "ExistsExists"
 		if r.Op == metadata.OpIn {
-			frag = "CountIn"
+			count, any = "CountIn", "ExistsIn"
 		}
-		text := fragment(q.Get(frag).Text)
-		text = strings.ReplaceAll(text, "$P", "$"+strconv.Itoa(n))
-		text = strings.ReplaceAll(text, "$N", "$"+strconv.Itoa(n+1))
-		n += 2
-		if strings.Contains(text, "$V") {
-			text = strings.ReplaceAll(text, "$V", "$"+strconv.Itoa(n))
-			n++
-		}
-		counts = append(counts, text)
+		// Both fragments of one requirement take the same parameters.
+		c, next := renumber(fragment(q.Get(count).Text), n)
+		e, _ := renumber(fragment(q.Get(any).Text), n)
+		n = next
+		counts = append(counts, c)
+		exists = append(exists, e)
 	}
 	list := "ARRAY[]::bigint[]"
 	if len(counts) > 0 {
-		list = "ARRAY[" + strings.Join(counts, ",\n  ") + "]::bigint[]"
+		list = "CASE WHEN " + strings.Join(exists, "\n  AND ") + "\n THEN ARRAY[" + strings.Join(counts, ",\n  ") + "]::bigint[] ELSE ARRAY[0]::bigint[] END"
 	}
 	if strings.Count(base.Text, countsMarker) != 1 {
 		panic("resource: query " + base.Name + " has no counts marker")
@@ -129,3 +131,16 @@ func withCounts(base *db.Query, sel metadata.Selector, cap int) (*db.Query, []an
 
 // countsMarker is where SelectorCounts takes its compiled counts.
 const countsMarker = "NULL::bigint[] /*counts*/"
+
+// renumber gives a fragment's placeholders $P (key prefix), $N (key name) and, when present,
+// $V (values) the parameter numbers from n on, and returns the next free number.
+func renumber(text string, n int) (string, int) {
+	text = strings.ReplaceAll(text, "$P", "$"+strconv.Itoa(n))
+	text = strings.ReplaceAll(text, "$N", "$"+strconv.Itoa(n+1))
+	n += 2
+	if strings.Contains(text, "$V") {
+		text = strings.ReplaceAll(text, "$V", "$"+strconv.Itoa(n))
+		n++
+	}
+	return text, n
+}

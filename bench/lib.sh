@@ -1,0 +1,17 @@
+# Shared by the bench scripts (source it): start_strata DIR starts "$DIR/strata serve" on the
+# embedded default with its data in DIR/data, listening on a free loopback port, waits until
+# it is ready and sets pid, addr, server (http://addr) and token (the admin token). The caller
+# stops it (kill -TERM "$pid") in its cleanup.
+start_strata() {
+	"$1/strata" serve --data-dir "$1/data" --listen 127.0.0.1:0 2>"$1/serve.log" &
+	pid=$!
+	addr=
+	for _ in $(seq 1 300); do
+		addr=$(grep -o '"msg":"strata serving","addr":"[^"]*"' "$1/serve.log" | sed 's/.*"addr":"//; s/"$//' || true)
+		[ -n "$addr" ] && curl -sf "http://$addr/readyz" >/dev/null && break
+		sleep 0.1
+	done
+	[ -n "$addr" ] || { echo "strata did not start"; cat "$1/serve.log"; exit 1; }
+	server="http://$addr"
+	token=$(cat "$1/data/admin-token")
+}
