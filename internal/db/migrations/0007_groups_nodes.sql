@@ -24,3 +24,11 @@ CREATE INDEX resources_node_org ON {{schema}}.resources ((spec ->> 'org'), name 
 -- It replaces labels_key_value, whose columns it starts with.
 CREATE INDEX labels_selector ON {{schema}}.labels (key_prefix, key_name, value) INCLUDE (resource_id);
 DROP INDEX {{schema}}.labels_key_value;
+
+-- The per-object checks of a selector list (one probe per requirement and object, on the
+-- unique key) read the label's value too: carrying it in the unique index makes each probe an
+-- index-only scan instead of an index scan plus a heap fetch. Same key columns, so the
+-- uniqueness and ON CONFLICT (resource_id, key_prefix, key_name) are unchanged; the swap runs
+-- in this migration's transaction, so no writer ever sees the table without the constraint.
+ALTER TABLE {{schema}}.labels DROP CONSTRAINT labels_resource_key,
+	ADD CONSTRAINT labels_resource_key UNIQUE (resource_id, key_prefix, key_name) INCLUDE (value);
