@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -334,4 +335,60 @@ func TestPatchWritesOnlyChangedKeys(t *testing.T) {
 	var rows int
 	require.NoError(t, b.db.QueryRow(ctx, &db.Query{Name: "n", Text: `SELECT count(*) FROM strata.labels`}).Scan(&rows))
 	require.Equal(t, 50, rows)
+}
+
+// TestLabelCapUnderConcurrency: many concurrent PATCHes each adding 30 new labels to one
+// object that has none: the cap of 50 holds whatever the interleaving (the row lock makes the
+// count checked before the write the count at commit). Exactly one PATCH can succeed; every
+// other is a 422, none a 5xx, and the stored rows are exactly the winner's keys.
+// Control: with ResourceLock's FOR UPDATE removed, 3 runs of 3 let several PATCHes through.
+func TestLabelCapUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	_, err := b.svc.Create(ctx, org("acme"), client.Object{})
+	require.NoError(t, err)
+	const writers = 8
+	// Open a connection per writer first, so that the writers really overlap (a pool that
+	// still has to connect would let the first writer finish before the others start).
+	var warm sync.WaitGroup
+	for range writers {
+		warm.Add(1)
+		go func() {
+			defer warm.Done()
+			_, _ = b.db.Exec(ctx, &db.Query{Name: "warm", Text: `SELECT pg_sleep(0.1)`})
+		}()
+	}
+	warm.Wait()
+	errs := make([]error, writers)
+	start := make(chan struct{})
+	done := make(chan int)
+	for w := range writers {
+		go func() {
+			labels := map[string]any{}
+			for i := range 30 {
+				labels[fmt.Sprintf("w%d-k%02d", w, i)] = "v"
+			}
+			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+			<-start
+			_, errs[w] = b.svc.Patch(ctx, org("acme"), patch)
+			done <- w
+		}()
+	}
+	close(start)
+	for range writers {
+		<-done
+	}
+	ok := 0
+	for _, err := range errs {
+		if err == nil {
+			ok++
+			continue
+		}
+		require.Equal(t, fault.KindUnprocessable, fault.KindOf(err), "%v", err)
+	}
+	require.Equal(t, 1, ok, "exactly one PATCH of 30 labels fits under the cap of 50")
+	var rows int
+	require.NoError(t, b.db.QueryRow(ctx, &db.Query{Name: "n", Text: `SELECT count(*) FROM strata.labels`}).Scan(&rows))
+	require.Equal(t, 30, rows)
 }
