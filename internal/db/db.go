@@ -297,3 +297,29 @@ func errorsIsAny(err error, targets ...error) bool {
 	}
 	return false
 }
+
+// Step is one statement of a Pipeline. Scan, when set, reads the statement's single row;
+// without it the statement is executed for its effect.
+type Step struct {
+	Query *Query
+	Args  []any
+	Scan  func(Row) error
+}
+
+// Pipeline sends steps in one round trip and PostgreSQL runs them in order, each as its own
+// statement (with its own snapshot, as if sent one by one). It is for statements that do not
+// need each other's results: a write that is several statements costs one round trip instead
+// of one per statement. The first error stops the pipeline and is returned.
+func (t *Tx) Pipeline(ctx context.Context, steps ...Step) error {
+	b := &pgx.Batch{}
+	for _, s := range steps {
+		qq := b.Queue(s.Query.render(t.schema), s.Args...)
+		if s.Scan != nil {
+			scan := s.Scan
+			qq.QueryRow(func(r pgx.Row) error { return scan(rowWrap{r}) })
+		} else {
+			qq.Exec(func(pgconn.CommandTag) error { return nil })
+		}
+	}
+	return interpretError(t.tx.SendBatch(ctx, b).Close())
+}

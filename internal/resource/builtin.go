@@ -190,7 +190,7 @@ func orgBeforeDelete(ctx context.Context, s *Service, tx *db.Tx, id int64, org c
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	// Read after locking, in a statement of its own (see ResourceLock).
+	// Read after locking, in a statement of its own (see ResourceLockAndGet).
 	deps, err := getByID(ctx, tx, ids)
 	if err != nil {
 		return err

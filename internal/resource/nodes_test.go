@@ -341,7 +341,7 @@ func TestPatchWritesOnlyChangedKeys(t *testing.T) {
 // object that has none: the cap of 50 holds whatever the interleaving (the row lock makes the
 // count checked before the write the count at commit). Exactly one PATCH can succeed; every
 // other is a 422, none a 5xx, and the stored rows are exactly the winner's keys.
-// Control: with ResourceLock's FOR UPDATE removed, 3 runs of 3 let several PATCHes through.
+// Control: with ResourceLockAndGet's FOR UPDATE removed, 3 runs of 3 let several PATCHes through.
 func TestLabelCapUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -9,20 +9,28 @@ SELECT id FROM {{schema}}.resources
 WHERE kind = $1 AND org = '' AND name = $2
 FOR SHARE;
 
--- name: ResourceLock
+-- name: ResourceLockAndGet
 -- The row lock is the queue every writer of one resource waits in: spec, labels and
 -- annotations of a resource change one transaction at a time, so per-resource caps checked
 -- before the write still hold at commit and no two writers take key rows in different orders.
--- It is a statement of its own: under READ COMMITTED a statement that waited for a row lock
--- sees the locked row's new version but its subqueries still see the snapshot from before
--- the wait, so reading labels in the locking statement would read them stale.
-SELECT id FROM {{schema}}.resources
-WHERE kind = $1 AND org = $2 AND name = $3
-FOR UPDATE;
+-- The last column is the resource_version this statement's snapshot saw: when the statement
+-- waited for the lock and another writer committed meanwhile, the locked row (and its
+-- resource_version column) is the new version but the subqueries read the old snapshot, and
+-- lockForWrite reads the object again (ResourceGetByID) instead of trusting them.
+SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
+       coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
+                 FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
+       coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
+                 FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
+       r.id, r.kind,
+       (SELECT s.resource_version FROM {{schema}}.resources s WHERE s.id = r.id)
+FROM {{schema}}.resources r
+WHERE r.kind = $1 AND r.org = $2 AND r.name = $3
+FOR UPDATE OF r;
 
 -- name: ResourceGetByID
--- Reads the object a transaction has just locked (after ResourceLock, so with a snapshot
--- taken after the lock was granted); the last columns are the row id and kind.
+-- Reads objects a transaction has locked, in a statement of its own and so with a snapshot
+-- taken after the locks were granted; the last columns are the row id and kind.
 SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
        coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),

@@ -274,6 +274,9 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 	if prev != nil {
 		oldLabels, oldAnnos = prev.Metadata.Labels, prev.Metadata.Annotations
 	}
+	// The writes and the stamp go out in one round trip (db.Pipeline): none needs another's
+	// result, and the stamp, which takes the commit-order lock, runs last.
+	var steps []db.Step
 	for _, m := range []struct {
 		upsert, del string
 		old, new    map[string]string
@@ -284,15 +287,11 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 		set, gone := metadata.Diff(m.old, m.new)
 		if len(set) > 0 {
 			p, n, v := metadata.Split(set)
-			if _, err := tx.Exec(ctx, q.Get(m.upsert), id, p, n, v); err != nil {
-				return obj, fmt.Errorf("write %s: %w", m.upsert, err)
-			}
+			steps = append(steps, db.Step{Query: q.Get(m.upsert), Args: []any{id, p, n, v}})
 		}
 		if len(gone) > 0 {
 			p, n, _ := metadata.Split(gone)
-			if _, err := tx.Exec(ctx, q.Get(m.del), id, p, n); err != nil {
-				return obj, fmt.Errorf("write %s: %w", m.del, err)
-			}
+			steps = append(steps, db.Step{Query: q.Get(m.del), Args: []any{id, p, n}})
 		}
 	}
 	obj.Metadata.ResourceVersion = ""
@@ -305,8 +304,10 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 		rv               int64
 		created, updated time.Time
 	)
-	if err := tx.QueryRow(ctx, q.Get("ResourceStamp"), id, changeType, body, []byte(obj.Spec)).Scan(&rv, &created, &updated); err != nil {
-		return obj, fmt.Errorf("stamp change: %w", err)
+	steps = append(steps, db.Step{Query: q.Get("ResourceStamp"), Args: []any{id, changeType, body, []byte(obj.Spec)},
+		Scan: func(r db.Row) error { return r.Scan(&rv, &created, &updated) }})
+	if err := tx.Pipeline(ctx, steps...); err != nil {
+		return obj, fmt.Errorf("write and stamp: %w", err)
 	}
 	obj.Metadata.ResourceVersion = strconv.FormatInt(rv, 10)
 	created, updated = created.UTC(), updated.UTC()
@@ -491,22 +492,33 @@ func (s *Service) drive(ctx context.Context, sel metadata.Selector) (int64, []in
 // lockForWrite locks the stored row, reads the object as stored and checks the caller's
 // expected resourceVersion ("" = no precondition).
 func lockForWrite(ctx context.Context, tx *db.Tx, ref Ref, expected string) (int64, client.Object, error) {
-	var id int64
-	err := tx.QueryRow(ctx, q.Get("ResourceLock"), ref.Kind, ref.Org, ref.Name).Scan(&id)
+	// One statement locks the row and reads the object. Under READ COMMITTED a statement
+	// that waited for the row lock sees the locked row's newest version, but its subqueries
+	// (labels, annotations) still see the snapshot from before the wait; every write stamps
+	// resource_version, so when the version the snapshot saw differs from the locked row's,
+	// the object changed during the wait and is read again in a statement of its own.
+	var (
+		id     int64
+		seenRV int64
+		kind   string
+	)
+	cur, err := scanObject(ref.Kind, tx.QueryRow(ctx, q.Get("ResourceLockAndGet"), ref.Kind, ref.Org, ref.Name), &id, &kind, &seenRV)
 	if errors.Is(err, db.ErrNotFound) {
 		return 0, client.Object{}, notFound(ref)
 	}
 	if err != nil {
 		return 0, client.Object{}, err
 	}
-	objs, err := getByID(ctx, tx, []int64{id})
-	if err != nil {
-		return 0, client.Object{}, err
+	if strconv.FormatInt(seenRV, 10) != cur.Metadata.ResourceVersion {
+		objs, err := getByID(ctx, tx, []int64{id})
+		if err != nil {
+			return 0, client.Object{}, err
+		}
+		if len(objs) != 1 {
+			return 0, client.Object{}, fmt.Errorf("locked %s %q (id %d) but could not read it", ref.Kind, ref.Name, id)
+		}
+		cur = objs[0].obj
 	}
-	if len(objs) != 1 {
-		return 0, client.Object{}, fmt.Errorf("locked %s %q (id %d) but could not read it", ref.Kind, ref.Name, id)
-	}
-	cur := objs[0].obj
 	if expected != "" {
 		if n, err := strconv.ParseInt(expected, 10, 64); err != nil || n < 1 {
 			return 0, cur, fault.Invalid("/metadata/resourceVersion", "resourceVersion must be a resourceVersion this server issued (a positive decimal integer), not %q", truncate(expected, 40))
