@@ -1,6 +1,9 @@
-// Package httpapi is strata's HTTP API: every route is registered in this file, one file
-// per resource family holds its handlers, and one adapter (serve) turns the errors handlers
-// return into RFC 9457 problem documents.
+// Package httpapi is strata's HTTP API. Every route is a row of the table in this file
+// ({pattern, family, verb, name source, handler}); serveRoute authorizes a request as its row
+// says before the handler runs, so no route can be added without saying who may call it. The
+// routes of orgs, nodes, groups (and later user kinds) are derived from their kind
+// descriptors and served by one set of generic handlers (resources.go); one adapter (serve)
+// turns the errors handlers return into RFC 9457 problem documents.
 //
 // Handlers never import pgx and never choose a status for a failure: they return errors
 // categorised by internal/fault (or by internal/db for database availability) and
