@@ -1,0 +1,64 @@
+package pillar
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// benchLayers is a realistic stack: global, org, eight groups and categories, node — ten
+// layers of about 1 KB each, overlapping on the same top-level keys as real pillars do
+// (apache, ntp, users, pkgs), so most of the work is recursion and list handling, not copying
+// disjoint keys.
+func benchLayers(b *testing.B) []Layer {
+	b.Helper()
+	targets := []string{"global", "org/acme", "group/acme/base", "group/acme/web", "group/acme/eu",
+		"group/acme/prod", "group/acme/php", "group/acme/monitoring", "group/acme/backup", "node/web01"}
+	layers := make([]Layer, len(targets))
+	for i, target := range targets {
+		doc := fmt.Sprintf(`{
+			"apache": {"port": %d, "user": "www-data", "modules": ["ssl", "rewrite", "mod%d"],
+				"vhosts": {"site%d": {"root": "/srv/www/site%d", "aliases": ["a%d.example.com", "b%d.example.com"], "tls": true}}},
+			"ntp": {"servers": ["0.pool.ntp.org", "1.pool.ntp.org", "ntp%d.acme"], "iburst": true},
+			"users": {"user%d": {"uid": %d, "groups": ["wheel", "docker"], "shell": "/bin/bash",
+				"keys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG%dexamplekeymaterialexamplekeymaterial"]}},
+			"pkgs": ["vim", "curl", "git", "htop", "pkg%d"],
+			"sysctl": {"vm.swappiness": %d, "net.core.somaxconn": 4096, "fs.file-max": 12345678901234567890123},
+			"layer%d": {"category": "general", "owner": "team-%d", "notes": "a free-text note of a few dozen characters"},
+			"firewall": {"rules": [{"port": 22, "from": "10.0.0.0/8"}, {"port": 443, "from": "0.0.0.0/0"}, {"port": %d, "from": "10.%d.0.0/16"}],
+				"policy": "drop"},
+			"motd": "managed by strata, layer %d"}`,
+			8000+i, i, i, i, i, i, i, i, 1000+i, i, i, 10+i, i, i, 9000+i, i, i)
+		layers[i] = Layer{Target: target, Category: "general", Data: object(b, doc)}
+		raw, err := json.Marshal(layers[i].Data)
+		require.NoError(b, err)
+		require.InDelta(b, 1000, len(raw), 200, "about 1 KB per layer")
+	}
+	return layers
+}
+
+func BenchmarkMerge(b *testing.B) {
+	layers := benchLayers(b)
+	for _, opts := range []Options{{MergeLists: false}, {MergeLists: true}} {
+		b.Run(fmt.Sprintf("mergeLists=%v", opts.MergeLists), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Merge(layers, opts)
+			}
+		})
+	}
+}
+
+func BenchmarkExplain(b *testing.B) {
+	layers := benchLayers(b)
+	for _, opts := range []Options{{MergeLists: false}, {MergeLists: true}} {
+		b.Run(fmt.Sprintf("mergeLists=%v", opts.MergeLists), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Explain(layers, opts)
+			}
+		})
+	}
+}
