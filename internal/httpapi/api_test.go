@@ -19,6 +19,7 @@ import (
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/pgtest"
+	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
 )
 
@@ -40,6 +41,7 @@ func setup(t *testing.T) *testBundle {
 	api := httpapi.New(httpapi.Options{
 		Tokens:       tokens,
 		Resources:    resource.NewService(d),
+		Pillars:      pillar.NewService(d),
 		MaxBodyBytes: 64 << 10,
 		Version:      "test",
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),

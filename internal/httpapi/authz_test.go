@@ -13,6 +13,7 @@ import (
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/httpapi"
+	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
 )
 
@@ -20,7 +21,7 @@ import (
 // scoped token of TestEveryRouteIsAuthorized may not touch. Lists answer 200 and must leave
 // those things out instead, from their items and their continue tokens alike.
 // TestAuthzCasesCoverRoutes keeps the table complete.
-var authzCases = []struct {
+type authzCase struct {
 	pattern string
 	path    string
 	body    string
@@ -28,7 +29,9 @@ var authzCases = []struct {
 	// perLine routes stream per-line results: 200, and the line naming an invisible thing
 	// is refused with 403 in the stream.
 	perLine bool
-}{
+}
+
+var authzCases = []authzCase{
 	{"POST /v1/tokens", "/v1/tokens", `{"name":"x","scopes":["admin"]}`, false, false},
 	{"GET /v1/tokens", "/v1/tokens", "", true, false},
 	{"DELETE /v1/tokens/{id}", "/v1/tokens/tok_x", "", false, false},
@@ -75,6 +78,33 @@ var authzCases = []struct {
 	{"POST /v1/state/{project}/{workspace}/versions/{n}/restore", "/v1/state/net/default/versions/1/restore", "", false, false},
 }
 
+// The pillar routes of the four targets are alike: one case each, all naming acme (or the
+// fixed names global and * the scoped token lacks).
+func init() {
+	for _, prefix := range []struct{ pattern, path string }{
+		{"/v1/pillars/global", "/v1/pillars/global"},
+		{"/v1/orgs/{org}/pillars", "/v1/orgs/acme/pillars"},
+		{"/v1/orgs/{org}/groups/{group}/pillars", "/v1/orgs/acme/groups/web/pillars"},
+		{"/v1/nodes/{node}/pillars", "/v1/nodes/acme/pillars"},
+	} {
+		for _, c := range []struct{ method, suffix, path, body string }{
+			{"GET", "", "", ""},
+			{"GET", "/{category}", "/app", ""},
+			{"PUT", "/{category}", "/app", `{"a":1}`},
+			{"DELETE", "/{category}", "/app", ""},
+			{"GET", "/{category}/history", "/app/history", ""},
+			{"POST", "/{category}/history/{change}/restore", "/app/history/1/restore", ""},
+		} {
+			authzCases = append(authzCases, authzCase{pattern: c.method + " " + prefix.pattern + c.suffix, path: prefix.path + c.path, body: c.body})
+		}
+	}
+	authzCases = append(authzCases,
+		authzCase{pattern: "GET /v1/nodes/{node}/pillar", path: "/v1/nodes/acme/pillar"},
+		authzCase{pattern: "GET /v1/pillar-settings", path: "/v1/pillar-settings"},
+		authzCase{pattern: "PUT /v1/pillar-settings", path: "/v1/pillar-settings", body: `{"mergeLists":true}`},
+	)
+}
+
 // TestAuthzCasesCoverRoutes fails when a route is added to the API's table without a case
 // above: it walks the table itself (API.Patterns), so routes derived from kind descriptors
 // are covered too.
@@ -84,7 +114,7 @@ func TestAuthzCasesCoverRoutes(t *testing.T) {
 	for _, c := range authzCases {
 		have[c.pattern] = true
 	}
-	patterns := httpapi.New(httpapi.Options{Resources: resource.NewService(nil)}).Patterns()
+	patterns := httpapi.New(httpapi.Options{Resources: resource.NewService(nil), Pillars: pillar.NewService(nil)}).Patterns()
 	for _, p := range patterns {
 		require.True(t, have[p], "route %q has no authorization case in authzCases", p)
 	}

@@ -57,6 +57,10 @@ func (a *API) serveRoute(rt route) http.Handler {
 			if err := p.Check(rt.family, rt.verb, name); err != nil {
 				return err
 			}
+		case fixedName:
+			if err := p.Check(rt.family, rt.verb, rt.name); err != nil {
+				return err
+			}
 		case listed:
 			r = r.WithContext(context.WithValue(r.Context(), filterSlot{}, p.ListFilter(rt.family, rt.verb)))
 		}

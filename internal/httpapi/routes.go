@@ -22,6 +22,7 @@ import (
 
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
 	"github.com/stratahq/strata/internal/tfstate"
 )
@@ -40,6 +41,7 @@ type Options struct {
 	MaxStateBytes int64
 	Tokens        *auth.Service
 	Resources     *resource.Service
+	Pillars       *pillar.Service
 	State         *tfstate.Service
 	Ready         Readiness
 	Version       string
@@ -54,6 +56,7 @@ type API struct {
 	maxState  int64
 	tokens    *auth.Service
 	resources *resource.Service
+	pillars   *pillar.Service
 	state     *tfstate.Service
 	ready     Readiness
 	version   string
@@ -70,6 +73,7 @@ func New(opts Options) *API {
 		maxState:  opts.MaxStateBytes,
 		tokens:    opts.Tokens,
 		resources: opts.Resources,
+		pillars:   opts.Pillars,
 		state:     opts.State,
 		ready:     opts.Ready,
 		version:   opts.Version,
@@ -103,6 +107,9 @@ const (
 	// listed routes are lists: the wrapper puts p.ListFilter(family, verb) in the request's
 	// context and the list query binds it, so pages hold only visible rows.
 	listed
+	// fixedName authorizes route.name, a name fixed by the route ("global" for global
+	// pillars, "*" for settings every target shares).
+	fixedName
 	// byHandler routes decide in the handler, because the decision depends on more than one
 	// name: token creation (the new token's scopes), the audit log (all or nothing) and
 	// state reads (full or outputs-only).
@@ -118,6 +125,7 @@ type route struct {
 	verb    string
 	source  nameSource
 	param   string
+	name    string
 	handler func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error
 	// stateBody routes take Terraform state documents, limited by MaxStateBytes instead of
 	// MaxBodyBytes; stream routes read NDJSON without a size limit.
@@ -165,6 +173,8 @@ func (a *API) table() []route {
 			rs = append(rs, a.kindRoutes(k)...)
 		}
 	}
+	// Pillars: the rows of the four targets, the merged render, the shared merge setting.
+	rs = append(rs, a.pillarRoutes()...)
 	return rs
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/pgtest"
+	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
 	"github.com/stratahq/strata/internal/tfstate"
 )
@@ -33,7 +34,7 @@ func setupState(t *testing.T) *testBundle {
 	tokens := auth.NewService(d)
 	secret, err := tokens.Bootstrap(ctx, "")
 	require.NoError(t, err)
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resource.NewService(d), State: st,
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resource.NewService(d), Pillars: pillar.NewService(d), State: st,
 		Logger: quiet, MaxBodyBytes: 1024, MaxStateBytes: 4096}))
 	t.Cleanup(srv.Close)
 	b := &testBundle{srv: srv, admin: secret, tokens: tokens}

@@ -5,8 +5,13 @@
 // they saw before. It also explains the result, leaf by leaf, since "which layer set this
 // value, and what did it override" is the question operators ask most.
 //
-// The package is pure: no database, no I/O. Values are decoded JSON (json.Decoder.UseNumber),
-// so numbers are json.Number and keep their exact text through a merge.
+// Merge and Explain are pure: no database, no I/O. Values are decoded JSON
+// (json.Decoder.UseNumber), so numbers are json.Number and keep their exact text through a
+// merge. The Service (service.go) stores the rows — a JSON object per (target, category),
+// unique per target and category global included, deleted with their target, every change in
+// pillar_history (migration 0008) — and renders a node's pillar: it reads the rows that apply
+// in the fixed order global, org, groups (lower spec.priority first, ties by name), node, each
+// target's categories in byte order, and folds them here.
 //
 // Semantics, folding each layer onto the result of the earlier ones, starting from {}:
 //

@@ -21,6 +21,7 @@ import (
 	"github.com/stratahq/strata/internal/db/migrations"
 	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/pgembed"
+	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
 	"github.com/stratahq/strata/internal/tfstate"
 )
@@ -243,6 +244,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}(),
 		Tokens:    tokens,
 		Resources: resource.NewService(d),
+		Pillars:   pillar.NewService(d),
 		State:     state,
 		Version:   cfg.Version,
 		Ready: func(ctx context.Context) ([]string, error) {

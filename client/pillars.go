@@ -1,0 +1,145 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// PillarTarget names what a pillar row belongs to: exactly one of Global, an Org, a Group of
+// an Org, or a Node.
+type PillarTarget struct {
+	Global bool
+	Org    string
+	Group  string // with Org
+	Node   string
+}
+
+func (t PillarTarget) base() (string, error) {
+	switch {
+	case t.Global && t.Org == "" && t.Group == "" && t.Node == "":
+		return "/v1/pillars/global", nil
+	case t.Node != "" && !t.Global && t.Org == "" && t.Group == "":
+		return "/v1/nodes/" + pathEscape(t.Node) + "/pillars", nil
+	case t.Org != "" && t.Group != "" && !t.Global && t.Node == "":
+		return "/v1/orgs/" + pathEscape(t.Org) + "/groups/" + pathEscape(t.Group) + "/pillars", nil
+	case t.Org != "" && !t.Global && t.Node == "":
+		return "/v1/orgs/" + pathEscape(t.Org) + "/pillars", nil
+	}
+	return "", fmt.Errorf("a pillar target is exactly one of: global, an org, a group of an org, a node")
+}
+
+// Pillar is one pillar row.
+type Pillar struct {
+	Target    string          `json:"target"`
+	Category  string          `json:"category"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	Revision  int64           `json:"revision"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+	UpdatedBy string          `json:"updatedBy"`
+	// ETag is the row version's ETag (from the response header), for If-Match.
+	ETag string `json:"-"`
+}
+
+// PillarChange is one entry of a category's history.
+type PillarChange struct {
+	ID       int64           `json:"id"`
+	Revision int64           `json:"revision"`
+	Old      json.RawMessage `json:"old"`
+	New      json.RawMessage `json:"new"`
+	Actor    string          `json:"actor"`
+	At       time.Time       `json:"at"`
+}
+
+// PillarSet stores data (a JSON object) as the target's category; ifMatch, when set, is the
+// ETag the caller read (412 when the row changed since).
+func (c *Client) PillarSet(ctx context.Context, t PillarTarget, category string, data json.RawMessage, ifMatch string) (Pillar, error) {
+	base, err := t.base()
+	if err != nil {
+		return Pillar{}, err
+	}
+	h := http.Header{}
+	if ifMatch != "" {
+		h.Set("If-Match", ifMatch)
+	}
+	var out Pillar
+	hdr, err := c.Do(ctx, Request{Method: http.MethodPut, Path: base + "/" + pathEscape(category), RawBody: data, ContentType: "application/json", Header: h}, &out)
+	if hdr != nil {
+		out.ETag = hdr.Get("ETag")
+	}
+	return out, err
+}
+
+// PillarGet reads one category of a target.
+func (c *Client) PillarGet(ctx context.Context, t PillarTarget, category string) (Pillar, error) {
+	base, err := t.base()
+	if err != nil {
+		return Pillar{}, err
+	}
+	var out Pillar
+	hdr, err := c.Do(ctx, Request{Method: http.MethodGet, Path: base + "/" + pathEscape(category)}, &out)
+	if hdr != nil {
+		out.ETag = hdr.Get("ETag")
+	}
+	return out, err
+}
+
+// PillarDelete deletes one category of a target.
+func (c *Client) PillarDelete(ctx context.Context, t PillarTarget, category, ifMatch string) error {
+	base, err := t.base()
+	if err != nil {
+		return err
+	}
+	h := http.Header{}
+	if ifMatch != "" {
+		h.Set("If-Match", ifMatch)
+	}
+	_, err = c.Do(ctx, Request{Method: http.MethodDelete, Path: base + "/" + pathEscape(category), Header: h}, nil)
+	return err
+}
+
+// PillarList lists a target's categories (without data).
+func (c *Client) PillarList(ctx context.Context, t PillarTarget) ([]Pillar, error) {
+	base, err := t.base()
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Items []Pillar `json:"items"`
+	}
+	_, err = c.Do(ctx, Request{Method: http.MethodGet, Path: base}, &out)
+	return out.Items, err
+}
+
+// PillarHistory reads a category's history, newest first (before: 0 or the id to continue below).
+func (c *Client) PillarHistory(ctx context.Context, t PillarTarget, category string, before int64, limit int) ([]PillarChange, error) {
+	base, err := t.base()
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	if before > 0 {
+		q.Set("before", fmt.Sprint(before))
+	}
+	if limit > 0 {
+		q.Set("limit", fmt.Sprint(limit))
+	}
+	var out struct {
+		Items []PillarChange `json:"items"`
+	}
+	_, err = c.Do(ctx, Request{Method: http.MethodGet, Path: base + "/" + pathEscape(category) + "/history", Query: q}, &out)
+	return out.Items, err
+}
+
+// PillarRender reads a node's merged pillar; with explain, the answer is {"pillar", "explain"}.
+func (c *Client) PillarRender(ctx context.Context, node string, explain bool) (json.RawMessage, error) {
+	q := url.Values{}
+	if explain {
+		q.Set("explain", "true")
+	}
+	body, _, err := c.DoRaw(ctx, Request{Method: http.MethodGet, Path: "/v1/nodes/" + pathEscape(node) + "/pillar", Query: q})
+	return body, err
+}

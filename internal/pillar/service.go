@@ -1,0 +1,540 @@
+package pillar
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/metadata"
+	"github.com/stratahq/strata/internal/resource"
+)
+
+//go:embed queries.sql
+var queryFS embed.FS
+
+var q = db.MustParseQueries(queryFS, "queries.sql")
+
+// Target is what a pillar row belongs to: global, an org, a group of an org, or a node.
+type Target struct {
+	// Kind is "global", "org", "group" or "node".
+	Kind  string
+	Org   string // org and group targets
+	Group string // group targets
+	Node  string // node targets
+}
+
+// Global is the global target.
+var Global = Target{Kind: "global"}
+
+// String names the target in history and explanations: global, org/acme, group/acme/web,
+// node/web01.
+func (t Target) String() string {
+	switch t.Kind {
+	case "org":
+		return "org/" + t.Org
+	case "group":
+		return "group/" + t.Org + "/" + t.Group
+	case "node":
+		return "node/" + t.Node
+	}
+	return "global"
+}
+
+// ScopeName is the name pillar scopes check for the target: "global", the org (org and group
+// targets) or the node.
+func (t Target) ScopeName() string {
+	switch t.Kind {
+	case "org", "group":
+		return t.Org
+	case "node":
+		return t.Node
+	}
+	return "global"
+}
+
+var categoryRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+
+// ValidateCategory checks a category name: [a-z0-9][a-z0-9_.-]*, at most 100 characters.
+func ValidateCategory(c string) error {
+	if len(c) > 100 || !categoryRE.MatchString(c) {
+		return fault.Invalid("category", "category %q must be 1-100 characters of a-z, 0-9, '_', '.' and '-', starting with a letter or digit", truncate(c, 120))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Pillar is one stored row.
+type Pillar struct {
+	Target    string         `json:"target"`
+	Category  string         `json:"category"`
+	Data      map[string]any `json:"data"`
+	Revision  int64          `json:"revision"`
+	UpdatedAt time.Time      `json:"updatedAt"`
+	UpdatedBy string         `json:"updatedBy"`
+	// ETag identifies this version of the row (row id and revision: a row deleted and created
+	// again never repeats an earlier ETag).
+	ETag string `json:"-"`
+}
+
+// Service stores pillars and renders the merged pillar of a node.
+type Service struct {
+	db *db.DB
+}
+
+// NewService returns a Service over d.
+func NewService(d *db.DB) *Service { return &Service{db: d} }
+
+// lockTarget returns the resources row the target is stored under, locked FOR SHARE (nil: global).
+func lockTarget(ctx context.Context, tx *db.Tx, t Target) (*int64, error) {
+	var kind, org, name string
+	switch t.Kind {
+	case "global":
+		return nil, nil
+	case "org":
+		kind, name = resource.KindOrg, t.Org
+	case "group":
+		kind, org, name = resource.KindGroup, t.Org, t.Group
+	case "node":
+		kind, name = resource.KindNode, t.Node
+	default:
+		return nil, fmt.Errorf("pillar: unknown target kind %q", t.Kind)
+	}
+	var id int64
+	err := tx.QueryRow(ctx, q.Get("TargetLock"), kind, org, name).Scan(&id)
+	if errors.Is(err, db.ErrNotFound) {
+		return nil, fault.NotFound("%s not found", t)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &id, nil
+}
+
+func targetKind(t Target) string {
+	return map[string]string{"global": "global", "org": resource.KindOrg, "group": resource.KindGroup, "node": resource.KindNode}[t.Kind]
+}
+
+func etag(id, revision int64) string {
+	return `"` + strconv.FormatInt(id, 36) + "." + strconv.FormatInt(revision, 10) + `"`
+}
+
+// DecodeObject decodes a pillar body: a JSON object (numbers kept exact). Anything else is a 422.
+func DecodeObject(body []byte) (map[string]any, error) {
+	if !utf8.Valid(body) {
+		return nil, fault.UnprocessableFields("a pillar must be valid UTF-8 JSON", []fault.FieldError{{Field: "", Message: "invalid UTF-8"}})
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fault.Invalid("", "the body is not JSON: %v", err)
+	}
+	if dec.More() {
+		return nil, fault.Invalid("", "the body holds more than one JSON value")
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fault.UnprocessableFields("a pillar must be a JSON object", []fault.FieldError{{Field: "", Message: "must be a JSON object (Salt needs a mapping at the top of a pillar)"}})
+	}
+	if bytes.Contains(body, []byte(`\u0000`)) {
+		return nil, fault.UnprocessableFields("a pillar cannot hold the NUL character", []fault.FieldError{{Field: "", Message: "must not contain \\u0000, which PostgreSQL cannot store"}})
+	}
+	return m, nil
+}
+
+// Put stores data as the target's category, creating or replacing it. ifMatch, when not
+// empty, is the ETag the caller read ("*": the row must exist); a mismatch is a 412, so two
+// tools editing one category cannot silently overwrite each other. It returns the stored row
+// and whether it was created.
+func (s *Service) Put(ctx context.Context, t Target, category string, data map[string]any, ifMatch, actor string) (Pillar, bool, error) {
+	if err := ValidateCategory(category); err != nil {
+		return Pillar{}, false, err
+	}
+	body, err := json.Marshal(data)
+	if err != nil {
+		return Pillar{}, false, fault.Invalid("", "%v", err)
+	}
+	var out Pillar
+	var created bool
+	err = s.db.InTx(ctx, func(tx *db.Tx) error {
+		rid, err := lockTarget(ctx, tx, t)
+		if err != nil {
+			return err
+		}
+		for attempt := 0; attempt < 2; attempt++ {
+			var (
+				id, rev int64
+				old     []byte
+			)
+			err := tx.QueryRow(ctx, q.Get("PillarGetForUpdate"), rid, category).Scan(&id, &old, &rev)
+			switch {
+			case errors.Is(err, db.ErrNotFound):
+				if ifMatch != "" {
+					return fault.New(fault.KindPreconditionFailed, "%s has no pillar %q, but If-Match asked for %s", t, category, ifMatch)
+				}
+				err = tx.QueryRow(ctx, q.Get("PillarInsert"), targetKind(t), rid, category, body, actor).Scan(&id, &rev, &out.UpdatedAt)
+				if errors.Is(err, db.ErrNotFound) {
+					continue // created concurrently: lock it and update it
+				}
+				if err != nil {
+					return err
+				}
+				created = true
+			case err != nil:
+				return err
+			default:
+				if ifMatch != "" && ifMatch != "*" && ifMatch != etag(id, rev) {
+					return fault.New(fault.KindPreconditionFailed, "pillar %q of %s has changed: its ETag is %s, If-Match asked for %s", category, t, etag(id, rev), ifMatch)
+				}
+				if err := tx.QueryRow(ctx, q.Get("PillarUpdate"), id, body, actor).Scan(&rev, &out.UpdatedAt); err != nil {
+					return err
+				}
+			}
+			var oldArg any
+			if old != nil {
+				oldArg = old
+			}
+			if _, err := tx.Exec(ctx, q.Get("PillarHistoryAdd"), t.String(), rid, category, rev, oldArg, body, actor); err != nil {
+				return err
+			}
+			out = Pillar{Target: t.String(), Category: category, Data: data, Revision: rev, UpdatedAt: out.UpdatedAt.UTC(), UpdatedBy: actor, ETag: etag(id, rev)}
+			return nil
+		}
+		return fmt.Errorf("pillar %q of %s: created and deleted concurrently twice", category, t)
+	})
+	return out, created, err
+}
+
+// Get reads one category of a target.
+func (s *Service) Get(ctx context.Context, t Target, category string) (Pillar, error) {
+	if err := ValidateCategory(category); err != nil {
+		return Pillar{}, err
+	}
+	var out Pillar
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		rid, err := lockTarget(ctx, tx, t)
+		if err != nil {
+			return err
+		}
+		var (
+			id   int64
+			data []byte
+		)
+		err = tx.QueryRow(ctx, q.Get("PillarGet"), rid, category).Scan(&id, &data, &out.Revision, &out.UpdatedAt, &out.UpdatedBy)
+		if errors.Is(err, db.ErrNotFound) {
+			return fault.NotFound("%s has no pillar %q", t, category)
+		}
+		if err != nil {
+			return err
+		}
+		if out.Data, err = DecodeObject(data); err != nil {
+			return err
+		}
+		out.Target, out.Category, out.ETag, out.UpdatedAt = t.String(), category, etag(id, out.Revision), out.UpdatedAt.UTC()
+		return nil
+	})
+	return out, err
+}
+
+// Delete removes one category of a target (recorded in the history); ifMatch as for Put.
+func (s *Service) Delete(ctx context.Context, t Target, category, ifMatch, actor string) error {
+	if err := ValidateCategory(category); err != nil {
+		return err
+	}
+	return s.db.InTx(ctx, func(tx *db.Tx) error {
+		rid, err := lockTarget(ctx, tx, t)
+		if err != nil {
+			return err
+		}
+		var (
+			id, rev int64
+			old     []byte
+		)
+		err = tx.QueryRow(ctx, q.Get("PillarGetForUpdate"), rid, category).Scan(&id, &old, &rev)
+		if errors.Is(err, db.ErrNotFound) {
+			return fault.NotFound("%s has no pillar %q", t, category)
+		}
+		if err != nil {
+			return err
+		}
+		if ifMatch != "" && ifMatch != "*" && ifMatch != etag(id, rev) {
+			return fault.New(fault.KindPreconditionFailed, "pillar %q of %s has changed: its ETag is %s, If-Match asked for %s", category, t, etag(id, rev), ifMatch)
+		}
+		if _, err := tx.Exec(ctx, q.Get("PillarDelete"), id); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, q.Get("PillarHistoryAdd"), t.String(), rid, category, rev+1, old, nil, actor)
+		return err
+	})
+}
+
+// Categories lists a target's categories (without their data), in byte order.
+func (s *Service) Categories(ctx context.Context, t Target) ([]Pillar, error) {
+	out := []Pillar{}
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		rid, err := lockTarget(ctx, tx, t)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, q.Get("PillarCategories"), rid)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			p := Pillar{Target: t.String()}
+			if err := rows.Scan(&p.Category, &p.Revision, &p.UpdatedAt, &p.UpdatedBy); err != nil {
+				return err
+			}
+			p.UpdatedAt = p.UpdatedAt.UTC()
+			out = append(out, p)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// Change is one entry of a category's history.
+type Change struct {
+	ID       int64          `json:"id"`
+	Revision int64          `json:"revision"`
+	Old      map[string]any `json:"old"` // null: the category did not exist before
+	New      map[string]any `json:"new"` // null: the change deleted it
+	Actor    string         `json:"actor"`
+	At       time.Time      `json:"at"`
+}
+
+func scanChange(row db.Row) (Change, error) {
+	var (
+		c        Change
+		old, new []byte
+	)
+	if err := row.Scan(&c.ID, &c.Revision, &old, &new, &c.Actor, &c.At); err != nil {
+		return c, err
+	}
+	c.At = c.At.UTC()
+	for _, p := range []struct {
+		raw []byte
+		dst *map[string]any
+	}{{old, &c.Old}, {new, &c.New}} {
+		if p.raw == nil {
+			continue
+		}
+		m, err := DecodeObject(p.raw)
+		if err != nil {
+			return c, err
+		}
+		*p.dst = m
+	}
+	return c, nil
+}
+
+// History returns a category's changes, newest first, starting below before (0: newest). It
+// does not need the target to exist any more.
+func (s *Service) History(ctx context.Context, t Target, category string, before int64, limit int) ([]Change, error) {
+	if err := ValidateCategory(category); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.Query(ctx, q.Get("PillarHistory"), t.String(), category, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Change{}
+	for rows.Next() {
+		c, err := scanChange(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Restore writes the value a history entry recorded (its new value; a deletion entry restores
+// nothing and is a 422) back as a new change.
+func (s *Service) Restore(ctx context.Context, t Target, category string, change int64, ifMatch, actor string) (Pillar, error) {
+	if err := ValidateCategory(category); err != nil {
+		return Pillar{}, err
+	}
+	c, err := scanChange(s.db.QueryRow(ctx, q.Get("PillarHistoryEntry"), t.String(), category, change))
+	if errors.Is(err, db.ErrNotFound) {
+		return Pillar{}, fault.NotFound("pillar %q of %s has no history entry %d", category, t, change)
+	}
+	if err != nil {
+		return Pillar{}, err
+	}
+	if c.New == nil {
+		return Pillar{}, fault.New(fault.KindUnprocessable, "history entry %d deleted pillar %q; restore the entry before it", change, category)
+	}
+	p, _, err := s.Put(ctx, t, category, c.New, ifMatch, actor)
+	return p, err
+}
+
+// SettingMergeLists is the settings key of Salt's pillar_merge_lists for renders.
+const SettingMergeLists = "pillar_merge_lists"
+
+// Options reads the merge options every replica shares.
+func (s *Service) Options(ctx context.Context) (Options, error) {
+	var raw []byte
+	err := s.db.QueryRow(ctx, q.Get("SettingGet"), SettingMergeLists).Scan(&raw)
+	if errors.Is(err, db.ErrNotFound) {
+		return Options{}, nil
+	}
+	if err != nil {
+		return Options{}, err
+	}
+	var on bool
+	if err := json.Unmarshal(raw, &on); err != nil {
+		return Options{}, fmt.Errorf("setting %s: %w", SettingMergeLists, err)
+	}
+	return Options{MergeLists: on}, nil
+}
+
+// SetOptions stores the merge options for every replica.
+func (s *Service) SetOptions(ctx context.Context, o Options, actor string) error {
+	v, _ := json.Marshal(o.MergeLists)
+	_, err := s.db.Exec(ctx, q.Get("SettingPut"), SettingMergeLists, v, actor)
+	return err
+}
+
+// layerRow is one row of PillarLayers.
+type layerRow struct {
+	layer     int
+	target    string
+	priority  int
+	selector  string
+	static    bool
+	category  string
+	data      map[string]any
+	selectorM metadata.Selector
+}
+
+// Layers returns the pillar rows that apply to node, in merge order: global rows, the node's
+// org's, the rows of the groups of its org it is a member of (static or by selector; lower
+// spec.priority first so a higher one merges later and wins, ties by group name), then its
+// own; inside one target, categories in byte order. 404 when the node does not exist.
+func (s *Service) Layers(ctx context.Context, node NodeInfo) ([]Layer, error) {
+	rows, err := s.db.Query(ctx, q.Get("PillarLayers"), node.Name, resource.KindNode, resource.KindOrg, resource.KindGroup)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var all []layerRow
+	for rows.Next() {
+		var (
+			r   layerRow
+			raw []byte
+		)
+		if err := rows.Scan(&r.layer, &r.target, &r.priority, &r.selector, &r.static, &r.category, &raw); err != nil {
+			return nil, err
+		}
+		if r.data, err = DecodeObject(raw); err != nil {
+			return nil, err
+		}
+		all = append(all, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	kept := all[:0]
+	for _, r := range all {
+		if r.layer == 2 && !r.static {
+			sel, err := metadata.ParseSelector(r.selector)
+			if err != nil || r.selector == "" || !sel.Matches(node.Labels) {
+				continue // not a member (a stored selector always parses; an empty one selects no one)
+			}
+		}
+		kept = append(kept, r)
+	}
+	slices.SortStableFunc(kept, func(a, b layerRow) int {
+		if a.layer != b.layer {
+			return a.layer - b.layer
+		}
+		if a.priority != b.priority {
+			return a.priority - b.priority
+		}
+		if c := strings.Compare(a.target, b.target); c != 0 {
+			return c
+		}
+		return strings.Compare(a.category, b.category)
+	})
+	out := make([]Layer, 0, len(kept))
+	for _, r := range kept {
+		t := "global"
+		switch r.layer {
+		case 1:
+			t = "org/" + r.target
+		case 2:
+			t = "group/" + node.Org + "/" + r.target
+		case 3:
+			t = "node/" + r.target
+		}
+		out = append(out, Layer{Target: t, Category: r.category, Data: r.data})
+	}
+	return out, nil
+}
+
+// NodeInfo is the node a render is for.
+type NodeInfo struct {
+	Name   string
+	Org    string
+	Labels map[string]string
+}
+
+// Rendered is a node's merged pillar.
+type Rendered struct {
+	Pillar      map[string]any `json:"pillar"`
+	Explanation []Explanation  `json:"explain,omitempty"`
+	// ETag is a digest of the merged pillar: equal pillars have equal ETags on every replica.
+	ETag string `json:"-"`
+}
+
+// Render merges the pillar of a node; with explain, it also says where every leaf came from.
+func (s *Service) Render(ctx context.Context, res *resource.Service, node string, explain bool) (Rendered, error) {
+	obj, err := res.Get(ctx, resource.Ref{Kind: resource.KindNode, Name: node})
+	if err != nil {
+		return Rendered{}, err
+	}
+	info := NodeInfo{Name: node, Org: resource.NodeOrg(obj), Labels: obj.Metadata.Labels}
+	layers, err := s.Layers(ctx, info)
+	if err != nil {
+		return Rendered{}, err
+	}
+	opts, err := s.Options(ctx)
+	if err != nil {
+		return Rendered{}, err
+	}
+	var out Rendered
+	if explain {
+		out.Pillar, out.Explanation = Explain(layers, opts)
+	} else {
+		out.Pillar = Merge(layers, opts)
+	}
+	b, err := json.Marshal(out.Pillar)
+	if err != nil {
+		return Rendered{}, err
+	}
+	sum := sha256.Sum256(b)
+	out.ETag = `"` + hex.EncodeToString(sum[:12]) + `"`
+	return out, nil
+}
