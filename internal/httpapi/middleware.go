@@ -184,8 +184,9 @@ func auditActor(r *http.Request, p *auth.Principal) auth.AuditActor {
 
 // httpMetrics are the HTTP-level Prometheus metrics.
 type httpMetrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests       *prometheus.CounterVec
+	duration       *prometheus.HistogramVec
+	renderFailures *prometheus.CounterVec
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -199,6 +200,7 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 		}, []string{"route"}),
 	}
 	reg.MustRegister(m.requests, m.duration)
+	m.renderFailures = newRenderMetrics(reg)
 	return m
 }
 

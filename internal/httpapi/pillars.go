@@ -56,6 +56,7 @@ func (a *API) pillarRoutes() []route {
 	}
 	return append(rs,
 		route{pattern: "GET /v1/nodes/{node}/pillar", family: "pillars", verb: "render", param: "node", handler: a.pillarRender},
+		route{pattern: "GET /v1/salt/pillar/{minion}", family: "pillars", verb: "render", source: byHandler, salt: true},
 		route{pattern: "GET /v1/pillar-settings", family: "pillars", verb: "read", source: fixedName, name: "*", handler: a.pillarSettingsGet},
 		route{pattern: "PUT /v1/pillar-settings", family: "pillars", verb: "write", source: fixedName, name: "*", handler: a.pillarSettingsPut},
 	)
@@ -166,6 +167,9 @@ func (a *API) pillarRender(w http.ResponseWriter, r *http.Request, p *auth.Princ
 	}
 	out, err := a.pillars.Render(r.Context(), a.resources, r.PathValue("node"), explain)
 	if err != nil {
+		if k := classify(err).Kind; k == fault.KindInternal || k == fault.KindUnavailable {
+			a.metrics.renderFailures.WithLabelValues("api", "database").Inc()
+		}
 		return err
 	}
 	w.Header().Set("ETag", out.ETag)
@@ -179,8 +183,12 @@ func (a *API) pillarRender(w http.ResponseWriter, r *http.Request, p *auth.Princ
 	return writeJSON(w, http.StatusOK, out.Pillar)
 }
 
+// pillarSettings are the settings every replica shares: Salt's pillar_merge_lists for
+// renders, and what an unknown minion gets from Salt-facing renders ("empty" or "error"). A
+// PUT changes the fields it names.
 type pillarSettings struct {
-	MergeLists bool `json:"mergeLists"`
+	MergeLists    *bool   `json:"mergeLists,omitempty"`
+	UnknownMinion *string `json:"unknownMinion,omitempty"`
 }
 
 func (a *API) pillarSettingsGet(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
@@ -188,7 +196,11 @@ func (a *API) pillarSettingsGet(w http.ResponseWriter, r *http.Request, p *auth.
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, pillarSettings{MergeLists: o.MergeLists})
+	u, err := a.pillars.UnknownMinion(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, pillarSettings{MergeLists: &o.MergeLists, UnknownMinion: &u})
 }
 
 func (a *API) pillarSettingsPut(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
@@ -196,8 +208,15 @@ func (a *API) pillarSettingsPut(w http.ResponseWriter, r *http.Request, p *auth.
 	if err := decodeJSON(r, &s); err != nil {
 		return err
 	}
-	if err := a.pillars.SetOptions(r.Context(), pillar.Options{MergeLists: s.MergeLists}, p.Actor()); err != nil {
-		return err
+	if s.UnknownMinion != nil {
+		if err := a.pillars.SetUnknownMinion(r.Context(), *s.UnknownMinion, p.Actor()); err != nil {
+			return err
+		}
 	}
-	return writeJSON(w, http.StatusOK, s)
+	if s.MergeLists != nil {
+		if err := a.pillars.SetOptions(r.Context(), pillar.Options{MergeLists: *s.MergeLists}, p.Actor()); err != nil {
+			return err
+		}
+	}
+	return a.pillarSettingsGet(w, r, p)
 }

@@ -15,7 +15,9 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -42,44 +44,56 @@ type Options struct {
 	Tokens        *auth.Service
 	Resources     *resource.Service
 	Pillars       *pillar.Service
-	State         *tfstate.Service
-	Ready         Readiness
-	Version       string
+	// SaltLegacyClients may render pillars through /v1/salt/pillar without a token (Salt
+	// 3005 and older cannot send one); empty by default.
+	SaltLegacyClients []netip.Prefix
+	// SaltRenderTimeout bounds a Salt-facing render (DefaultSaltRenderTimeout when zero).
+	SaltRenderTimeout time.Duration
+	State             *tfstate.Service
+	Ready             Readiness
+	Version           string
 }
 
 // API is the HTTP handler of a strata replica.
 type API struct {
-	logger    *slog.Logger
-	metrics   *httpMetrics
-	registry  *prometheus.Registry
-	maxBody   int64
-	maxState  int64
-	tokens    *auth.Service
-	resources *resource.Service
-	pillars   *pillar.Service
-	state     *tfstate.Service
-	ready     Readiness
-	version   string
-	handler   http.Handler
-	mux       *http.ServeMux
+	logger      *slog.Logger
+	metrics     *httpMetrics
+	registry    *prometheus.Registry
+	maxBody     int64
+	maxState    int64
+	tokens      *auth.Service
+	resources   *resource.Service
+	pillars     *pillar.Service
+	saltLegacy  []netip.Prefix
+	saltTimeout time.Duration
+	state       *tfstate.Service
+	ready       Readiness
+	version     string
+	handler     http.Handler
+	mux         *http.ServeMux
 }
 
 // New builds the API and its routes.
 func New(opts Options) *API {
 	a := &API{
-		logger:    opts.Logger,
-		registry:  opts.Registry,
-		maxBody:   opts.MaxBodyBytes,
-		maxState:  opts.MaxStateBytes,
-		tokens:    opts.Tokens,
-		resources: opts.Resources,
-		pillars:   opts.Pillars,
-		state:     opts.State,
-		ready:     opts.Ready,
-		version:   opts.Version,
+		logger:      opts.Logger,
+		registry:    opts.Registry,
+		maxBody:     opts.MaxBodyBytes,
+		maxState:    opts.MaxStateBytes,
+		tokens:      opts.Tokens,
+		resources:   opts.Resources,
+		pillars:     opts.Pillars,
+		saltLegacy:  opts.SaltLegacyClients,
+		saltTimeout: opts.SaltRenderTimeout,
+		state:       opts.State,
+		ready:       opts.Ready,
+		version:     opts.Version,
 	}
 	if a.logger == nil {
 		a.logger = slog.Default()
+	}
+	if a.saltTimeout <= 0 {
+		a.saltTimeout = DefaultSaltRenderTimeout
 	}
 	if a.maxState < a.maxBody {
 		a.maxState = a.maxBody
@@ -127,6 +141,8 @@ type route struct {
 	param   string
 	name    string
 	handler func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error
+	// salt routes are Salt's: they authenticate and fail in the way Salt can see (serveSalt).
+	salt bool
 	// stateBody routes take Terraform state documents, limited by MaxStateBytes instead of
 	// MaxBodyBytes; stream routes read NDJSON without a size limit.
 	stateBody, stream bool
@@ -191,6 +207,10 @@ func (a *API) routes() *http.ServeMux {
 	mux.Handle("GET /version", a.serve(a.versionInfo))
 
 	for _, rt := range a.table() {
+		if rt.salt {
+			mux.Handle(rt.pattern, a.serveSalt(rt))
+			continue
+		}
 		mux.Handle(rt.pattern, a.serveRoute(rt))
 	}
 

@@ -538,3 +538,39 @@ func (s *Service) Render(ctx context.Context, res *resource.Service, node string
 	out.ETag = `"` + hex.EncodeToString(sum[:12]) + `"`
 	return out, nil
 }
+
+// What an unknown minion gets from the Salt-facing render and node_pillars (setting
+// salt_unknown_minion): UnknownEmpty, an empty pillar (the default: a minion strata does not
+// know yet has no pillar), or UnknownError, an error Salt records in _errors.
+const (
+	SettingUnknownMinion = "salt_unknown_minion"
+	UnknownEmpty         = "empty"
+	UnknownError         = "error"
+)
+
+// UnknownMinion reads the salt_unknown_minion setting.
+func (s *Service) UnknownMinion(ctx context.Context) (string, error) {
+	var raw []byte
+	err := s.db.QueryRow(ctx, q.Get("SettingGet"), SettingUnknownMinion).Scan(&raw)
+	if errors.Is(err, db.ErrNotFound) {
+		return UnknownEmpty, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil || (v != UnknownEmpty && v != UnknownError) {
+		return "", fmt.Errorf("setting %s: %s is neither %q nor %q", SettingUnknownMinion, raw, UnknownEmpty, UnknownError)
+	}
+	return v, nil
+}
+
+// SetUnknownMinion stores the salt_unknown_minion setting (UnknownEmpty or UnknownError).
+func (s *Service) SetUnknownMinion(ctx context.Context, v, actor string) error {
+	if v != UnknownEmpty && v != UnknownError {
+		return fault.Invalid("/unknownMinion", "unknownMinion must be %q or %q, not %q", UnknownEmpty, UnknownError, truncate(v, 40))
+	}
+	raw, _ := json.Marshal(v)
+	_, err := s.db.Exec(ctx, q.Get("SettingPut"), SettingUnknownMinion, raw, actor)
+	return err
+}

@@ -69,6 +69,12 @@ type Config struct {
 	// audit log are kept; 0 keeps them forever. The CLI's defaults are 7 days and 90 days
 	// (DefaultChangesRetention, DefaultAuditRetention).
 	ChangesRetention, AuditRetention time.Duration
+	// SaltLegacyClients are comma-separated addresses or CIDR prefixes allowed to render
+	// pillars through /v1/salt/pillar without a token (Salt 3005 and older send none). Empty
+	// (the default) allows no one.
+	SaltLegacyClients string
+	// SaltRenderTimeout bounds a Salt-facing pillar render (default 10s).
+	SaltRenderTimeout time.Duration
 	// Ready, when set, is called with the listener's address once the server accepts requests.
 	Ready func(addr net.Addr)
 }
@@ -232,6 +238,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	go retentionLoop(sweepCtx, d, cfg, logger)
 
 	latest := migrations.Latest()
+	saltLegacy, err := httpapi.ParseSaltLegacyClients(cfg.SaltLegacyClients)
+	if err != nil {
+		return fmt.Errorf("--salt-legacy-clients: %w", err)
+	}
 	api := httpapi.New(httpapi.Options{
 		Logger:       logger,
 		Registry:     reg,
@@ -242,11 +252,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			}
 			return tfstate.DefaultMaxStateBytes
 		}(),
-		Tokens:    tokens,
-		Resources: resource.NewService(d),
-		Pillars:   pillar.NewService(d),
-		State:     state,
-		Version:   cfg.Version,
+		Tokens:            tokens,
+		Resources:         resource.NewService(d),
+		Pillars:           pillar.NewService(d),
+		State:             state,
+		SaltLegacyClients: saltLegacy,
+		SaltRenderTimeout: cfg.SaltRenderTimeout,
+		Version:           cfg.Version,
 		Ready: func(ctx context.Context) ([]string, error) {
 			if err := d.Ping(ctx); err != nil {
 				return nil, fmt.Errorf("database: %w", err)
@@ -345,6 +357,9 @@ func (c *Config) validate() error {
 	}
 	if err := db.ValidateSchemaName(c.Schema); err != nil {
 		return fmt.Errorf("--schema: %w", err)
+	}
+	if _, err := httpapi.ParseSaltLegacyClients(c.SaltLegacyClients); err != nil {
+		return fmt.Errorf("--salt-legacy-clients: %w", err)
 	}
 	if c.ChangesRetention < 0 || c.AuditRetention < 0 {
 		return fmt.Errorf("--changes-retention and --audit-retention must be 0 (keep forever) or a positive duration")
