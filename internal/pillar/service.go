@@ -98,7 +98,12 @@ type Pillar struct {
 // Service stores pillars and renders the merged pillar of a node.
 type Service struct {
 	db *db.DB
+	// cache, when set (UseCache), serves renders until an invalidation.
+	cache *Cache
 }
+
+// UseCache makes Render serve from c (which must be kept subscribed by c.Listen).
+func (s *Service) UseCache(c *Cache) { s.cache = c }
 
 // NewService returns a Service over d.
 func NewService(d *db.DB) *Service { return &Service{db: d} }
@@ -511,6 +516,24 @@ type Rendered struct {
 
 // Render merges the pillar of a node; with explain, it also says where every leaf came from.
 func (s *Service) Render(ctx context.Context, res *resource.Service, node string, explain bool) (Rendered, error) {
+	if s.cache == nil || explain {
+		return s.render(ctx, res, node, explain)
+	}
+	r, ok, gen := s.cache.get(node) // gen: read before the render starts
+	if ok {
+		s.cache.hits.Add(1)
+		return r, nil
+	}
+	s.cache.misses.Add(1)
+	r, err := s.render(ctx, res, node, false)
+	if err != nil {
+		return r, err
+	}
+	s.cache.put(node, gen, r)
+	return r, nil
+}
+
+func (s *Service) render(ctx context.Context, res *resource.Service, node string, explain bool) (Rendered, error) {
 	obj, err := res.Get(ctx, resource.Ref{Kind: resource.KindNode, Name: node})
 	if err != nil {
 		return Rendered{}, err

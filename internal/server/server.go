@@ -233,6 +233,25 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer state.Close()
 
+	// The pillar render cache needs a session to LISTEN for invalidations; without sessions
+	// (a transaction-mode pooler and --session-database-url off) renders are not cached.
+	pillars := pillar.NewService(d)
+	var pillarCache *pillar.Cache
+	if sessionURL != "" {
+		pillarCache = pillar.NewCache()
+		pillars.UseCache(pillarCache)
+		listenCtx, stopListen := context.WithCancel(ctx)
+		defer stopListen()
+		go pillarCache.Listen(listenCtx, func(ctx context.Context) (*db.Session, error) {
+			return db.OpenSession(ctx, sessionURL, d.Schema(), "strata pillar cache")
+		}, d.Schema(), logger)
+		// Serve ready from the start when the subscription comes up promptly (it normally
+		// takes one connection); otherwise /readyz says why until it does.
+		for deadline := time.Now().Add(5 * time.Second); pillarCache.Ready() != nil && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
 	go retentionLoop(sweepCtx, d, cfg, logger)
@@ -269,6 +288,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			}
 			if st := state.Readiness(ctx); !st.PGClientsExcluded || st.UnprotectedLocks > 0 {
 				warnings = append(warnings, "terraform state: "+st.Detail)
+			}
+			if pillarCache != nil {
+				// Not subscribed means invalidations may be missed: not ready (renders are
+				// still computed, never served stale, meanwhile).
+				if err := pillarCache.Ready(); err != nil {
+					return warnings, err
+				}
 			}
 			return warnings, nil
 		},

@@ -1,0 +1,129 @@
+package pillar_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/pgtest"
+	"github.com/stratahq/strata/internal/pillar"
+	"github.com/stratahq/strata/internal/resource"
+)
+
+// replica is one strata replica's pillar service with its own pool and its own cache.
+type replica struct {
+	db    *db.DB
+	res   *resource.Service
+	svc   *pillar.Service
+	cache *pillar.Cache
+}
+
+func newReplica(t *testing.T, url string) *replica {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	d, err := db.Open(ctx, db.Options{URL: url})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	r := &replica{db: d, res: resource.NewService(d), svc: pillar.NewService(d), cache: pillar.NewCache()}
+	r.svc.UseCache(r.cache)
+	go r.cache.Listen(ctx, func(ctx context.Context) (*db.Session, error) {
+		return db.OpenSession(ctx, url, d.Schema(), "pillar cache test")
+	}, d.Schema(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.Eventually(t, func() bool { return r.cache.Ready() == nil }, 10*time.Second, 10*time.Millisecond)
+	return r
+}
+
+func (r *replica) port(t *testing.T) string {
+	t.Helper()
+	out, err := r.svc.Render(context.Background(), r.res, "web01", false)
+	require.NoError(t, err)
+	b, _ := json.Marshal(out.Pillar["port"])
+	return string(b)
+}
+
+// TestCacheInvalidatedAcrossReplicas: replica A serves a node's pillar from its cache; writes
+// through replica B — to the pillar, to the node's labels (its groups' selectors), to a
+// membership — reach A's renders through the notification, not through expiry.
+func TestCacheInvalidatedAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabaseURL(t)
+	a, b := newReplica(t, url), newReplica(t, url)
+	_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	require.NoError(t, err)
+	_, err = b.res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", nil))
+	require.NoError(t, err)
+	_, err = b.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, client.Object{Spec: json.RawMessage(`{"selector":"role=web"}`)})
+	require.NoError(t, err)
+	_, _, err = b.svc.Put(ctx, pillar.Global, "app", obj(t, `{"port": 1}`), "", "t")
+	require.NoError(t, err)
+
+	// Once the notifications of the setup writes have arrived, renders come from the cache.
+	require.Eventually(t, func() bool {
+		require.Equal(t, "1", a.port(t))
+		hits, _ := a.cache.Stats()
+		require.Equal(t, "1", a.port(t))
+		hits2, _ := a.cache.Stats()
+		return hits2 == hits+1
+	}, 5*time.Second, 10*time.Millisecond, "renders are served from the cache")
+
+	visible := func(want string, change func()) {
+		t.Helper()
+		start := time.Now()
+		change()
+		require.Eventually(t, func() bool { return a.port(t) == want }, 5*time.Second, 5*time.Millisecond)
+		t.Logf("change visible on the other replica after %v", time.Since(start))
+	}
+	visible("2", func() {
+		_, _, err := b.svc.Put(ctx, pillar.Global, "app", obj(t, `{"port": 2}`), "", "t")
+		require.NoError(t, err)
+	})
+	_, _, err = b.svc.Put(ctx, pillar.Target{Kind: "group", Org: "acme", Group: "web"}, "app", obj(t, `{"port": 3}`), "", "t")
+	require.NoError(t, err)
+	visible("3", func() { // the node gains the label its group selects
+		_, err := b.res.Patch(ctx, resource.Ref{Kind: resource.KindNode, Name: "web01"}, []byte(`{"metadata":{"labels":{"role":"web"}}}`))
+		require.NoError(t, err)
+	})
+	_, err = b.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "zz"}, client.Object{Spec: json.RawMessage(`{"priority": 9}`)})
+	require.NoError(t, err)
+	_, _, err = b.svc.Put(ctx, pillar.Target{Kind: "group", Org: "acme", Group: "zz"}, "app", obj(t, `{"port": 4}`), "", "t")
+	require.NoError(t, err)
+	visible("4", func() { // a static membership
+		_, err := b.res.AddMember(ctx, "acme", "zz", "web01")
+		require.NoError(t, err)
+	})
+}
+
+// TestCacheUnsubscribedServesNothing: when the listening session is lost, the cache reports
+// not ready and serves nothing until it has subscribed again (notifications sent meanwhile
+// are lost, so nothing cached before may be trusted); then it starts empty.
+func TestCacheUnsubscribedServesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabaseURL(t)
+	a := newReplica(t, url)
+	_, err := a.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	require.NoError(t, err)
+	_, err = a.res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", nil))
+	require.NoError(t, err)
+	_, _, err = a.svc.Put(ctx, pillar.Global, "app", obj(t, `{"port": 1}`), "", "t")
+	require.NoError(t, err)
+	require.Equal(t, "1", a.port(t))
+
+	// Cut the listener off and change the pillar behind its back, while it is away.
+	_, err = a.db.Exec(ctx, &db.Query{Name: "kill", Text: `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pillar cache test'`})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return a.cache.Ready() != nil }, 5*time.Second, 5*time.Millisecond, "a lost subscription is reported")
+	_, err = a.db.Exec(ctx, &db.Query{Name: "sneak", Text: `UPDATE strata.pillars SET data = '{"port": 2}'`})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return a.cache.Ready() == nil }, 10*time.Second, 10*time.Millisecond, "it subscribes again")
+	require.Equal(t, "2", a.port(t), "nothing cached before the loss is served after it")
+}
