@@ -243,6 +243,14 @@ type Tx struct {
 	tx     pgx.Tx
 	schema string
 	key    int32
+	db     *DB
+}
+
+type txSlot struct{}
+
+// WithTx returns ctx carrying tx: InTx calls of tx's DB made with it join tx.
+func WithTx(ctx context.Context, tx *Tx) context.Context {
+	return context.WithValue(ctx, txSlot{}, tx)
 }
 
 // Exec runs a statement in the transaction.
@@ -263,7 +271,15 @@ func (t *Tx) QueryRow(ctx context.Context, q *Query, args ...any) Row {
 // InTx runs fn in a transaction, committing when fn returns nil and rolling back otherwise.
 // The rollback runs even when ctx is cancelled, so a cancelled request never leaves a
 // transaction open on a pooled connection.
+//
+// When ctx carries a transaction of d (WithTx), fn joins it instead: what it does commits or
+// rolls back with the outer transaction. That lets one operation made of several services'
+// writes (an import of many pillars, groups and nodes) be one transaction without those
+// services knowing about each other.
 func (d *DB) InTx(ctx context.Context, fn func(tx *Tx) error) (err error) {
+	if outer, ok := ctx.Value(txSlot{}).(*Tx); ok && outer.db == d {
+		return fn(outer)
+	}
 	ptx, err := d.pool.Begin(ctx)
 	if err != nil {
 		return interpretError(err)
@@ -282,7 +298,7 @@ func (d *DB) InTx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 			rollback()
 		}
 	}()
-	if err := fn(&Tx{tx: ptx, schema: d.schema, key: d.key}); err != nil {
+	if err := fn(&Tx{tx: ptx, schema: d.schema, key: d.key, db: d}); err != nil {
 		return err
 	}
 	return interpretError(ptx.Commit(ctx))

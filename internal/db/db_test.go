@@ -265,3 +265,38 @@ func TestInTxPanic(t *testing.T) {
 	require.ErrorIs(t, d.QueryRow(ctx, testQueries.Get("Get"), "p").Scan(&n), db.ErrNotFound)
 	require.Zero(t, d.PoolStats().Acquired, "no connection is left checked out")
 }
+
+// TestInTxJoinsOuterTransaction: an InTx made with a context carrying a transaction of the
+// same DB (WithTx) joins it, so its writes commit or roll back with the outer transaction.
+func TestInTxJoinsOuterTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := pgtest.NewDB(t)
+	_, err := d.Exec(ctx, &db.Query{Name: "t", Text: `CREATE TABLE strata.t_join (x int)`})
+	require.NoError(t, err)
+	insert := &db.Query{Name: "ins", Text: `INSERT INTO strata.t_join VALUES ($1)`}
+	count := func() int {
+		var n int
+		require.NoError(t, d.QueryRow(ctx, &db.Query{Name: "n", Text: `SELECT count(*) FROM strata.t_join`}).Scan(&n))
+		return n
+	}
+	boom := errors.New("boom")
+	err = d.InTx(ctx, func(tx *db.Tx) error {
+		inner := db.WithTx(ctx, tx)
+		require.NoError(t, d.InTx(inner, func(tx2 *db.Tx) error {
+			require.Same(t, tx, tx2, "the inner call joins the outer transaction")
+			_, err := tx2.Exec(inner, insert, 1)
+			return err
+		}))
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	require.Zero(t, count(), "the joined write rolled back with the outer transaction")
+	require.NoError(t, d.InTx(ctx, func(tx *db.Tx) error {
+		return d.InTx(db.WithTx(ctx, tx), func(tx2 *db.Tx) error {
+			_, err := tx2.Exec(ctx, insert, 2)
+			return err
+		})
+	}))
+	require.Equal(t, 1, count())
+}
