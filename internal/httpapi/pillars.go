@@ -181,6 +181,9 @@ func (a *API) pillarRender(w http.ResponseWriter, r *http.Request, p *auth.Princ
 
 type pillarSettings struct {
 	MergeLists bool `json:"mergeLists"`
+	// SaltUnknownMinion is what strata.node_pillars gives an unknown minion: "empty" (no
+	// rows) or "error" (one NULL row). Omitted in a PUT: unchanged.
+	SaltUnknownMinion string `json:"saltUnknownMinion,omitempty"`
 }
 
 func (a *API) pillarSettingsGet(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
@@ -188,7 +191,11 @@ func (a *API) pillarSettingsGet(w http.ResponseWriter, r *http.Request, p *auth.
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, pillarSettings{MergeLists: o.MergeLists})
+	u, err := a.pillars.SaltUnknownMinion(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, pillarSettings{MergeLists: o.MergeLists, SaltUnknownMinion: u})
 }
 
 func (a *API) pillarSettingsPut(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
@@ -196,8 +203,18 @@ func (a *API) pillarSettingsPut(w http.ResponseWriter, r *http.Request, p *auth.
 	if err := decodeJSON(r, &s); err != nil {
 		return err
 	}
+	if s.SaltUnknownMinion != "" {
+		if err := a.pillars.SetSaltUnknownMinion(r.Context(), s.SaltUnknownMinion, p.Actor()); err != nil {
+			return err
+		}
+	}
 	if err := a.pillars.SetOptions(r.Context(), pillar.Options{MergeLists: s.MergeLists}, p.Actor()); err != nil {
 		return err
 	}
+	u, err := a.pillars.SaltUnknownMinion(r.Context())
+	if err != nil {
+		return err
+	}
+	s.SaltUnknownMinion = u
 	return writeJSON(w, http.StatusOK, s)
 }

@@ -417,6 +417,46 @@ func (s *Service) SetOptions(ctx context.Context, o Options, actor string) error
 	return err
 }
 
+// SettingSaltUnknownMinion is the settings key of what the SQL function node_pillars
+// (migration 0009, Salt's postgres ext_pillar) gives a minion strata has no node for:
+// UnknownMinionEmpty (the default: no rows, so Salt's pillar from it is {}) or
+// UnknownMinionError (one NULL row, which Salt records in _errors and which stops states).
+const SettingSaltUnknownMinion = "salt_unknown_minion"
+
+// The values of SettingSaltUnknownMinion.
+const (
+	UnknownMinionEmpty = "empty"
+	UnknownMinionError = "error"
+)
+
+// SaltUnknownMinion reads SettingSaltUnknownMinion (UnknownMinionEmpty when unset).
+func (s *Service) SaltUnknownMinion(ctx context.Context) (string, error) {
+	var raw []byte
+	err := s.db.QueryRow(ctx, q.Get("SettingGet"), SettingSaltUnknownMinion).Scan(&raw)
+	if errors.Is(err, db.ErrNotFound) {
+		return UnknownMinionEmpty, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", fmt.Errorf("setting %s: %w", SettingSaltUnknownMinion, err)
+	}
+	return v, nil
+}
+
+// SetSaltUnknownMinion stores SettingSaltUnknownMinion; anything but UnknownMinionEmpty and
+// UnknownMinionError is a 400.
+func (s *Service) SetSaltUnknownMinion(ctx context.Context, mode, actor string) error {
+	if mode != UnknownMinionEmpty && mode != UnknownMinionError {
+		return fault.Invalid("saltUnknownMinion", "saltUnknownMinion must be %q or %q, not %q", UnknownMinionEmpty, UnknownMinionError, truncate(mode, 40))
+	}
+	v, _ := json.Marshal(mode)
+	_, err := s.db.Exec(ctx, q.Get("SettingPut"), SettingSaltUnknownMinion, v, actor)
+	return err
+}
+
 // layerRow is one row of PillarLayers.
 type layerRow struct {
 	layer     int
