@@ -2,9 +2,10 @@
 -- (load that first: its uyuni.blob makes the same ~1 KB pillars) written straight into strata's
 -- tables: 10 orgs, 1,000 groups (group g in org 1 + g % 10), 10,000 nodes minion-1..minion-10000
 -- (node s in org 1 + s % 10), each a static member of 3 groups of its org, one pillar per target
--- and category (3 global categories, then org, group and node rows). With -v selectors=1, every
--- 10th group also selects env=prod and half the nodes carry env=prod (about 5 more groups
--- per node, by selector). No change log: this is a read benchmark.
+-- and category (3 global categories, then org, group and node rows). With -v selectors=1, 100
+-- groups (10 per org) also select env=prod and half the nodes of every org carry env=prod
+-- (10 more groups for them, by selector; every node's call evaluates 10 selectors).
+-- No change log: this is a read benchmark.
 INSERT INTO strata.resources (kind, org, name, spec, resource_version)
 SELECT 'Org', '', 'org' || g, '{}', 0 FROM generate_series(1, 10) g;
 INSERT INTO strata.resources (kind, org, name, spec, resource_version)
@@ -37,12 +38,12 @@ SELECT :selectors = 1 AS with_selectors \gset
 -- The trigger of migration 0009 records the selector as pending; the parsed form is what
 -- GroupKind's AfterWrite (resource.SelectorRequirementsJSON) would store.
 UPDATE strata.resources SET spec = spec || '{"selector": "env=prod"}'
-WHERE kind = 'Group' AND substr(name, 6)::int % 10 = 3;
+WHERE kind = 'Group' AND substr(name, 6)::int / 10 % 10 = 3;
 UPDATE strata.group_selectors
 SET requirements = '[{"key": "env", "prefix": "", "name": "env", "op": "in", "values": ["prod"]}]'
 WHERE selector = 'env=prod';
 INSERT INTO strata.labels (resource_id, key_prefix, key_name, value)
-SELECT r.id, '', 'env', CASE WHEN substr(r.name, 8)::int % 2 = 0 THEN 'prod' ELSE 'dev' END
+SELECT r.id, '', 'env', CASE WHEN substr(r.name, 8)::int / 10 % 2 = 0 THEN 'prod' ELSE 'dev' END
 FROM strata.resources r WHERE r.kind = 'Node';
 \endif
 VACUUM ANALYZE strata.resources;

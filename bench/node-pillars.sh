@@ -37,7 +37,7 @@ cat >"$work/strata.sql" <<'SQL'
 \set m random(1, 10000)
 SELECT pillar FROM strata.node_pillars('minion-' || :m);
 SQL
-echo "== rows per call (minion-42): anchor $(psql -tA -c "SET search_path = uyuni; SELECT count(*) FROM suse_minion_pillars('minion-42')"), node_pillars $(psql -tA -c "SELECT count(*) FROM strata.node_pillars('minion-42')") (NULL rows: $(psql -tA -c "SELECT count(*) FROM strata.node_pillars('minion-42') WHERE pillar IS NULL"))"
+echo "== rows per call (minion-42 env=prod, minion-12 env=dev): anchor $(psql -tA -c "SET search_path = uyuni; SELECT count(*) FROM suse_minion_pillars('minion-42')"), node_pillars $(psql -tA -c "SELECT count(*) FROM strata.node_pillars('minion-42')") and $(psql -tA -c "SELECT count(*) FROM strata.node_pillars('minion-12')") (NULL rows: $(psql -tA -c "SELECT count(*) FROM strata.node_pillars('minion-42') WHERE pillar IS NULL"))"
 tps() {
 	PGOPTIONS="-c search_path=uyuni" pgbench -n -T "$secs" -c 8 -j 2 -f "$1" "$pg" 2>/dev/null |
 		grep -E '^tps' | sed 's/tps = \([0-9.]*\).*/\1/'

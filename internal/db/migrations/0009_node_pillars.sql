@@ -84,6 +84,7 @@ DECLARE
 	nid bigint;
 	norg text;
 	mode jsonb;
+	lbl jsonb;
 	acc jsonb[];
 BEGIN
 	BEGIN
@@ -103,23 +104,23 @@ BEGIN
 		IF EXISTS (SELECT 1 FROM {{schema}}.group_selectors s WHERE s.org = norg AND s.requirements IS NULL) THEN
 			RAISE EXCEPTION 'a group selector of org % is not parsed yet', norg;
 		END IF;
+		-- The node's labels, once, as the {key: value} object selectors are matched against.
+		SELECT coalesce(jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value), '{}')
+		INTO lbl FROM {{schema}}.labels l WHERE l.resource_id = nid;
 		acc := ARRAY(
-			WITH lbl AS (
-				SELECT coalesce(jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value), '{}') AS m
-				FROM {{schema}}.labels l WHERE l.resource_id = nid
-			), grp AS (
+			WITH grp AS (
 				SELECT m.group_id AS id
 				FROM {{schema}}.group_members m WHERE m.node_id = nid
 				UNION
 				SELECT s.group_id
-				FROM {{schema}}.group_selectors s, lbl
+				FROM {{schema}}.group_selectors s
 				WHERE s.org = norg AND NOT EXISTS (
 					SELECT 1 FROM jsonb_array_elements(s.requirements) q(r)
 					WHERE NOT CASE r ->> 'op'
-						WHEN 'in' THEN lbl.m ? (r ->> 'key') AND (r -> 'values') ? (lbl.m ->> (r ->> 'key'))
-						WHEN 'notin' THEN NOT (lbl.m ? (r ->> 'key') AND (r -> 'values') ? (lbl.m ->> (r ->> 'key')))
-						WHEN 'exists' THEN lbl.m ? (r ->> 'key')
-						WHEN '!' THEN NOT lbl.m ? (r ->> 'key')
+						WHEN 'in' THEN lbl ? (r ->> 'key') AND (r -> 'values') ? (lbl ->> (r ->> 'key'))
+						WHEN 'notin' THEN NOT (lbl ? (r ->> 'key') AND (r -> 'values') ? (lbl ->> (r ->> 'key')))
+						WHEN 'exists' THEN lbl ? (r ->> 'key')
+						WHEN '!' THEN NOT lbl ? (r ->> 'key')
 						ELSE {{schema}}.node_pillars_fail('unknown selector operator ' || coalesce(r ->> 'op', 'null'))
 					END)
 			), layers AS (
