@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -38,7 +39,7 @@ func NodeKind() *Kind {
 // nodes it matches to the static members.
 func GroupKind() *Kind {
 	return &Kind{Name: KindGroup, Plural: "groups", Param: "group", Scope: ScopeOrg, Family: "groups",
-		Prepare: groupPrepare}
+		Prepare: groupPrepare, AfterWrite: groupAfterWrite}
 }
 
 // specMap decodes a canonical spec (normalize has checked it is an object).
@@ -146,6 +147,104 @@ func groupPrepare(ctx context.Context, tx *db.Tx, obj *client.Object, prev *clie
 	}
 	obj.Spec, err = encodeSpec(m)
 	return err
+}
+
+// groupAfterWrite stores the group's parsed selector in group_selectors (migration 0009), in
+// the writing transaction, for SQL that evaluates membership (node_pillars); no selector, no
+// row. The trigger of migration 0009 has already made the row's existence and selector text
+// right; this fills in the requirements.
+func groupAfterWrite(ctx context.Context, tx *db.Tx, id int64, obj client.Object, prev *client.Object) error {
+	var s struct {
+		Selector string `json:"selector"`
+	}
+	if err := json.Unmarshal(obj.Spec, &s); err != nil {
+		return err
+	}
+	if s.Selector == "" {
+		_, err := tx.Exec(ctx, q.Get("GroupSelectorDelete"), id)
+		return err
+	}
+	reqs, err := SelectorRequirementsJSON(s.Selector)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, q.Get("GroupSelectorPut"), id, s.Selector, reqs)
+	return err
+}
+
+// selectorRequirement is one requirement as group_selectors stores it: Key is the label key
+// as written (prefix/name, or name), which is how node_pillars looks labels up.
+type selectorRequirement struct {
+	Key    string   `json:"key"`
+	Prefix string   `json:"prefix"`
+	Name   string   `json:"name"`
+	Op     string   `json:"op"`
+	Values []string `json:"values"`
+}
+
+// SelectorRequirementsJSON parses a label selector into the JSON array group_selectors
+// stores: one {"key", "prefix", "name", "op", "values"} per requirement, op one of in, notin,
+// exists and ! (metadata.Op), values [] for exists and !.
+func SelectorRequirementsJSON(selector string) ([]byte, error) {
+	sel, err := metadata.ParseSelector(selector)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]selectorRequirement, 0, len(sel.Requirements))
+	for _, r := range sel.Requirements {
+		vs := r.Values
+		if vs == nil {
+			vs = []string{}
+		}
+		out = append(out, selectorRequirement{Key: r.Key, Prefix: r.Prefix, Name: r.Name, Op: string(r.Op), Values: vs})
+	}
+	return json.Marshal(out)
+}
+
+// SyncGroupSelectors parses the pending rows of group_selectors (requirements NULL: groups
+// that existed before migration 0009, or whose selector a release without this code
+// changed) and returns how many it filled. Every replica may run it at any time: a row is
+// written only if its selector text is still the one parsed, and two replicas parse one text
+// to the same value.
+func SyncGroupSelectors(ctx context.Context, d *db.DB) (int, error) {
+	rows, err := d.Query(ctx, q.Get("GroupSelectorsPending"))
+	if err != nil {
+		return 0, err
+	}
+	type pending struct {
+		id  int64
+		sel string
+	}
+	var ps []pending
+	for rows.Next() {
+		var p pending
+		if err := rows.Scan(&p.id, &p.sel); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		ps = append(ps, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	n := 0
+	var errs []error
+	for _, p := range ps {
+		reqs, err := SelectorRequirementsJSON(p.sel)
+		if err != nil {
+			// Only a selector this release refuses (written by another release) gets here; the
+			// row stays pending, so node_pillars keeps failing loudly for that org.
+			errs = append(errs, fmt.Errorf("group selector of group id %d: %w", p.id, err))
+			continue
+		}
+		tag, err := d.Exec(ctx, q.Get("GroupSelectorFill"), p.id, p.sel, reqs)
+		if err != nil {
+			return n, err
+		}
+		n += int(tag)
+	}
+	return n, errors.Join(errs...)
 }
 
 // GroupSelector returns a group's spec.selector, parsed.

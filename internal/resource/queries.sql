@@ -255,3 +255,25 @@ SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM added);
 
 -- name: AnalyzeResources
 ANALYZE {{schema}}.resources, {{schema}}.labels, {{schema}}.annotations, {{schema}}.group_members;
+
+-- name: GroupSelectorPut
+-- $1 group id, $2 spec.selector, $3 its parsed requirements (migration 0009).
+INSERT INTO {{schema}}.group_selectors (group_id, org, selector, requirements)
+SELECT r.id, r.org, $2, $3 FROM {{schema}}.resources r WHERE r.id = $1
+ON CONFLICT (group_id) DO UPDATE
+SET org = excluded.org, selector = excluded.selector, requirements = excluded.requirements
+WHERE {{schema}}.group_selectors.requirements IS DISTINCT FROM excluded.requirements
+   OR {{schema}}.group_selectors.selector IS DISTINCT FROM excluded.selector
+   OR {{schema}}.group_selectors.org IS DISTINCT FROM excluded.org;
+
+-- name: GroupSelectorDelete
+DELETE FROM {{schema}}.group_selectors WHERE group_id = $1;
+
+-- name: GroupSelectorsPending
+-- Selectors not parsed yet (partial index group_selectors_pending).
+SELECT group_id, selector FROM {{schema}}.group_selectors WHERE requirements IS NULL ORDER BY group_id;
+
+-- name: GroupSelectorFill
+-- Only while the selector is still the text that was parsed.
+UPDATE {{schema}}.group_selectors SET requirements = $3
+WHERE group_id = $1 AND selector = $2 AND requirements IS NULL;

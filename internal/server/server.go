@@ -255,6 +255,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
 	go retentionLoop(sweepCtx, d, cfg, logger)
+	go selectorSyncLoop(sweepCtx, d, logger)
 
 	latest := migrations.Latest()
 	saltLegacy, err := httpapi.ParseSaltLegacyClients(cfg.SaltLegacyClients)
