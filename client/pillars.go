@@ -143,3 +143,63 @@ func (c *Client) PillarRender(ctx context.Context, node string, explain bool) (j
 	body, _, err := c.DoRaw(ctx, Request{Method: http.MethodGet, Path: "/v1/nodes/" + pathEscape(node) + "/pillar", Query: q})
 	return body, err
 }
+
+// PillarImportRequest is a file-based pillar tree for PillarImport: file contents by path
+// relative to the tree's root (top.sls, apache.sls, users/init.sls, …).
+type PillarImportRequest struct {
+	Files      map[string]string   `json:"files"`
+	Env        string              `json:"env,omitempty"`
+	Nodegroups map[string][]string `json:"nodegroups,omitempty"`
+}
+
+// PillarImportOptions qualify an import.
+type PillarImportOptions struct {
+	Org             string
+	DryRun          bool
+	SkipUnsupported bool
+}
+
+// PillarImportReport is what an import did, or with DryRun would do.
+type PillarImportReport struct {
+	Org  string `json:"org"`
+	Rows []struct {
+		Target   string   `json:"target"`
+		Category string   `json:"category"`
+		Sources  []string `json:"sources"`
+		Match    string   `json:"match"`
+		Action   string   `json:"action"`
+	} `json:"rows"`
+	Groups []struct {
+		Name     string   `json:"name"`
+		Match    string   `json:"match"`
+		Members  []string `json:"members"`
+		Selector string   `json:"selector"`
+		Snapshot bool     `json:"snapshot"`
+		Created  bool     `json:"created"`
+	} `json:"groups"`
+	CreatedNodes []string `json:"createdNodes"`
+	Unsupported  []struct {
+		File   string `json:"file"`
+		Line   int    `json:"line"`
+		Reason string `json:"reason"`
+	} `json:"unsupported"`
+	DryRun  bool `json:"dryRun"`
+	Applied bool `json:"applied"`
+}
+
+// PillarImport sends a pillar tree to import in one transaction (or check, with DryRun).
+func (c *Client) PillarImport(ctx context.Context, req PillarImportRequest, opts PillarImportOptions) (PillarImportReport, error) {
+	q := url.Values{}
+	if opts.Org != "" {
+		q.Set("org", opts.Org)
+	}
+	if opts.DryRun {
+		q.Set("dryRun", "true")
+	}
+	if opts.SkipUnsupported {
+		q.Set("skipUnsupported", "true")
+	}
+	var out PillarImportReport
+	_, err := c.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/pillars:import", Query: q, Body: req}, &out)
+	return out, err
+}

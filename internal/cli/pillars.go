@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -185,7 +188,96 @@ func newPillarCmd(g *globals) *cobra.Command {
 	target(history)
 	history.Flags().Int64Var(&before, "before", 0, "continue below this history entry id")
 
-	cmd.AddCommand(set, get, del, list,
+	var importOpts client.PillarImportOptions
+	var env, nodegroupsFile string
+	imp := &cobra.Command{
+		Use:   "import DIR",
+		Short: "Import a Salt file-based pillar tree (top.sls and SLS files) in one transaction",
+		Long: "Reads DIR's top.sls and the SLS files it names (YAML 1.1, as Salt reads them), and imports\n" +
+			"them: '*' becomes global rows, a minion id a node's rows, a list, glob or nodegroup a group\n" +
+			"of --org with static members or a selector. Anything that cannot be translated faithfully\n" +
+			"(Jinja, grain or compound matchers, GPG-encrypted values) is listed by file and line, and\n" +
+			"nothing is imported unless --skip-unsupported is given.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := client.PillarImportRequest{Files: map[string]string{}, Env: env}
+			var paths []string
+			err := filepath.WalkDir(args[0], func(path string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				if !d.IsDir() && strings.HasSuffix(d.Name(), ".sls") {
+					paths = append(paths, path)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for i, path := range paths {
+				b, err := os.ReadFile(path)
+				if err != nil {
+					return err
+				}
+				rel, _ := filepath.Rel(args[0], path)
+				req.Files[filepath.ToSlash(rel)] = string(b)
+				fmt.Fprintf(g.stderr, "\r%s %d of %d files read", bar(int64(i+1), int64(len(paths))), i+1, len(paths))
+			}
+			fmt.Fprintln(g.stderr)
+			if nodegroupsFile != "" {
+				b, err := os.ReadFile(nodegroupsFile)
+				if err != nil {
+					return err
+				}
+				if err := json.Unmarshal(b, &req.Nodegroups); err != nil {
+					return fmt.Errorf("--nodegroups %s: a JSON object of nodegroup name to minion ids: %v", nodegroupsFile, err)
+				}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			rep, err := c.PillarImport(cmd.Context(), req, importOpts)
+			if err != nil {
+				return err
+			}
+			return g.print(rep, func(w io.Writer) error {
+				tb := newTable(w, "TARGET", "CATEGORY", "ACTION", "FROM")
+				for _, r := range rep.Rows {
+					tb.row(r.Target, r.Category, r.Action, strings.Join(r.Sources, ","))
+				}
+				if err := tb.flush(); err != nil {
+					return err
+				}
+				for _, gr := range rep.Groups {
+					note := ""
+					if gr.Snapshot {
+						note = " (a snapshot of the nodes the glob matches now: nodes created later do not join it)"
+					}
+					fmt.Fprintf(w, "group %s (from %q): members %v created %v%s\n", gr.Name, gr.Match, gr.Members, gr.Created, note)
+				}
+				if len(rep.CreatedNodes) > 0 {
+					fmt.Fprintf(w, "nodes created in org %s: %s\n", rep.Org, strings.Join(rep.CreatedNodes, ", "))
+				}
+				for _, u := range rep.Unsupported {
+					fmt.Fprintf(w, "skipped %s:%d: %s\n", u.File, u.Line, u.Reason)
+				}
+				state := "imported"
+				if rep.DryRun {
+					state = "dry run: nothing was changed"
+				}
+				_, err := fmt.Fprintln(w, state)
+				return err
+			})
+		},
+	}
+	imp.Flags().StringVar(&importOpts.Org, "org", "", "the org receiving the tree's nodes and groups")
+	imp.Flags().BoolVar(&importOpts.DryRun, "dry-run", false, "check and print the plan, change nothing")
+	imp.Flags().BoolVar(&importOpts.SkipUnsupported, "skip-unsupported", false, "import what can be translated, skip the rest")
+	imp.Flags().StringVar(&env, "env", "", "the top.sls environment to import (default base)")
+	imp.Flags().StringVar(&nodegroupsFile, "nodegroups", "", "JSON file of the master's nodegroups (name to minion ids)")
+
+	cmd.AddCommand(set, get, del, list, imp,
 		render("render", "Show a node's merged pillar", false),
 		render("explain", "Show a node's merged pillar and where each value came from", true),
 		history)

@@ -4,11 +4,16 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/pillar"
+	"github.com/stratahq/strata/internal/pillar/sls"
+	"github.com/stratahq/strata/internal/resource"
 )
 
 // pillarTargets are the four kinds of pillar target: the path prefix of their routes, the
@@ -57,6 +62,7 @@ func (a *API) pillarRoutes() []route {
 	return append(rs,
 		route{pattern: "GET /v1/nodes/{node}/pillar", family: "pillars", verb: "render", param: "node", handler: a.pillarRender},
 		route{pattern: "GET /v1/salt/pillar/{minion}", family: "pillars", verb: "render", source: byHandler, salt: true},
+		route{pattern: "POST /v1/pillars:import", family: "pillars", verb: "write", source: byHandler, handler: a.pillarImport, stateBody: true},
 		route{pattern: "GET /v1/pillar-settings", family: "pillars", verb: "read", source: fixedName, name: "*", handler: a.pillarSettingsGet},
 		route{pattern: "PUT /v1/pillar-settings", family: "pillars", verb: "write", source: fixedName, name: "*", handler: a.pillarSettingsPut},
 	)
@@ -219,4 +225,97 @@ func (a *API) pillarSettingsPut(w http.ResponseWriter, r *http.Request, p *auth.
 		}
 	}
 	return a.pillarSettingsGet(w, r, p)
+}
+
+// importRequest is the body of POST /v1/pillars:import: the files of a Salt pillar tree by
+// their path relative to its root (top.sls, apache.sls, users/init.sls, …), the environment
+// to read (base by default) and the master's nodegroups.
+type importRequest struct {
+	Files      map[string]string   `json:"files"`
+	Env        string              `json:"env"`
+	Nodegroups map[string][]string `json:"nodegroups"`
+}
+
+// pillarImport reads a file-based pillar tree (sent as files, so the CLI needs no server
+// code) and imports it in one transaction, or with ?dryRun=true checks it and answers the
+// plan. It writes global rows, nodes and the groups of an org, so it needs pillars:write:*,
+// nodes:write:* and groups:write:<org>.
+func (a *API) pillarImport(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	q := r.URL.Query()
+	org := q.Get("org")
+	for _, c := range [][3]string{{"pillars", "write", "*"}, {"nodes", "write", "*"}} {
+		if err := p.Check(c[0], c[1], c[2]); err != nil {
+			return err
+		}
+	}
+	if org != "" {
+		if err := p.Check("groups", "write", org); err != nil {
+			return err
+		}
+	}
+	flag := func(name string) (bool, error) {
+		s := q.Get(name)
+		if s == "" {
+			return false, nil
+		}
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return false, fault.Invalid(name, "%s must be true or false, not %q", name, truncateParam(s))
+		}
+		return b, nil
+	}
+	dry, err := flag("dryRun")
+	if err != nil {
+		return err
+	}
+	skip, err := flag("skipUnsupported")
+	if err != nil {
+		return err
+	}
+	var req importRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "strata-import-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	for name, content := range req.Files {
+		clean := filepath.Clean(filepath.FromSlash(name))
+		if name == "" || filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+			return fault.Invalid("/files", "file name %q must be a relative path inside the tree", truncateParam(name))
+		}
+		path := filepath.Join(dir, clean)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			return err
+		}
+	}
+	// Glob targets become groups of the nodes strata knows now that match them (a snapshot).
+	known := []string{}
+	for after := ""; ; {
+		page, last, err := a.resources.List(r.Context(), resource.KindNode, "", resource.ListOptions{After: after, Filter: auth.Filter{All: true, Names: []string{}, Prefixes: []string{}}})
+		if err != nil {
+			return err
+		}
+		for _, n := range page.Items {
+			known = append(known, n.Metadata.Name)
+		}
+		if last == "" {
+			break
+		}
+		after = last
+	}
+	plan, err := sls.Read(dir, sls.Options{Env: req.Env, Nodegroups: req.Nodegroups, KnownNodes: known})
+	if err != nil {
+		return fault.UnprocessableFields("the pillar tree cannot be read", []fault.FieldError{{Field: "/files", Message: err.Error()}})
+	}
+	rep, err := a.pillars.Import(r.Context(), a.resources, plan, pillar.ImportOptions{Org: org, DryRun: dry, SkipUnsupported: skip}, p.Actor())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, rep)
 }

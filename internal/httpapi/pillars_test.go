@@ -75,3 +75,20 @@ func TestPillarsOverHTTP(t *testing.T) {
 	require.Equal(t, 204, b.do(t, "DELETE", "/v1/pillars/global/app", b.admin, nil).status)
 	problem(t, b.do(t, "GET", "/v1/pillars/global/app", b.admin, nil), 404, "not-found")
 }
+
+// TestPillarImportOverHTTP: the files of a tree in, the plan out; a dry run changes nothing.
+func TestPillarImportOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setupState(t)
+	require.Equal(t, 201, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"acme"}}`)).status)
+	body := `{"files":{"top.sls":"base:\n  '*':\n    - common\n  web01:\n    - web\n","common.sls":"a: yes\n","web/init.sls":"port: 80\n"}}`
+	r := b.do(t, "POST", "/v1/pillars:import?org=acme&dryRun=true", b.admin, strings.NewReader(body))
+	require.Equal(t, 200, r.status, string(r.body))
+	require.Contains(t, string(r.body), `"dryRun":true`)
+	problem(t, b.do(t, "GET", "/v1/nodes/web01", b.admin, nil), 404, "not-found")
+	r = b.do(t, "POST", "/v1/pillars:import?org=acme", b.admin, strings.NewReader(body))
+	require.Equal(t, 200, r.status, string(r.body))
+	r = b.do(t, "GET", "/v1/nodes/web01/pillar", b.admin, nil)
+	require.JSONEq(t, `{"a":true,"port":80}`, string(r.body))
+	problem(t, b.do(t, "POST", "/v1/pillars:import?org=acme", b.admin, strings.NewReader(`{"files":{"../x.sls":"a: 1"}}`)), 400, "validation")
+}

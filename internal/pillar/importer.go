@@ -1,0 +1,207 @@
+package pillar
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/pillar/sls"
+	"github.com/stratahq/strata/internal/resource"
+)
+
+// ImportOptions qualify an import of a file-based pillar tree.
+type ImportOptions struct {
+	// Org receives the nodes and groups the tree's top.sls targets (a Salt tree has no orgs).
+	Org string
+	// DryRun computes and checks everything, then rolls back.
+	DryRun bool
+	// SkipUnsupported imports what can be translated faithfully and leaves out the rest;
+	// without it an import with anything unsupported imports nothing.
+	SkipUnsupported bool
+}
+
+// ImportedRow is one pillar row of an import and what the import did with it.
+type ImportedRow struct {
+	Target   string   `json:"target"`
+	Category string   `json:"category"`
+	Sources  []string `json:"sources"`
+	Match    string   `json:"match,omitempty"`
+	// Action is created, updated or unchanged.
+	Action string `json:"action"`
+}
+
+// ImportedGroup is a group an import made for a top.sls target that is a list, glob or
+// nodegroup.
+type ImportedGroup struct {
+	Name     string   `json:"name"`
+	Match    string   `json:"match"`
+	Members  []string `json:"members,omitempty"`
+	Selector string   `json:"selector,omitempty"`
+	// Snapshot: the members are the nodes a glob matched at import time; nodes created later
+	// do not join the group, unlike in Salt.
+	Snapshot bool `json:"snapshot,omitempty"`
+	Created  bool `json:"created"`
+}
+
+// ImportReport is the plan an import carried out (or, with DryRun, checked).
+type ImportReport struct {
+	Org          string            `json:"org"`
+	Rows         []ImportedRow     `json:"rows"`
+	Groups       []ImportedGroup   `json:"groups"`
+	CreatedNodes []string          `json:"createdNodes"`
+	Unsupported  []sls.Unsupported `json:"unsupported"`
+	DryRun       bool              `json:"dryRun"`
+	Applied      bool              `json:"applied"`
+}
+
+var errDryRun = errors.New("dry run")
+
+// Import applies a plan read from a file-based pillar tree in one transaction: the nodes the
+// tree names (created in opts.Org when missing), the groups its list, glob and nodegroup
+// targets become (with their static members or selector), and every pillar row. A row equal
+// to the stored one is left alone, so importing the same tree twice changes nothing. Anything
+// the plan could not translate faithfully makes the import a 422 listing it, unless
+// opts.SkipUnsupported.
+func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Plan, opts ImportOptions, actor string) (ImportReport, error) {
+	rep := ImportReport{Org: opts.Org, Rows: []ImportedRow{}, Groups: []ImportedGroup{}, CreatedNodes: []string{}, Unsupported: plan.Unsupported, DryRun: opts.DryRun}
+	if rep.Unsupported == nil {
+		rep.Unsupported = []sls.Unsupported{}
+	}
+	if len(plan.Unsupported) > 0 && !opts.SkipUnsupported {
+		var fields []fault.FieldError
+		for _, u := range plan.Unsupported {
+			fields = append(fields, fault.FieldError{Field: fmt.Sprintf("%s:%d", u.File, u.Line), Message: u.Reason})
+		}
+		return rep, fault.UnprocessableFields(fmt.Sprintf("%d things in the tree cannot be imported faithfully; nothing was imported (fix them, or import the rest with skipUnsupported)", len(fields)), fields)
+	}
+	if opts.Org == "" && needsOrg(plan) {
+		return rep, fault.Invalid("org", "the tree targets nodes or groups: name the org they belong to")
+	}
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		ctx := db.WithTx(ctx, tx)
+		ensureNode := func(name string) error {
+			if slices.Contains(rep.CreatedNodes, name) {
+				return nil
+			}
+			_, err := res.Get(ctx, resource.Ref{Kind: resource.KindNode, Name: name})
+			if fault.KindOf(err) != fault.KindNotFound {
+				return err
+			}
+			spec, _ := json.Marshal(map[string]string{"org": opts.Org})
+			if _, err := res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: name}, client.Object{Spec: spec}); err != nil {
+				return fmt.Errorf("node %s: %w", name, err)
+			}
+			rep.CreatedNodes = append(rep.CreatedNodes, name)
+			return nil
+		}
+		groups := map[string]bool{}
+		for _, row := range plan.Rows {
+			var t Target
+			switch row.Target.Kind {
+			case "global":
+				t = Global
+			case "node":
+				if err := ensureNode(row.Target.Name); err != nil {
+					return err
+				}
+				t = Target{Kind: "node", Node: row.Target.Name}
+			case "group":
+				t = Target{Kind: "group", Org: opts.Org, Group: row.Target.Name}
+				if !groups[row.Target.Name] {
+					groups[row.Target.Name] = true
+					g, err := s.importGroup(ctx, res, opts.Org, row.Target, ensureNode)
+					if err != nil {
+						return err
+					}
+					rep.Groups = append(rep.Groups, g)
+				}
+			default:
+				return fmt.Errorf("import: unknown target kind %q", row.Target.Kind)
+			}
+			action, err := s.importRow(ctx, t, row.Category, row.Data, actor)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", t, row.Category, err)
+			}
+			rep.Rows = append(rep.Rows, ImportedRow{Target: t.String(), Category: row.Category, Sources: row.Sources, Match: row.Target.Match, Action: action})
+		}
+		if opts.DryRun {
+			return errDryRun
+		}
+		return nil
+	})
+	if errors.Is(err, errDryRun) {
+		return rep, nil
+	}
+	if err != nil {
+		return rep, err
+	}
+	rep.Applied = true
+	return rep, nil
+}
+
+func needsOrg(plan sls.Plan) bool {
+	for _, r := range plan.Rows {
+		if r.Target.Kind != "global" {
+			return true
+		}
+	}
+	return false
+}
+
+// importGroup makes the group of a list, glob or nodegroup target exist with its static
+// members and selector.
+func (s *Service) importGroup(ctx context.Context, res *resource.Service, org string, t sls.Target, ensureNode func(string) error) (ImportedGroup, error) {
+	g := ImportedGroup{Name: t.Name, Match: t.Match, Members: t.Members, Selector: t.Selector, Snapshot: t.Snapshot}
+	ref := resource.Ref{Kind: resource.KindGroup, Org: org, Name: t.Name}
+	if _, err := res.Get(ctx, ref); fault.KindOf(err) == fault.KindNotFound {
+		spec := map[string]any{}
+		if t.Selector != "" {
+			spec["selector"] = t.Selector
+		}
+		b, _ := json.Marshal(spec)
+		if _, err := res.Create(ctx, ref, client.Object{Spec: b}); err != nil {
+			return g, fmt.Errorf("group %s: %w", t.Name, err)
+		}
+		g.Created = true
+	} else if err != nil {
+		return g, err
+	}
+	for _, m := range t.Members {
+		if err := ensureNode(m); err != nil {
+			return g, err
+		}
+		if _, err := res.AddMember(ctx, org, t.Name, m); err != nil {
+			return g, fmt.Errorf("group %s member %s: %w", t.Name, m, err)
+		}
+	}
+	return g, nil
+}
+
+// importRow stores one pillar row unless the stored one is already equal.
+func (s *Service) importRow(ctx context.Context, t Target, category string, data map[string]any, actor string) (string, error) {
+	cur, err := s.Get(ctx, t, category)
+	switch {
+	case fault.KindOf(err) == fault.KindNotFound:
+		if _, _, err := s.Put(ctx, t, category, data, "", actor); err != nil {
+			return "", err
+		}
+		return "created", nil
+	case err != nil:
+		return "", err
+	}
+	a, _ := json.Marshal(cur.Data)
+	b, _ := json.Marshal(data)
+	if bytes.Equal(a, b) {
+		return "unchanged", nil
+	}
+	if _, _, err := s.Put(ctx, t, category, data, "", actor); err != nil {
+		return "", err
+	}
+	return "updated", nil
+}

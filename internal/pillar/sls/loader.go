@@ -1,0 +1,420 @@
+package sls
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// maxValues bounds the values one document may expand to through aliases. PyYAML shares
+// an aliased object, JSON copies it, so a "billion laughs" document would otherwise turn a
+// small file into an enormous pillar.
+const maxValues = 1 << 20
+
+// loader builds, from yaml.v3's node tree, the values Salt's SaltYamlSafeLoader
+// (salt/utils/yamlloader.py, on top of PyYAML's SafeLoader) builds from the same text, and
+// reports at its line everything JSON cannot carry faithfully or Salt's loader refuses.
+// yaml.v3's own typing is YAML 1.2 and is never used: every plain scalar is resolved again
+// with PyYAML's YAML 1.1 rules.
+type loader struct {
+	report func(line int, reason string)
+	budget int
+	active map[*yaml.Node]bool // mappings and sequences being built, to catch recursion
+	failed bool
+	// anyKeys drops keys that are not strings without a report, for top.sls, whose
+	// non-string targets get their own message.
+	anyKeys bool
+}
+
+// loadDocument parses src as Salt's yaml renderer does: exactly one document, an empty one
+// reading as null. It returns the value, the document's root node (nil when empty) and
+// whether everything was translated without problems; problems go to report.
+func loadDocument(src []byte, report func(line int, reason string)) (any, *yaml.Node, bool) {
+	return newLoader(report).load(src)
+}
+
+func (l *loader) load(src []byte) (any, *yaml.Node, bool) {
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil, true
+		}
+		l.report(yamlErrorLine(err), "YAML syntax error: "+yamlErrorText(err))
+		return nil, nil, false
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		l.report(max(next.Line, 1), "a second YAML document: Salt's loader reads exactly one document per file")
+	case !errors.Is(err, io.EOF):
+		l.report(yamlErrorLine(err), "YAML syntax error: "+yamlErrorText(err))
+	}
+	l.checkAnchors(&doc)
+	v := l.value(&doc)
+	var root *yaml.Node
+	if len(doc.Content) > 0 {
+		root = deref(doc.Content[0])
+	}
+	return v, root, !l.failed
+}
+
+// newLoader returns a loader reporting to report.
+func newLoader(report func(line int, reason string)) *loader {
+	l := &loader{budget: maxValues, active: map[*yaml.Node]bool{}}
+	l.report = func(line int, reason string) {
+		l.failed = true
+		report(line, reason)
+	}
+	return l
+}
+
+var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+
+// yamlErrorLine digs the line out of a yaml.v3 error, whose only structure is its text.
+func yamlErrorLine(err error) int {
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		if n, convErr := strconv.Atoi(m[1]); convErr == nil {
+			return n
+		}
+	}
+	return 1
+}
+
+func yamlErrorText(err error) string {
+	s := strings.TrimPrefix(err.Error(), "yaml: ")
+	return yamlLineRE.ReplaceAllString(s, "line $1")
+}
+
+// checkAnchors reports an anchor defined twice: yaml.v3 lets the second one win, PyYAML's
+// composer refuses the document ("found duplicate anchor").
+func (l *loader) checkAnchors(doc *yaml.Node) {
+	seen := map[string]int{}
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind != yaml.AliasNode && n.Anchor != "" {
+			if first, dup := seen[n.Anchor]; dup {
+				l.report(n.Line, fmt.Sprintf("anchor &%s is defined again (first on line %d): PyYAML refuses duplicate anchors", n.Anchor, first))
+			} else {
+				seen[n.Anchor] = n.Line
+			}
+		}
+		if n.Kind != yaml.AliasNode {
+			for _, c := range n.Content {
+				walk(c)
+			}
+		}
+	}
+	walk(doc)
+}
+
+// deref follows aliases to the node they name; PyYAML's composer hands the constructor
+// that very node.
+func deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 64; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+// explicitTag returns a node's tag when the document spells one, in yaml.v3's short form.
+func explicitTag(n *yaml.Node) (string, bool) {
+	if n.Style&yaml.TaggedStyle == 0 {
+		return "", false
+	}
+	t := n.Tag
+	if rest, ok := strings.CutPrefix(t, "tag:yaml.org,2002:"); ok {
+		t = "!!" + rest
+	}
+	return t, true
+}
+
+// scalarTag is the tag PyYAML constructs a scalar with: the explicit one, str for any
+// quoted or block scalar, and the YAML 1.1 resolution of a plain one.
+func scalarTag(n *yaml.Node) string {
+	if t, ok := explicitTag(n); ok {
+		return t
+	}
+	if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
+		return tagStr
+	}
+	return resolvePlain(n.Value)
+}
+
+func (l *loader) value(n *yaml.Node) any {
+	if n == nil {
+		return nil
+	}
+	l.budget--
+	if l.budget == 0 {
+		l.report(n.Line, fmt.Sprintf("the document expands to more than %d values through aliases", maxValues))
+	}
+	if l.budget <= 0 {
+		return nil
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return nil
+		}
+		return l.value(n.Content[0])
+	case yaml.AliasNode:
+		t := deref(n)
+		if t == nil || t.Kind == yaml.AliasNode {
+			l.report(n.Line, "alias *"+n.Value+" names no node")
+			return nil
+		}
+		if l.active[t] {
+			l.report(n.Line, "alias *"+n.Value+" makes a recursive structure, which JSON cannot hold")
+			return nil
+		}
+		return l.value(t)
+	case yaml.ScalarNode:
+		return l.scalar(n)
+	case yaml.MappingNode:
+		return l.mapping(n)
+	case yaml.SequenceNode:
+		return l.sequence(n)
+	}
+	l.report(n.Line, "a YAML node of unknown kind")
+	return nil
+}
+
+func (l *loader) scalar(n *yaml.Node) any {
+	tag := scalarTag(n)
+	switch tag {
+	case "!!binary":
+		l.report(n.Line, "a !!binary scalar is bytes in Salt, which JSON cannot hold")
+		return nil
+	case tagMap, tagSeq, "!!omap", "!!pairs", "!!set":
+		l.report(n.Line, fmt.Sprintf("tag %s on a scalar: Salt's loader refuses it", tag))
+		return nil
+	}
+	v, err := constructScalar(tag, n.Value)
+	if err != nil {
+		l.report(n.Line, scalarReason(n.Value, err))
+		return nil
+	}
+	return v
+}
+
+// scalarReason words a scalar the import cannot take.
+func scalarReason(raw string, err error) string {
+	if errors.Is(err, errNotJSON) {
+		return fmt.Sprintf("value %s: %v", quoteShort(raw), err)
+	}
+	return fmt.Sprintf("value %s: Salt fails to load it (%v)", quoteShort(raw), err)
+}
+
+func (l *loader) sequence(n *yaml.Node) any {
+	if t, ok := explicitTag(n); ok && t != tagSeq {
+		l.report(n.Line, fmt.Sprintf("a sequence tagged %s: Salt builds %s, which JSON cannot hold faithfully", t, pythonTypeOf(t)))
+		return nil
+	}
+	l.active[n] = true
+	defer delete(l.active, n)
+	out := make([]any, 0, len(n.Content))
+	for _, c := range n.Content {
+		out = append(out, l.value(c))
+	}
+	return out
+}
+
+func pythonTypeOf(tag string) string {
+	switch tag {
+	case "!!omap", "!!pairs":
+		return "a list of tuples"
+	case "!!set":
+		return "a set"
+	}
+	return "no value (it has no constructor for the tag)"
+}
+
+type pair struct{ k, v *yaml.Node }
+
+func (l *loader) mapping(n *yaml.Node) any {
+	if t, ok := explicitTag(n); ok && t != tagMap {
+		l.report(n.Line, fmt.Sprintf("a mapping tagged %s: Salt builds %s, which JSON cannot hold faithfully", t, pythonTypeOf(t)))
+		return nil
+	}
+	if l.active[n] {
+		l.report(n.Line, "a mapping merges itself (<<), which JSON cannot hold")
+		return nil
+	}
+	l.active[n] = true
+	defer delete(l.active, n)
+	pairs := l.flatten(n)
+	out := make(map[string]any, len(pairs))
+	for _, p := range pairs {
+		key, ok := l.key(p.k)
+		v := l.value(p.v)
+		if !ok {
+			continue
+		}
+		if _, dup := out[key]; dup {
+			l.report(deref(p.k).Line, fmt.Sprintf("key %s appears twice in one mapping: Salt's loader refuses the file (found conflicting ID)", quoteShort(key)))
+			continue
+		}
+		out[key] = v
+	}
+	return out
+}
+
+// isMergeKey reports whether a key is YAML 1.1's merge key "<<", as PyYAML tags it.
+func isMergeKey(k *yaml.Node) bool {
+	k = deref(k)
+	return k != nil && k.Kind == yaml.ScalarNode && scalarTag(k) == tagMerge
+}
+
+// flatten is Salt's flatten_mapping: the "<<" entries are removed, the mappings they name
+// (a sequence of them is taken last-first) are flattened in turn, and their entries whose
+// key text the mapping itself does not spell are put before the mapping's own entries.
+// Unlike PyYAML's version it does not let the first merged mapping win over a later one:
+// two merged mappings sharing a key leave both entries, and construct_mapping then refuses
+// the duplicate, so Salt fails on `<<: [*a, *b]` when *a and *b share a key.
+func (l *loader) flatten(n *yaml.Node) []pair {
+	var merge, rest []pair
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !isMergeKey(k) {
+			rest = append(rest, pair{k, v})
+			continue
+		}
+		t := deref(v)
+		switch {
+		case t == nil:
+			l.report(v.Line, "a merge key (<<) whose alias names no node")
+		case t.Kind == yaml.MappingNode:
+			merge = append(merge, l.flattenMerged(t, v.Line)...)
+		case t.Kind == yaml.SequenceNode:
+			var subs [][]pair
+			for _, item := range t.Content {
+				it := deref(item)
+				if it == nil || it.Kind != yaml.MappingNode {
+					l.report(item.Line, "a merge key (<<) lists something other than a mapping: Salt's loader refuses it")
+					continue
+				}
+				subs = append(subs, l.flattenMerged(it, item.Line))
+			}
+			for s := len(subs) - 1; s >= 0; s-- {
+				merge = append(merge, subs[s]...)
+			}
+		default:
+			l.report(v.Line, "a merge key (<<) needs a mapping or a list of mappings: Salt's loader refuses anything else")
+		}
+	}
+	if len(merge) == 0 {
+		return rest
+	}
+	// Merged mappings that merge others can multiply entries level by level; they are
+	// charged to the same budget as alias expansion.
+	l.budget -= len(merge)
+	if l.budget <= 0 {
+		if l.budget+len(merge) > 0 {
+			l.report(n.Line, fmt.Sprintf("the document expands to more than %d values through aliases", maxValues))
+		}
+		return nil
+	}
+	existing := map[string]bool{}
+	for _, p := range rest {
+		existing[rawKey(p.k)] = true
+	}
+	out := make([]pair, 0, len(merge)+len(rest))
+	for _, p := range merge {
+		if !existing[rawKey(p.k)] {
+			out = append(out, p)
+		}
+	}
+	return append(out, rest...)
+}
+
+func (l *loader) flattenMerged(t *yaml.Node, line int) []pair {
+	if l.budget <= 0 {
+		return nil
+	}
+	if l.active[t] {
+		l.report(line, "a mapping merges itself (<<), which JSON cannot hold")
+		return nil
+	}
+	l.active[t] = true
+	defer delete(l.active, t)
+	return l.flatten(t)
+}
+
+// rawKey is what Salt's flatten_mapping compares keys by: a scalar key's text as written
+// (so "1" and 1 collide there), any other key only with itself.
+func rawKey(k *yaml.Node) string {
+	k = deref(k)
+	if k != nil && k.Kind == yaml.ScalarNode {
+		return "s\x00" + k.Value
+	}
+	return fmt.Sprintf("n\x00%p", k)
+}
+
+// key builds a mapping key. Salt keeps keys of any hashable type (yes: is the key True,
+// 80: is the integer 80); a JSON object's keys are strings, so only keys Salt reads as
+// strings are taken and the others are reported.
+func (l *loader) key(k *yaml.Node) (string, bool) {
+	t := deref(k)
+	if t == nil {
+		l.report(k.Line, "an alias key names no node")
+		return "", false
+	}
+	if t.Kind != yaml.ScalarNode {
+		l.report(t.Line, "a mapping or sequence used as a key: Salt refuses it (unhashable key)")
+		return "", false
+	}
+	tag := scalarTag(t)
+	if tag == tagValue { // flatten_mapping turns the "=" key into a string
+		tag = tagStr
+	}
+	v, err := constructScalar(tag, t.Value)
+	if err != nil {
+		l.report(t.Line, "key "+strings.TrimPrefix(scalarReason(t.Value, err), "value "))
+		return "", false
+	}
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case nil:
+		if l.anyKeys {
+			break
+		}
+		l.report(t.Line, fmt.Sprintf("key %s is None in Salt; a JSON key is a string: quote it", quoteShort(t.Value)))
+	case bool:
+		if l.anyKeys {
+			break
+		}
+		l.report(t.Line, fmt.Sprintf("key %s is the boolean %s in Salt (YAML 1.1); a JSON key is a string: quote it", quoteShort(t.Value), pyBool(v)))
+	case json.Number:
+		if l.anyKeys {
+			break
+		}
+		l.report(t.Line, fmt.Sprintf("key %s is the number %s in Salt; a JSON key is a string: quote it", quoteShort(t.Value), v))
+	}
+	return "", false
+}
+
+func pyBool(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
+}
+
+// quoteShort quotes a scalar for a message, cut so that one bad value cannot flood a
+// report (and a secret in it is not echoed whole).
+func quoteShort(s string) string {
+	const limit = 40
+	if r := []rune(s); len(r) > limit {
+		s = string(r[:limit]) + "…"
+	}
+	return strconv.Quote(s)
+}

@@ -1,0 +1,293 @@
+package sls
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Target is where a row of the plan goes: the global layer, one node, or a group.
+type Target struct {
+	Kind string `json:"kind"` // "global", "node" or "group"
+	// Name is the node's minion id or the group's name ("" for global). Group names are
+	// generated (see the package doc) except for nodegroups whose name is already valid.
+	Name string `json:"name,omitempty"`
+	// Members are a group's static members (minion ids), sorted.
+	Members []string `json:"members,omitempty"`
+	// Selector is a group's label selector. No Salt matcher maps onto label equality
+	// faithfully (strata's node labels are not Salt grains), so the reader never sets it;
+	// the field is there for the applier's sake.
+	Selector string `json:"selector,omitempty"`
+	// Match is the top.sls target expression the target came from.
+	Match string `json:"match"`
+	// Snapshot marks a group whose Members came from expanding a glob against
+	// Options.KnownNodes: a node created later that the glob would match does not join it,
+	// unlike in Salt. The plan printout must say so.
+	Snapshot bool `json:"snapshot,omitempty"`
+}
+
+// Row is one pillar row to write: the data of one SLS for one target.
+type Row struct {
+	Target   Target `json:"target"`
+	Category string `json:"category"` // the SLS name, mapped to strata's category rule
+	// Data is the SLS file's data with its includes merged as Salt merges them, typed as
+	// Salt's YAML 1.1 loader types it: nil, bool, string, json.Number (integers of any
+	// size with their exact digits; floats in Python's repr, always with a '.' or an
+	// exponent), []any and map[string]any.
+	Data map[string]any `json:"data"`
+	// Sources are the files read for the row, relative to the directory, in the order
+	// Salt merges them: included files first, the SLS's own file last.
+	Sources []string `json:"sources"`
+
+	entry string // the top.sls entry the SLS came from (a name or a glob), for SaltLayers
+}
+
+// Unsupported is something the reader cannot translate faithfully, at its file (relative
+// to the directory) and 1-based line.
+type Unsupported struct {
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Reason string `json:"reason"`
+}
+
+func (u Unsupported) String() string { return fmt.Sprintf("%s:%d: %s", u.File, u.Line, u.Reason) }
+
+// Plan is what a pillar tree becomes: rows in the order Salt merges them, and everything
+// that could not be translated. A row needing a file with an Unsupported entry is left
+// out, whole; see the package doc.
+type Plan struct {
+	Rows        []Row         `json:"rows"`
+	Unsupported []Unsupported `json:"unsupported"`
+	Env         string        `json:"env"`
+}
+
+// Options describe the Salt master the tree belongs to.
+type Options struct {
+	// Env is the pillar environment (top.sls section) to import; "" means "base".
+	Env string
+	// Nodegroups are the master's nodegroups as lists of minion ids. A nodegroup target
+	// not listed here is reported, not guessed.
+	Nodegroups map[string][]string
+	// KnownNodes, when not nil, are the minion ids a glob target is expanded against (into
+	// a snapshot group). When nil, glob targets are reported.
+	KnownNodes []string
+	// MergeLists is the master's pillar_merge_lists, which Salt also applies when it merges
+	// an SLS file's includes.
+	MergeLists bool
+	// IncludesOverrideSLS is the master's pillar_includes_override_sls: included files win
+	// over the including one.
+	IncludesOverrideSLS bool
+}
+
+// Read turns the pillar tree in dir (one environment's pillar_roots directory, holding
+// top.sls) into a Plan. Its error is only for I/O and for a top.sls that is not YAML at all
+// or not a mapping; everything else the tree holds that cannot be imported faithfully is in
+// Plan.Unsupported.
+func Read(dir string, opts Options) (Plan, error) {
+	if opts.Env == "" {
+		opts.Env = "base"
+	}
+	r := &reader{
+		dir:      dir,
+		opts:     opts,
+		files:    map[string]*loadedFile{},
+		rendered: map[string]rendered{},
+		globs:    map[string]func(string) bool{},
+		seen:     map[Unsupported]bool{},
+	}
+	src, err := os.ReadFile(filepath.Join(dir, topFile))
+	if err != nil {
+		return Plan{}, fmt.Errorf("read the pillar top file: %w", err)
+	}
+	if r.avail, err = listSLS(dir); err != nil {
+		return Plan{}, err
+	}
+	targets, err := r.readTop(src)
+	if err != nil {
+		return Plan{}, err
+	}
+	plan := Plan{Env: opts.Env, Rows: []Row{}, Unsupported: []Unsupported{}}
+	placed := map[string]bool{} // target kind/name + category already in the plan
+	for _, t := range targets {
+		for _, e := range t.entries {
+			for _, name := range r.expand(e.name) {
+				res := r.renderTop(name, e.line)
+				if !res.ok || !t.ok || res.missing {
+					continue
+				}
+				row := Row{
+					Target:   t.target,
+					Category: category(name),
+					Data:     deepCopy(res.data).(map[string]any),
+					Sources:  slices.Clone(res.sources),
+					entry:    e.name,
+				}
+				key := row.Target.Kind + "\x00" + row.Target.Name + "\x00" + row.Category
+				if placed[key] {
+					continue // the same SLS through an equivalent target: Salt renders it once
+				}
+				placed[key] = true
+				plan.Rows = append(plan.Rows, row)
+			}
+		}
+	}
+	plan.Unsupported = append(plan.Unsupported, r.problems...)
+	slices.SortFunc(plan.Unsupported, func(a, b Unsupported) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Reason, b.Reason))
+	})
+	return plan, nil
+}
+
+// SaltLayers returns the rows that apply to a minion, in the order Salt merges them for
+// it: the plan's order (top.sls targets by their order: value, then as written; SLS entries
+// as written; a glob entry's matches sorted), keeping only the first row of each top.sls
+// entry, as Salt's top_matches does. Folding their Data with Salt's merge gives the pillar
+// Salt compiled from the imported files for that minion (before ext_pillars), which the
+// applier can compare with strata's own merge of the same rows to prove the import
+// faithful node by node.
+func (p Plan) SaltLayers(minion string) []Row {
+	var out []Row
+	first := map[string]string{} // entry -> the Match of the first target that listed it
+	for _, row := range p.Rows {
+		if !row.Target.applies(minion) {
+			continue
+		}
+		if m, ok := first[row.entry]; ok && m != row.Target.Match {
+			continue
+		}
+		first[row.entry] = row.Target.Match
+		out = append(out, row)
+	}
+	return out
+}
+
+func (t Target) applies(minion string) bool {
+	switch t.Kind {
+	case "global":
+		return true
+	case "node":
+		return t.Name == minion
+	case "group":
+		return slices.Contains(t.Members, minion)
+	}
+	return false
+}
+
+const topFile = "top.sls"
+
+// reader holds one Read's state.
+type reader struct {
+	dir      string
+	opts     Options
+	avail    []string // SLS names in the tree, sorted, as Salt's list_states gives them
+	ignored  map[string]bool
+	files    map[string]*loadedFile
+	rendered map[string]rendered
+	globs    map[string]func(string) bool
+	problems []Unsupported
+	seen     map[Unsupported]bool
+}
+
+// problem records an Unsupported entry once.
+func (r *reader) problem(file string, line int, reason string) {
+	u := Unsupported{File: file, Line: max(line, 1), Reason: reason}
+	if !r.seen[u] {
+		r.seen[u] = true
+		r.problems = append(r.problems, u)
+	}
+}
+
+// match is fnmatch with the compiled pattern kept for the rest of the Read.
+func (r *reader) match(name, pat string) bool {
+	m, ok := r.globs[pat]
+	if !ok {
+		m = fnmatchRegexp(pat).MatchString
+		r.globs[pat] = m
+	}
+	return m(name)
+}
+
+// filter is Python's fnmatch.filter over the available SLS names.
+func (r *reader) filter(pat string) []string {
+	var out []string
+	for _, name := range r.avail {
+		if r.match(name, pat) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// expand is render_pillar's expansion of a top.sls entry: the available SLS names it
+// matches as a glob, or the entry itself when none does.
+func (r *reader) expand(entry string) []string {
+	if m := r.filter(entry); len(m) > 0 {
+		return m
+	}
+	return []string{entry}
+}
+
+// listSLS is Salt's list_states for a roots file server: every file under dir ending in
+// ".sls", "a/b.sls" as "a.b" and "a/init.sls" as "a", sorted. Like the roots backend it
+// follows symbolic links, so a linked directory's files are listed under the link's name
+// too; a link back to a directory being walked is not followed again, which ends loops.
+func listSLS(dir string) ([]string, error) {
+	set := map[string]bool{}
+	walking := map[string]bool{}
+	var walk func(abs, rel string) error
+	walk = func(abs, rel string) error {
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return fmt.Errorf("list the pillar tree: %w", err)
+		}
+		if walking[real] {
+			return nil
+		}
+		walking[real] = true
+		defer delete(walking, real)
+		entries, err := os.ReadDir(abs)
+		if err != nil {
+			return fmt.Errorf("list the pillar tree: %w", err)
+		}
+		for _, e := range entries {
+			p := filepath.Join(abs, e.Name())
+			r := e.Name()
+			if rel != "" {
+				r = rel + "/" + e.Name()
+			}
+			info, err := os.Stat(p) // follows links
+			if err != nil {
+				if errors.Is(err, os.ErrNotExist) {
+					continue // a dangling link
+				}
+				return fmt.Errorf("list the pillar tree: %w", err)
+			}
+			switch {
+			case info.IsDir():
+				if err := walk(p, r); err != nil {
+					return err
+				}
+			case info.Mode().IsRegular() && strings.HasSuffix(r, ".sls"):
+				if strings.HasSuffix(r, "/init.sls") {
+					set[strings.ReplaceAll(r, "/", ".")[:len(r)-len("/init.sls")]] = true
+				} else {
+					set[strings.ReplaceAll(r, "/", ".")[:len(r)-len(".sls")]] = true
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(dir, ""); err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out, nil
+}

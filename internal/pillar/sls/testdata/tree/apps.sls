@@ -1,0 +1,3 @@
+apps:
+  - name: shop
+    replicas: 3

@@ -1,0 +1,3 @@
+db:
+  role: replica
+  lag_ok: 1_000

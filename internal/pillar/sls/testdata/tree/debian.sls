@@ -1,0 +1,2 @@
+apt:
+  mirror: http://deb.debian.org

@@ -1,0 +1,5 @@
+# Jinja further down.
+packages:
+{% for p in ['vim', 'git'] %}
+  - {{ p }}
+{% endfor %}

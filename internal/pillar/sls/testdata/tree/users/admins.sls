@@ -1,0 +1,7 @@
+include:
+  - users.base:
+      key: 'accounts:base'
+users:
+  alice:
+    uid: 1000
+    shell: /bin/zsh

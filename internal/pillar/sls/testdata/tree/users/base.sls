@@ -1,0 +1,3 @@
+users:
+  root:
+    uid: 0

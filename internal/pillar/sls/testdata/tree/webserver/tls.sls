@@ -1,0 +1,4 @@
+apache:
+  port: 443
+  tls: true
+  modules: [ssl]

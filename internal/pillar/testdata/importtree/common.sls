@@ -1,0 +1,3 @@
+ntp:
+  servers: [a.pool, b.pool]
+debug: off

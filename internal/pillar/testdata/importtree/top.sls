@@ -1,0 +1,8 @@
+base:
+  '*':
+    - common
+  web01:
+    - users
+  'web01,web02':
+    - match: list
+    - web

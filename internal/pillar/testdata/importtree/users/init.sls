@@ -1,0 +1,2 @@
+users:
+  alice: {uid: 1000}

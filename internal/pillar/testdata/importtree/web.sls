@@ -1,0 +1,3 @@
+apache:
+  port: 0100
+  enabled: yes
