@@ -203,3 +203,22 @@ func (c *Client) PillarImport(ctx context.Context, req PillarImportRequest, opts
 	_, err := c.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/pillars:import", Query: q, Body: req}, &out)
 	return out, err
 }
+
+// SaltCredentials are what a Salt master needs to read pillars through strata.node_pillars.
+type SaltCredentials struct {
+	Role         string `json:"role"`
+	Password     string `json:"password"`
+	ConnString   string `json:"connString"`
+	Host         string `json:"host"`
+	Port         string `json:"port"`
+	Database     string `json:"database"`
+	MasterConfig string `json:"masterConfig"`
+}
+
+// SaltCredentials creates (or gives a new password to) the database role Salt's postgres
+// ext_pillar logs in with; it may only execute strata.node_pillars.
+func (c *Client) SaltCredentials(ctx context.Context) (SaltCredentials, error) {
+	var out SaltCredentials
+	_, err := c.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/salt/credentials"}, &out)
+	return out, err
+}

@@ -103,6 +103,7 @@ func init() {
 	authzCases = append(authzCases,
 		authzCase{pattern: "GET /v1/nodes/{node}/pillar", path: "/v1/nodes/acme/pillar"},
 		authzCase{pattern: "GET /v1/salt/pillar/{minion}", path: "/v1/salt/pillar/acme", salt: true},
+		authzCase{pattern: "POST /v1/salt/credentials", path: "/v1/salt/credentials"},
 		authzCase{pattern: "POST /v1/pillars:import", path: "/v1/pillars:import?org=acme", body: `{"files":{"top.sls":"base:\n  '*':\n    - app\n","app.sls":"a: 1\n"}}`},
 		authzCase{pattern: "GET /v1/pillar-settings", path: "/v1/pillar-settings"},
 		authzCase{pattern: "PUT /v1/pillar-settings", path: "/v1/pillar-settings", body: `{"mergeLists":true}`},

@@ -62,6 +62,7 @@ func (a *API) pillarRoutes() []route {
 	return append(rs,
 		route{pattern: "GET /v1/nodes/{node}/pillar", family: "pillars", verb: "render", param: "node", handler: a.pillarRender},
 		route{pattern: "GET /v1/salt/pillar/{minion}", family: "pillars", verb: "render", source: byHandler, salt: true},
+		route{pattern: "POST /v1/salt/credentials", family: "pillars", verb: "credentials", source: fixedName, name: "*", handler: a.saltCredentials},
 		route{pattern: "POST /v1/pillars:import", family: "pillars", verb: "write", source: byHandler, handler: a.pillarImport, stateBody: true},
 		route{pattern: "GET /v1/pillar-settings", family: "pillars", verb: "read", source: fixedName, name: "*", handler: a.pillarSettingsGet},
 		route{pattern: "PUT /v1/pillar-settings", family: "pillars", verb: "write", source: fixedName, name: "*", handler: a.pillarSettingsPut},

@@ -136,3 +136,18 @@ func newRenderMetrics(reg prometheus.Registerer) *prometheus.CounterVec {
 	reg.MustRegister(c)
 	return c
 }
+
+// saltCredentials creates (or re-keys) the database role a Salt master's postgres ext_pillar
+// logs in with — it may only execute node_pillars — and answers a ready master configuration.
+// The password is shown only in this answer.
+func (a *API) saltCredentials(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	o, err := a.pillars.Options(r.Context())
+	if err != nil {
+		return err
+	}
+	c, err := a.pillars.SaltCredentials(r.Context(), "", o.MergeLists, p.Actor(), remoteAddr(r))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, c)
+}

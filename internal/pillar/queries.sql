@@ -81,3 +81,6 @@ SELECT value FROM {{schema}}.settings WHERE key = $1;
 -- name: SettingPut
 INSERT INTO {{schema}}.settings (key, value, updated_by) VALUES ($1, $2, $3)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = now(), updated_by = excluded.updated_by;
+
+-- name: SaltRoleApply
+SELECT {{schema}}.salt_pillar_role($1, $2, $3);

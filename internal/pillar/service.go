@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/metadata"
@@ -98,6 +99,9 @@ type Pillar struct {
 // Service stores pillars and renders the merged pillar of a node.
 type Service struct {
 	db *db.DB
+	// ClientURL is how clients outside strata (a Salt master) reach its database; the pool's
+	// own URL when empty.
+	ClientURL string
 	// cache, when set (UseCache), serves renders until an invalidation.
 	cache *Cache
 }
@@ -596,4 +600,65 @@ func (s *Service) SetUnknownMinion(ctx context.Context, v, actor string) error {
 	raw, _ := json.Marshal(v)
 	_, err := s.db.Exec(ctx, q.Get("SettingPut"), SettingUnknownMinion, raw, actor)
 	return err
+}
+
+// SaltRole is the login role `strata salt credentials` creates for Salt's postgres
+// ext_pillar.
+const SaltRole = "strata_salt"
+
+// SaltCredentials are what a Salt master needs to read pillars through node_pillars.
+type SaltCredentials struct {
+	Role       string `json:"role"`
+	Password   string `json:"password"`
+	ConnString string `json:"connString"`
+	Host       string `json:"host"`
+	Port       string `json:"port"`
+	Database   string `json:"database"`
+	// MasterConfig is a ready master configuration (ext_pillar postgres with as_json).
+	MasterConfig string `json:"masterConfig"`
+}
+
+// SaltCredentials creates (or gives a new password to) the role that may only execute
+// node_pillars, and returns how a Salt master connects with it. base is the connection
+// string clients use to reach strata's database (the server's client URL).
+func (s *Service) SaltCredentials(ctx context.Context, base string, mergeLists bool, actor, remoteAddr string) (SaltCredentials, error) {
+	password := db.RandomPassword()
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		var created bool
+		if err := tx.QueryRow(ctx, q.Get("SaltRoleApply"), SaltRole, db.SCRAMVerifier(password), s.db.Schema()).Scan(&created); err != nil {
+			return err
+		}
+		return auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: actor, Action: "salt.credentials", Target: SaltRole, RemoteAddr: remoteAddr,
+			Detail: map[string]any{"created": created}})
+	})
+	if errors.Is(err, db.ErrPermission) {
+		return SaltCredentials{}, fault.Wrap(fault.KindForbidden, err, "strata's database role cannot create roles (it needs CREATEROLE)")
+	}
+	if err != nil {
+		return SaltCredentials{}, err
+	}
+	if base == "" {
+		base = s.ClientURL
+	}
+	if base == "" {
+		base = s.db.URL()
+	}
+	c := SaltCredentials{Role: SaltRole, Password: password, ConnString: db.ClientConnString(base, SaltRole, password)}
+	c.Host, c.Port, c.Database = db.ConnTarget(base)
+	asList := ""
+	if mergeLists {
+		asList = "\n        as_list: True"
+	}
+	c.MasterConfig = fmt.Sprintf(`postgres:
+  host: %q
+  port: %s
+  db: %q
+  user: %q
+  pass: %q
+ext_pillar:
+  - postgres:
+      - query: "SELECT pillar FROM %s.node_pillars(%%s)"
+        as_json: True%s
+`, c.Host, c.Port, c.Database, SaltRole, password, s.db.Schema(), asList)
+	return c, nil
 }

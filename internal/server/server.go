@@ -236,6 +236,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// The pillar render cache needs a session to LISTEN for invalidations; without sessions
 	// (a transaction-mode pooler and --session-database-url off) renders are not cached.
 	pillars := pillar.NewService(d)
+	pillars.ClientURL = database.ClientURL()
 	var pillarCache *pillar.Cache
 	if sessionURL != "" {
 		pillarCache = pillar.NewCache()

@@ -2,16 +2,8 @@ package tfstate
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/pbkdf2"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
@@ -318,8 +310,8 @@ func (s *Service) ProjectCredentials(ctx context.Context, actor Actor, name stri
 	if len(role) > 63 {
 		role = role[:63]
 	}
-	password := randomHex(24)
-	verifier := scramVerifier(password)
+	password := db.RandomPassword()
+	verifier := db.SCRAMVerifier(password)
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		p, err := scanProject(tx.QueryRow(ctx, q.Get("ProjectGetForUpdate"), name))
 		if errors.Is(err, db.ErrNotFound) {
@@ -365,7 +357,7 @@ func (s *Service) ProjectCredentials(ctx context.Context, actor Actor, name stri
 	if base == "" {
 		base = s.db.URL()
 	}
-	conn := connStrFor(base, role, password)
+	conn := db.ClientConnString(base, role, password)
 	backend := fmt.Sprintf(`terraform {
   backend "pg" {
     conn_str             = %q
@@ -377,58 +369,6 @@ func (s *Service) ProjectCredentials(ctx context.Context, actor Actor, name stri
 }
 `, conn, name)
 	return client.ProjectCredentials{Project: name, Role: role, Password: password, ConnStr: conn, Backend: backend}, nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// scramVerifier computes PostgreSQL's SCRAM-SHA-256 verifier for password (RFC 5802/7677),
-// the form CREATE ROLE … PASSWORD accepts pre-hashed.
-func scramVerifier(password string) string {
-	const iterations = 4096
-	salt := make([]byte, 16)
-	_, _ = rand.Read(salt)
-	salted, _ := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
-	mac := func(key []byte, msg string) []byte {
-		h := hmac.New(sha256.New, key)
-		h.Write([]byte(msg))
-		return h.Sum(nil)
-	}
-	clientKey := mac(salted, "Client Key")
-	stored := sha256.Sum256(clientKey)
-	server := mac(salted, "Server Key")
-	enc := base64.StdEncoding.EncodeToString
-	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, enc(salt), enc(stored[:]), enc(server))
-}
-
-// connStrFor rewrites strata's connection string for a pg client: same server, database and
-// TLS settings, the project role's user and password, and none of pgx's pool_* settings
-// (lib/pq, which Terraform and OpenTofu use, would send them to the server as parameters).
-func connStrFor(base, user, password string) string {
-	if u, err := url.Parse(base); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		u.User = url.UserPassword(user, password)
-		qv := u.Query()
-		for k := range qv {
-			if strings.HasPrefix(k, "pool_") || k == "user" || k == "password" || k == "application_name" {
-				qv.Del(k)
-			}
-		}
-		u.RawQuery = qv.Encode()
-		return u.String()
-	}
-	var parts []string
-	for _, f := range strings.Fields(base) {
-		k, _, _ := strings.Cut(f, "=")
-		if strings.HasPrefix(k, "pool_") || k == "user" || k == "password" || k == "application_name" {
-			continue
-		}
-		parts = append(parts, f)
-	}
-	parts = append(parts, "user="+user, "password="+password)
-	return strings.Join(parts, " ")
 }
 
 func truncateList(s string) string {

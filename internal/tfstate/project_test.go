@@ -281,8 +281,8 @@ func TestProjectCredentials(t *testing.T) {
 
 func TestSCRAMVerifierFormat(t *testing.T) {
 	t.Parallel()
-	v := scramVerifier("secret")
+	v := db.SCRAMVerifier("secret")
 	require.Regexp(t, `^SCRAM-SHA-256\$4096:[A-Za-z0-9+/=]{24}\$[A-Za-z0-9+/=]{44}:[A-Za-z0-9+/=]{44}$`, v)
-	require.Equal(t, "postgres://u:p@h:5432/d?sslmode=require", connStrFor("postgres://strata:x@h:5432/d?sslmode=require&pool_max_conns=5", "u", "p"))
-	require.Equal(t, "host=/tmp port=5 dbname=d sslmode=disable user=u password=p", connStrFor("host=/tmp port=5 user=postgres dbname=d sslmode=disable", "u", "p"))
+	require.Equal(t, "postgres://u:p@h:5432/d?sslmode=require", db.ClientConnString("postgres://strata:x@h:5432/d?sslmode=require&pool_max_conns=5", "u", "p"))
+	require.Equal(t, "host=/tmp port=5 dbname=d sslmode=disable user=u password=p", db.ClientConnString("host=/tmp port=5 user=postgres dbname=d sslmode=disable", "u", "p"))
 }

@@ -1,0 +1,67 @@
+package main_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/internal/pgtest"
+)
+
+// TestPillarCLI drives pillars through the real binary: set rows on several targets, render
+// and explain a node, read the history, import a Salt tree (dry run, then for real), and
+// create the Salt role's credentials.
+func TestPillarCLI(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabaseURL(t)
+	token := "strata_" + strings.Repeat("pillarCLItokenXY", 3)
+	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t))
+	env := []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + token}
+	run := func(args ...string) string {
+		t.Helper()
+		out, errOut, err := cliStreams(t, env, args...)
+		require.NoError(t, err, "strata %s: %s%s", strings.Join(args, " "), out, errOut)
+		return out
+	}
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o700))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	run("org", "create", "acme")
+	run("node", "create", "web01", "--org", "acme", "--label", "role=web")
+	run("group", "--org", "acme", "create", "web", "--node-selector", "role=web", "--priority", "5")
+	run("pillar", "set", "app", "--global", "-f", write("g.json", `{"port": 80, "debug": false}`))
+	run("pillar", "set", "app", "--org", "acme", "--group", "web", "-f", write("w.json", `{"port": 8080}`))
+	run("pillar", "set", "app", "--node", "web01", "-f", write("n.json", `{"debug": true}`))
+
+	var pillar map[string]any
+	require.NoError(t, json.Unmarshal([]byte(run("-o", "json", "pillar", "render", "web01")), &pillar))
+	require.Equal(t, map[string]any{"port": float64(8080), "debug": true}, pillar)
+	explain := run("pillar", "explain", "web01")
+	require.Contains(t, explain, `"group/acme/web"`)
+	require.Contains(t, run("pillar", "history", "app", "--global"), "created")
+	require.Contains(t, run("pillar", "list", "--node", "web01"), "app")
+
+	tree := filepath.Join(dir, "tree")
+	write("tree/top.sls", "base:\n  '*':\n    - common\n  db01:\n    - db\n")
+	write("tree/common.sls", "ntp: pool.example\nmanaged: yes\n")
+	write("tree/db/init.sls", "postgres:\n  port: 5432\n")
+	out := run("pillar", "import", tree, "--org", "acme", "--dry-run")
+	require.Contains(t, out, "dry run")
+	_, _, err := cliStreams(t, env, "node", "get", "db01")
+	require.Error(t, err, "a dry run creates nothing")
+	run("pillar", "import", tree, "--org", "acme")
+	require.NoError(t, json.Unmarshal([]byte(run("-o", "json", "pillar", "render", "db01")), &pillar))
+	require.Equal(t, map[string]any{"port": float64(80), "debug": false, "ntp": "pool.example", "managed": true, "postgres": map[string]any{"port": float64(5432)}}, pillar)
+
+	creds := run("salt", "credentials")
+	require.Contains(t, creds, "node_pillars(%s)")
+	require.Contains(t, creds, "as_json: True")
+}
