@@ -8,13 +8,16 @@
 #
 # Each round runs pgbench for SECS seconds (default 15) with 8 clients on: the anchor's
 # function (../shared/bench/anchor-uyuni-pgbench.sql), the anchor's unmerged UNION query (the
-# floor of an SQL-only design, anchor-uyuni-union.sql), and node_pillars for a random minion.
+# floor of an SQL-only design, anchor-uyuni-union.sql), and node_pillars for a random minion;
+# then the merged render over HTTP (GET /v1/nodes/minion-<random>/pillar, 8 clients) for as
+# long. Each figure comes with p50 and p99.
 # Results and their reading are in docs/benchmarks.md ("node_pillars vs the RFC's function").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 anchors=${ANCHORS:-../shared/bench}
 [ -d "$anchors" ] || anchors=../../shared/bench # from a git worktree under wt/
+anchors=$(cd "$anchors" && pwd)
 secs=${SECS:-15}
 rounds=${ROUNDS:-3}
 work=$(mktemp -d /tmp/strata-node-pillars-XXXXXX)
@@ -38,13 +41,26 @@ cat >"$work/strata.sql" <<'SQL'
 SELECT pillar FROM strata.node_pillars('minion-' || :m);
 SQL
 echo "== rows per call (minion-42 env=prod, minion-12 env=dev): anchor $(psql -tA -c "SET search_path = uyuni; SELECT count(*) FROM suse_minion_pillars('minion-42')"), node_pillars $(psql -tA -c "SELECT count(*) FROM strata.node_pillars('minion-42')") and $(psql -tA -c "SELECT count(*) FROM strata.node_pillars('minion-12')") (NULL rows: $(psql -tA -c "SELECT count(*) FROM strata.node_pillars('minion-42') WHERE pillar IS NULL"))"
-tps() {
-	PGOPTIONS="-c search_path=uyuni" pgbench -n -T "$secs" -c 8 -j 2 -f "$1" "$pg" 2>/dev/null |
-		grep -E '^tps' | sed 's/tps = \([0-9.]*\).*/\1/'
+# run SCRIPT: pgbench for $secs s with 8 clients; prints "tps p50_ms p99_ms" (latencies from
+# pgbench's per-transaction log).
+run() {
+	rm -f "$work"/pgbench_log.*
+	local tps
+	tps=$(cd "$work" && PGOPTIONS="-c search_path=uyuni" pgbench -n -T "$secs" -c 8 -j 2 -l -f "$1" "$pg" 2>/dev/null |
+		grep -E '^tps' | sed 's/tps = \([0-9.]*\).*/\1/')
+	cat "$work"/pgbench_log.* | awk '{print $3}' | sort -n >"$work/lat"
+	local n
+	n=$(wc -l <"$work/lat")
+	echo "$tps $(sed -n "$(((n + 1) / 2))p" "$work/lat" | awk '{printf "%.2f", $1/1000}') $(sed -n "$(((n * 99 + 99) / 100))p" "$work/lat" | awk '{printf "%.2f", $1/1000}')"
 }
+go build -o "$work/labels" ./bench/labels
 for round in $(seq 1 "$rounds"); do
-	a=$(tps "$anchors/anchor-uyuni-pgbench.sql")
-	u=$(tps "$anchors/anchor-uyuni-union.sql")
-	s=$(tps "$work/strata.sql")
-	echo "round=$round anchor_function_tps=$a anchor_union_tps=$u node_pillars_tps=$s ratio=$(echo "scale=1; $s / $a" | bc)"
+	read -r a ap50 ap99 <<<"$(run "$anchors/anchor-uyuni-pgbench.sql")"
+	read -r u up50 up99 <<<"$(run "$anchors/anchor-uyuni-union.sql")"
+	read -r s sp50 sp99 <<<"$(run "$work/strata.sql")"
+	echo "round=$round anchor_function tps=$a p50=${ap50}ms p99=${ap99}ms | anchor_union tps=$u p50=${up50}ms p99=${up99}ms | node_pillars tps=$s p50=${sp50}ms p99=${sp99}ms ratio=$(echo "scale=1; $s / $a" | bc)"
+	# The merged render over HTTP (GET /v1/nodes/{node}/pillar, 8 clients, random minion):
+	# strata merges in Go and caches per replica; the first round starts with a cold cache.
+	h=$("$work/labels" get -server "$server" -token "$token" -c 8 -n 100000000 -duration "${secs}s" -path '/v1/nodes/minion-{r}/pillar' -range 10000)
+	echo "round=$round http_render $h"
 done

@@ -3,6 +3,7 @@
 //	labels setup  -server URL -token T -nodes 1000        # org "bench" and nodes n0000…, 5 labels each
 //	labels patch  -server URL -token T -n 16000 -c 8      # n merge PATCHes of one label, c clients
 //	labels select -server URL -token T -n 2000 -c 8 -selector 'k1=v{r},k2 in (v1,v2,v3)'
+//	labels get    -server URL -token T -path '/v1/nodes/minion-{r}/pillar' -range 10000 -duration 15s
 //
 // patch is the HTTP side of the "PATCH vs raw INSERT … ON CONFLICT" comparison: each request
 // sets label k<0..9> of a random one of the first 1000 nodes to v<0..50>, the same keys and
@@ -39,6 +40,8 @@ func main() {
 	n := fs.Int("n", 16000, "requests")
 	c := fs.Int("c", 8, "concurrent clients")
 	nodes := fs.Int("nodes", 1000, "setup: nodes to create")
+	getPath := fs.String("path", "/v1/nodes/minion-{r}/pillar", "get: the path, {r} a random number from 1 to -range")
+	rangeN := fs.Int("range", 10000, "get: the range of {r}")
 	duration := fs.Duration("duration", 0, "stop after this long even if fewer than -n requests ran (0: no limit)")
 	selector := fs.String("selector", "k1=v4,k2 in (v5,v10)", "select: label selector")
 	_ = fs.Parse(os.Args[2:])
@@ -81,6 +84,16 @@ func main() {
 			body := fmt.Appendf(nil, `{"metadata":{"labels":{"k%d":"v%d"}}}`, r.IntN(10), r.IntN(51))
 			if st, b := do("PATCH", path, body, "application/merge-patch+json"); st != 200 {
 				return fmt.Errorf("PATCH %s: %d %s", path, st, b)
+			}
+			return nil
+		})
+	case "get":
+		// GET a path in which {r} is replaced by a random 1..-range per request (e.g.
+		// /v1/nodes/minion-{r}/pillar); every answer must be a 200.
+		run(*n, *c, func(r *rand.Rand) error {
+			path := strings.ReplaceAll(*getPath, "{r}", strconv.Itoa(1+r.IntN(*rangeN)))
+			if st, b := do("GET", path, nil, ""); st != 200 {
+				return fmt.Errorf("GET %s: %d %s", path, st, b)
 			}
 			return nil
 		})

@@ -52,8 +52,8 @@ ORDER BY category;
 
 -- name: PillarLayers
 -- Every pillar row that may apply to node $1: global rows, its org's, the rows of its org's
--- groups (with what decides membership: priority, selector, static membership; the caller
--- keeps the groups the node is a member of) and its own. Byte order of names and categories
+-- groups it may be a member of (static members, and the groups with a selector, which the
+-- caller evaluates against the node's labels) with their priority, and its own. Byte order of names and categories
 -- (COLLATE "C") is part of the merge contract. $2..$4 are the Node, Org and Group kinds.
 WITH n AS (
 	SELECT id, spec ->> 'org' AS org FROM {{schema}}.resources WHERE kind = $2 AND org = '' AND name = $1
@@ -72,6 +72,7 @@ UNION ALL
 SELECT 1, o.name, 0, '', false, p.category, p.data FROM {{schema}}.pillars p JOIN o ON p.resource_id = o.id
 UNION ALL
 SELECT 2, g.name, g.priority, g.selector, g.static, p.category, p.data FROM {{schema}}.pillars p JOIN g ON p.resource_id = g.id
+WHERE g.static OR g.selector <> ''
 UNION ALL
 SELECT 3, $1, 0, '', false, p.category, p.data FROM {{schema}}.pillars p JOIN n ON p.resource_id = n.id;
 

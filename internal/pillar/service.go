@@ -434,8 +434,7 @@ type layerRow struct {
 	selector  string
 	static    bool
 	category  string
-	data      map[string]any
-	selectorM metadata.Selector
+	raw       []byte // decoded only for the rows that apply
 }
 
 // Layers returns the pillar rows that apply to node, in merge order: global rows, the node's
@@ -450,14 +449,8 @@ func (s *Service) Layers(ctx context.Context, node NodeInfo) ([]Layer, error) {
 	defer rows.Close()
 	var all []layerRow
 	for rows.Next() {
-		var (
-			r   layerRow
-			raw []byte
-		)
-		if err := rows.Scan(&r.layer, &r.target, &r.priority, &r.selector, &r.static, &r.category, &raw); err != nil {
-			return nil, err
-		}
-		if r.data, err = DecodeObject(raw); err != nil {
+		var r layerRow
+		if err := rows.Scan(&r.layer, &r.target, &r.priority, &r.selector, &r.static, &r.category, &r.raw); err != nil {
 			return nil, err
 		}
 		all = append(all, r)
@@ -489,6 +482,10 @@ func (s *Service) Layers(ctx context.Context, node NodeInfo) ([]Layer, error) {
 	})
 	out := make([]Layer, 0, len(kept))
 	for _, r := range kept {
+		data, err := DecodeObject(r.raw)
+		if err != nil {
+			return nil, err
+		}
 		t := "global"
 		switch r.layer {
 		case 1:
@@ -498,7 +495,7 @@ func (s *Service) Layers(ctx context.Context, node NodeInfo) ([]Layer, error) {
 		case 3:
 			t = "node/" + r.target
 		}
-		out = append(out, Layer{Target: t, Category: r.category, Data: r.data})
+		out = append(out, Layer{Target: t, Category: r.category, Data: data})
 	}
 	return out, nil
 }
