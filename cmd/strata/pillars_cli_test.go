@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,6 +46,14 @@ func TestPillarCLI(t *testing.T) {
 	var pillar map[string]any
 	require.NoError(t, json.Unmarshal([]byte(run("-o", "json", "pillar", "render", "web01")), &pillar))
 	require.Equal(t, map[string]any{"port": float64(8080), "debug": true}, pillar)
+	// The server serves repeated renders from its cache (the metric proves the cache is
+	// wired into the API, not only into the pillar package).
+	run("pillar", "render", "web01")
+	resp, err := http.Get(s.url + "/metrics")
+	require.NoError(t, err)
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Regexp(t, `(?m)^strata_pillar_cache_hits_total [1-9]`, string(metrics))
 	explain := run("pillar", "explain", "web01")
 	require.Contains(t, explain, `"group/acme/web"`)
 	require.Contains(t, run("pillar", "history", "app", "--global"), "created")
@@ -55,7 +65,7 @@ func TestPillarCLI(t *testing.T) {
 	write("tree/db/init.sls", "postgres:\n  port: 5432\n")
 	out := run("pillar", "import", tree, "--org", "acme", "--dry-run")
 	require.Contains(t, out, "dry run")
-	_, _, err := cliStreams(t, env, "node", "get", "db01")
+	_, _, err = cliStreams(t, env, "node", "get", "db01")
 	require.Error(t, err, "a dry run creates nothing")
 	run("pillar", "import", tree, "--org", "acme")
 	require.NoError(t, json.Unmarshal([]byte(run("-o", "json", "pillar", "render", "db01")), &pillar))

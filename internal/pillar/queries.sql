@@ -63,7 +63,9 @@ WITH n AS (
 	SELECT r.id, r.name,
 	       CASE WHEN jsonb_typeof(r.spec -> 'priority') = 'number' THEN (r.spec ->> 'priority')::int ELSE 0 END AS priority,
 	       coalesce(r.spec ->> 'selector', '') AS selector,
-	       EXISTS (SELECT 1 FROM {{schema}}.group_members m WHERE m.group_id = r.id AND m.node_id = n.id) AS static
+	       -- OFFSET 0 keeps this a probe of the membership key per group of the org; without it
+	       -- PostgreSQL hashed every membership of every node (30,000 rows at 10k nodes, 8 ms).
+	       EXISTS (SELECT 1 FROM {{schema}}.group_members m WHERE m.group_id = r.id AND m.node_id = n.id OFFSET 0) AS static
 	FROM {{schema}}.resources r JOIN n ON r.kind = $4 AND r.org = n.org
 )
 SELECT 0 AS layer, ''::text AS target, 0 AS priority, ''::text AS selector, false AS static, p.category, p.data

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/pillar"
 )
 
 // queryMetrics observes every database query by its "-- name:" and outcome (SQLSTATE or
@@ -49,4 +50,14 @@ func registerPoolMetrics(reg *prometheus.Registry, d *db.DB) {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "strata_db_pool_empty_acquire_total", Help: "Acquires that had to wait because the pool was empty.",
 	}, func() float64 { return float64(d.PoolStats().EmptyAcquireCount) }))
+}
+
+// registerPillarCacheMetrics exposes the render cache's hits and misses, read when scraped.
+func registerPillarCacheMetrics(reg *prometheus.Registry, c *pillar.Cache) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_pillar_cache_hits_total", Help: "Pillar renders served from this replica's cache."},
+			func() float64 { h, _ := c.Stats(); return float64(h) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_pillar_cache_misses_total", Help: "Pillar renders computed (not in this replica's cache)."},
+			func() float64 { _, m := c.Stats(); return float64(m) }),
+	)
 }

@@ -241,6 +241,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if sessionURL != "" {
 		pillarCache = pillar.NewCache()
 		pillars.UseCache(pillarCache)
+		registerPillarCacheMetrics(reg, pillarCache)
 		listenCtx, stopListen := context.WithCancel(ctx)
 		defer stopListen()
 		go pillarCache.Listen(listenCtx, func(ctx context.Context) (*db.Session, error) {
@@ -275,7 +276,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}(),
 		Tokens:            tokens,
 		Resources:         resource.NewService(d),
-		Pillars:           pillar.NewService(d),
+		Pillars:           pillars,
 		State:             state,
 		SaltLegacyClients: saltLegacy,
 		SaltRenderTimeout: cfg.SaltRenderTimeout,
