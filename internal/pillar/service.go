@@ -428,13 +428,13 @@ func (s *Service) SetOptions(ctx context.Context, o Options, actor string) error
 
 // layerRow is one row of PillarLayers.
 type layerRow struct {
-	layer     int
-	target    string
-	priority  int
-	selector  string
-	static    bool
-	category  string
-	raw       []byte // decoded only for the rows that apply
+	layer    int
+	target   string
+	priority int
+	selector string
+	static   bool
+	category string
+	raw      []byte // decoded only for the rows that apply
 }
 
 // Layers returns the pillar rows that apply to node, in merge order: global rows, the node's
