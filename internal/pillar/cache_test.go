@@ -100,6 +100,12 @@ func TestCacheInvalidatedAcrossReplicas(t *testing.T) {
 		_, err := b.res.AddMember(ctx, "acme", "zz", "web01")
 		require.NoError(t, err)
 	})
+	visible("3", func() { // deleting a group deletes its rows and changes its members' pillar
+		require.NoError(t, b.res.Delete(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "zz"}, "", false))
+	})
+	var rows int
+	require.NoError(t, b.db.QueryRow(ctx, &db.Query{Name: "n", Text: `SELECT count(*) FROM strata.pillars WHERE target_kind = 'Group'`}).Scan(&rows))
+	require.Equal(t, 1, rows, "only the remaining group's row is left")
 }
 
 // TestCacheUnsubscribedServesNothing: when the listening session is lost, the cache reports
