@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -603,17 +604,9 @@ func (s *Service) SetUnknownMinion(ctx context.Context, v, actor string) error {
 // ext_pillar.
 const SaltRole = "strata_salt"
 
-// SaltCredentials are what a Salt master needs to read pillars through node_pillars.
-type SaltCredentials struct {
-	Role       string `json:"role"`
-	Password   string `json:"password"`
-	ConnString string `json:"connString"`
-	Host       string `json:"host"`
-	Port       string `json:"port"`
-	Database   string `json:"database"`
-	// MasterConfig is a ready master configuration (ext_pillar postgres with as_json).
-	MasterConfig string `json:"masterConfig"`
-}
+// SaltCredentials are what a Salt master needs to read pillars through node_pillars (the
+// wire type of the public client, so server and client cannot drift apart).
+type SaltCredentials = client.SaltCredentials
 
 // SaltCredentials creates (or gives a new password to) the role that may only execute
 // node_pillars, and returns how a Salt master connects with it. base is the connection
