@@ -226,6 +226,10 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 			if _, err := tx.Exec(ctx, q.Get("PillarHistoryAdd"), t.String(), rid, category, rev, oldArg, body, actor); err != nil {
 				return err
 			}
+			if err := auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: actor, Action: "pillar.set", Target: t.String() + "/" + category,
+				Detail: map[string]any{"revision": rev, "created": old == nil}}); err != nil {
+				return err
+			}
 			out = Pillar{Target: t.String(), Category: category, Data: data, Revision: rev, UpdatedAt: out.UpdatedAt.UTC(), UpdatedBy: actor, ETag: etag(id, rev)}
 			return nil
 		}
@@ -292,8 +296,11 @@ func (s *Service) Delete(ctx context.Context, t Target, category, ifMatch, actor
 		if _, err := tx.Exec(ctx, q.Get("PillarDelete"), id); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, q.Get("PillarHistoryAdd"), t.String(), rid, category, rev+1, old, nil, actor)
-		return err
+		if _, err := tx.Exec(ctx, q.Get("PillarHistoryAdd"), t.String(), rid, category, rev+1, old, nil, actor); err != nil {
+			return err
+		}
+		return auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: actor, Action: "pillar.delete", Target: t.String() + "/" + category,
+			Detail: map[string]any{"revision": rev + 1}})
 	})
 }
 

@@ -223,4 +223,10 @@ func TestHistoryAndRestore(t *testing.T) {
 	page2, err := b.svc.History(ctx, pillar.Global, "app", h[0].ID, 10)
 	require.NoError(t, err)
 	require.Len(t, page2, 4)
+
+	// The audit log has every change too, with who made it.
+	var sets, deletes int
+	require.NoError(t, b.db.QueryRow(ctx, &db.Query{Name: "audit", Text: `SELECT count(*) FILTER (WHERE action = 'pillar.set'), count(*) FILTER (WHERE action = 'pillar.delete') FROM strata.audit_log WHERE target = 'global/app'`}).Scan(&sets, &deletes))
+	require.Equal(t, 4, sets) // alice, bob, carol, erin's restore
+	require.Equal(t, 1, deletes)
 }
