@@ -194,6 +194,14 @@ func TestLockRefusedWhilePgClientHoldsKey(t *testing.T) {
 		_, err := pg.Exec(ctx, &db.Query{Name: "test", Text: "SELECT 1"})
 		return err != nil
 	}, 5*time.Second, 20*time.Millisecond, "the pg client's backend was terminated")
+	// The client sees its connection end before the terminated backend has exited and let go
+	// of the key: wait for the backend to be gone (flaked in CI under load otherwise).
+	pid := pg.PID()
+	require.Eventually(t, func() bool {
+		var n int
+		err := b.db.QueryRow(ctx, &db.Query{Name: "gone", Text: `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`}, int32(pid)).Scan(&n)
+		return err == nil && n == 0
+	}, 10*time.Second, 10*time.Millisecond)
 	_, err = b.svc.Lock(ctx, b.actor, "p", "default", lockBody("L"))
 	require.NoError(t, err)
 	requireAudit(t, b, "state.force-unlock", "p/default")
