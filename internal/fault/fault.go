@@ -7,6 +7,7 @@ package fault
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Kind is an error category.
@@ -104,4 +105,16 @@ func Forbidden(format string, args ...any) error { return New(KindForbidden, for
 // offending field (e.g. each invalid label key).
 func UnprocessableFields(detail string, fields []FieldError) error {
 	return &Error{Kind: KindUnprocessable, Detail: detail, Fields: fields}
+}
+
+// Truncate shortens s to at most n bytes (cut at a character boundary) followed by "…", for
+// quoting user input in a message without echoing a megabyte of it back.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -15,12 +15,7 @@ import (
 	"github.com/stratahq/strata/internal/resource"
 )
 
-func truncateParam(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
-}
+func truncateParam(s string) string { return fault.Truncate(s, 40) }
 
 // filterSlot carries the list filter serveRoute computed for a listed route.
 type filterSlot struct{}

@@ -21,6 +21,7 @@ import (
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/metadata"
+	"github.com/stratahq/strata/internal/pillar/merge"
 	"github.com/stratahq/strata/internal/resource"
 )
 
@@ -28,6 +29,14 @@ import (
 var queryFS embed.FS
 
 var q = db.MustParseQueries(queryFS, "queries.sql")
+
+// The merge's types, named here because the service's API speaks them.
+type (
+	Layer       = merge.Layer
+	Options     = merge.Options
+	Explanation = merge.Explanation
+	Source      = merge.Source
+)
 
 // Target is what a pillar row belongs to: global, an org, a group of an org, or a node.
 type Target struct {
@@ -72,16 +81,9 @@ var categoryRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 // ValidateCategory checks a category name: [a-z0-9][a-z0-9_.-]*, at most 100 characters.
 func ValidateCategory(c string) error {
 	if len(c) > 100 || !categoryRE.MatchString(c) {
-		return fault.Invalid("category", "category %q must be 1-100 characters of a-z, 0-9, '_', '.' and '-', starting with a letter or digit", truncate(c, 120))
+		return fault.Invalid("category", "category %q must be 1-100 characters of a-z, 0-9, '_', '.' and '-', starting with a letter or digit", fault.Truncate(c, 120))
 	}
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // Pillar is one stored row.
@@ -558,9 +560,9 @@ func (s *Service) render(ctx context.Context, res *resource.Service, node string
 	}
 	var out Rendered
 	if explain {
-		out.Pillar, out.Explanation = Explain(layers, opts)
+		out.Pillar, out.Explanation = merge.Explain(layers, opts)
 	} else {
-		out.Pillar = Merge(layers, opts)
+		out.Pillar = merge.Merge(layers, opts)
 	}
 	b, err := json.Marshal(out.Pillar)
 	if err != nil {
@@ -600,7 +602,7 @@ func (s *Service) UnknownMinion(ctx context.Context) (string, error) {
 // SetUnknownMinion stores the salt_unknown_minion setting (UnknownEmpty or UnknownError).
 func (s *Service) SetUnknownMinion(ctx context.Context, v, actor string) error {
 	if v != UnknownEmpty && v != UnknownError {
-		return fault.Invalid("/unknownMinion", "unknownMinion must be %q or %q, not %q", UnknownEmpty, UnknownError, truncate(v, 40))
+		return fault.Invalid("/unknownMinion", "unknownMinion must be %q or %q, not %q", UnknownEmpty, UnknownError, fault.Truncate(v, 40))
 	}
 	raw, _ := json.Marshal(v)
 	_, err := s.db.Exec(ctx, q.Get("SettingPut"), SettingUnknownMinion, raw, actor)

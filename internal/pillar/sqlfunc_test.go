@@ -13,6 +13,7 @@ import (
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/pillar"
+	"github.com/stratahq/strata/internal/pillar/merge"
 	"github.com/stratahq/strata/internal/resource"
 )
 
@@ -42,13 +43,13 @@ func nodePillarRows(t *testing.T, d *db.DB, minion string) []map[string]any {
 }
 
 // fold merges the rows as Salt's postgres ext_pillar does (dictupdate.update per row, with
-// as_list when list merging is on), which is pillar.Merge.
+// as_list when list merging is on), which is merge.Merge.
 func fold(rows []map[string]any, opts pillar.Options) map[string]any {
 	layers := make([]pillar.Layer, len(rows))
 	for i, r := range rows {
 		layers[i] = pillar.Layer{Data: r}
 	}
-	return pillar.Merge(layers, opts)
+	return merge.Merge(layers, opts)
 }
 
 func groupObj(priority int, selector string) client.Object {

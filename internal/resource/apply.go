@@ -167,7 +167,7 @@ func syncMemberships(ctx context.Context, tx *db.Tx, nodeID int64, org string, g
 	}
 	for _, g := range groups {
 		if !found[g] {
-			return 0, fault.UnprocessableFields("group does not exist", []fault.FieldError{{Field: "/groups", Message: "group " + truncate(g, 80) + " does not exist in org " + truncate(org, 80)}})
+			return 0, fault.UnprocessableFields("group does not exist", []fault.FieldError{{Field: "/groups", Message: "group " + fault.Truncate(g, 80) + " does not exist in org " + fault.Truncate(org, 80)}})
 		}
 	}
 	var changed int64

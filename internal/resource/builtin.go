@@ -97,7 +97,7 @@ func nodePrepare(ctx context.Context, tx *db.Tx, obj *client.Object, prev *clien
 	// write (and then sees the node) or has committed (and the org is gone here).
 	if _, err := LockOrg(ctx, tx, org); err != nil {
 		if fault.KindOf(err) == fault.KindNotFound {
-			return fault.UnprocessableFields("invalid node: its org does not exist", []fault.FieldError{{Field: "/spec/org", Message: fmt.Sprintf("org %q does not exist", truncate(org, 80))}})
+			return fault.UnprocessableFields("invalid node: its org does not exist", []fault.FieldError{{Field: "/spec/org", Message: fmt.Sprintf("org %q does not exist", fault.Truncate(org, 80))}})
 		}
 		return err
 	}
@@ -125,7 +125,7 @@ func groupPrepare(ctx context.Context, tx *db.Tx, obj *client.Object, prev *clie
 		m["priority"] = json.Number("0")
 	case json.Number:
 		if n, err := strconv.ParseInt(p.String(), 10, 32); err != nil {
-			errs = append(errs, fault.FieldError{Field: "/spec/priority", Message: fmt.Sprintf("must be an integer from %d to %d, not %s", int32(-1<<31), int32(1<<31-1), truncate(p.String(), 40))})
+			errs = append(errs, fault.FieldError{Field: "/spec/priority", Message: fmt.Sprintf("must be an integer from %d to %d, not %s", int32(-1<<31), int32(1<<31-1), fault.Truncate(p.String(), 40))})
 		} else {
 			m["priority"] = json.Number(strconv.FormatInt(n, 10))
 		}

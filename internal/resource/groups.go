@@ -31,7 +31,7 @@ func lockMembership(ctx context.Context, tx *db.Tx, org, group, node string) (gr
 		return 0, 0, err
 	}
 	if nodeOrg != org {
-		return 0, 0, fault.New(fault.KindUnprocessable, "node %q belongs to org %q, not %q: a node can only be a member of its own org's groups", truncate(node, 80), truncate(nodeOrg, 80), truncate(org, 80))
+		return 0, 0, fault.New(fault.KindUnprocessable, "node %q belongs to org %q, not %q: a node can only be a member of its own org's groups", fault.Truncate(node, 80), fault.Truncate(nodeOrg, 80), fault.Truncate(org, 80))
 	}
 	return groupID, nodeID, nil
 }

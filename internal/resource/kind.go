@@ -83,7 +83,7 @@ func (r *Kinds) Get(name string) (*Kind, error) {
 	if k := r.byName[name]; k != nil {
 		return k, nil
 	}
-	return nil, fault.NotFound("kind %q is not known", truncate(name, 80))
+	return nil, fault.NotFound("kind %q is not known", fault.Truncate(name, 80))
 }
 
 // All returns the kinds sorted by name.
@@ -103,7 +103,7 @@ var minionIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,253}$`)
 // which a DNS label would refuse; "." and ".." are refused because they are path segments.
 func ValidateNodeName(name string) error {
 	if !minionIDRE.MatchString(name) || name == "." || name == ".." {
-		return fault.Invalid("/metadata/name", "node name %q must be a Salt minion id: 1-253 characters from A-Z, a-z, 0-9, '.', '_' and '-' (and not . or ..)", truncate(name, 80))
+		return fault.Invalid("/metadata/name", "node name %q must be a Salt minion id: 1-253 characters from A-Z, a-z, 0-9, '.', '_' and '-' (and not . or ..)", fault.Truncate(name, 80))
 	}
 	return nil
 }

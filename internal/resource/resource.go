@@ -46,16 +46,9 @@ var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 // 63 characters), so names are safe in URLs, scopes and label values.
 func ValidateName(name string) error {
 	if len(name) > 63 || !dnsLabelRE.MatchString(name) {
-		return fault.Invalid("/metadata/name", "name %q must be 1-63 lower-case alphanumerics or '-', starting and ending with an alphanumeric", truncate(name, 80))
+		return fault.Invalid("/metadata/name", "name %q must be 1-63 lower-case alphanumerics or '-', starting and ending with an alphanumeric", fault.Truncate(name, 80))
 	}
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // Ref identifies one object.
@@ -102,20 +95,20 @@ func (s *Service) kindOf(ref Ref) (*Kind, error) {
 // normalize validates an incoming object for ref and fills defaults.
 func normalize(k *Kind, ref Ref, obj *client.Object) error {
 	if obj.Kind != "" && obj.Kind != ref.Kind {
-		return fault.Invalid("/kind", "kind %q does not match the endpoint's kind %q", truncate(obj.Kind, 80), ref.Kind)
+		return fault.Invalid("/kind", "kind %q does not match the endpoint's kind %q", fault.Truncate(obj.Kind, 80), ref.Kind)
 	}
 	obj.Kind = ref.Kind
 	if obj.Metadata.Name == "" {
 		obj.Metadata.Name = ref.Name
 	}
 	if obj.Metadata.Name != ref.Name {
-		return fault.Invalid("/metadata/name", "name %q does not match the name in the URL %q", truncate(obj.Metadata.Name, 80), ref.Name)
+		return fault.Invalid("/metadata/name", "name %q does not match the name in the URL %q", fault.Truncate(obj.Metadata.Name, 80), ref.Name)
 	}
 	if err := k.validateName(ref.Name); err != nil {
 		return err
 	}
 	if obj.Metadata.Org != "" && obj.Metadata.Org != ref.Org {
-		return fault.Invalid("/metadata/org", "org %q does not match %q", truncate(obj.Metadata.Org, 80), ref.Org)
+		return fault.Invalid("/metadata/org", "org %q does not match %q", fault.Truncate(obj.Metadata.Org, 80), ref.Org)
 	}
 	obj.Metadata.Org = ref.Org
 	if obj.Metadata.Labels == nil {
@@ -258,7 +251,7 @@ func LockOrg(ctx context.Context, tx *db.Tx, name string) (int64, error) {
 	var id int64
 	err := tx.QueryRow(ctx, q.Get("OrgLockShare"), KindOrg, name).Scan(&id)
 	if errors.Is(err, db.ErrNotFound) {
-		return 0, fault.NotFound("org %q not found", truncate(name, 80))
+		return 0, fault.NotFound("org %q not found", fault.Truncate(name, 80))
 	}
 	return id, err
 }
@@ -329,9 +322,9 @@ func (s *Service) Get(ctx context.Context, ref Ref) (client.Object, error) {
 
 func notFound(ref Ref) error {
 	if ref.Org != "" {
-		return fault.NotFound("%s %q not found in org %q", ref.Kind, truncate(ref.Name, 80), truncate(ref.Org, 80))
+		return fault.NotFound("%s %q not found in org %q", ref.Kind, fault.Truncate(ref.Name, 80), fault.Truncate(ref.Org, 80))
 	}
-	return fault.NotFound("%s %q not found", ref.Kind, truncate(ref.Name, 80))
+	return fault.NotFound("%s %q not found", ref.Kind, fault.Truncate(ref.Name, 80))
 }
 
 func scanObject(kind string, row db.Row, extra ...any) (client.Object, error) {
@@ -521,11 +514,11 @@ func lockForWrite(ctx context.Context, tx *db.Tx, ref Ref, expected string) (int
 	}
 	if expected != "" {
 		if n, err := strconv.ParseInt(expected, 10, 64); err != nil || n < 1 {
-			return 0, cur, fault.Invalid("/metadata/resourceVersion", "resourceVersion must be a resourceVersion this server issued (a positive decimal integer), not %q", truncate(expected, 40))
+			return 0, cur, fault.Invalid("/metadata/resourceVersion", "resourceVersion must be a resourceVersion this server issued (a positive decimal integer), not %q", fault.Truncate(expected, 40))
 		}
 	}
 	if expected != "" && expected != cur.Metadata.ResourceVersion {
-		return 0, cur, fault.Conflict("%s %q has been modified: resourceVersion is %s, the request expected %s; read it again and retry", ref.Kind, ref.Name, cur.Metadata.ResourceVersion, truncate(expected, 40))
+		return 0, cur, fault.Conflict("%s %q has been modified: resourceVersion is %s, the request expected %s; read it again and retry", ref.Kind, ref.Name, cur.Metadata.ResourceVersion, fault.Truncate(expected, 40))
 	}
 	return id, cur, nil
 }

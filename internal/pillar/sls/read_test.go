@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/internal/pillar/merge"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/tree.golden.json")
@@ -509,18 +511,16 @@ func TestPathsStayInsideTheTree(t *testing.T) {
 	require.Contains(t, p.Unsupported[0].Reason, "does not exist")
 }
 
-func TestMergeHelpers(t *testing.T) {
+func TestIncludesMergeWithTheProjectMerge(t *testing.T) {
 	t.Parallel()
-	require.True(t, pyEqual(true, json.Number("1")))
-	require.True(t, pyEqual(json.Number("1"), json.Number("1.0")))
-	require.True(t, pyEqual(json.Number("1152921504606846976"), json.Number("1.152921504606847e+18")), "2**60 == 2.0**60")
-	require.False(t, pyEqual("1", json.Number("1")))
-	require.True(t, pyEqual(map[string]any{"a": []any{nil}}, map[string]any{"a": []any{nil}}))
-	// merge_lists tests membership against the lower list only: duplicates in the higher
-	// list survive, items equal in Python's sense (1 and True) do not.
-	got := mergeRecurse(map[string]any{"l": []any{json.Number("1")}}, map[string]any{"l": []any{true, "x", "x"}}, true)
-	require.Equal(t, map[string]any{"l": []any{json.Number("1"), "x", "x"}}, got)
+	// Includes are folded with package merge (Salt's recurse): merge_lists tests membership
+	// against the lower list only, so duplicates in the higher list survive; booleans equal
+	// only booleans (the one documented difference from Python, where True == 1).
+	got := merge.Recurse(map[string]any{"l": []any{json.Number("1")}}, map[string]any{"l": []any{true, "x", "x"}}, true)
+	require.Equal(t, map[string]any{"l": []any{json.Number("1"), true, "x", "x"}}, got)
 	// {} changes nothing; null replaces.
-	got = mergeRecurse(map[string]any{"a": map[string]any{"b": json.Number("1")}, "c": json.Number("1")}, map[string]any{"a": map[string]any{}, "c": nil}, false)
+	got = merge.Recurse(map[string]any{"a": map[string]any{"b": json.Number("1")}, "c": json.Number("1")}, map[string]any{"a": map[string]any{}, "c": nil}, false)
 	require.Equal(t, map[string]any{"a": map[string]any{"b": json.Number("1")}, "c": nil}, got)
+	require.True(t, truthy(json.Number("0.5")))
+	require.False(t, truthy(json.Number("0.0")))
 }

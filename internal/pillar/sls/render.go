@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/stratahq/strata/internal/pillar/merge"
 )
 
 // loadedFile is one SLS file read and typed, once per Read.
@@ -264,7 +266,7 @@ func (r *reader) pstate(sls string, mods map[string]map[string]any, file string,
 		return rendered{missing: true}
 	}
 	f := r.load(rel)
-	state := deepCopy(f.data).(map[string]any)
+	state := merge.Copy(f.data).(map[string]any)
 	res := rendered{ok: f.ok}
 	incRaw, hasInc := state["include"]
 	if !truthy(state) || !hasInc {
@@ -320,7 +322,7 @@ func (r *reader) pstate(sls string, mods map[string]map[string]any, file string,
 				}
 			}
 			if r.opts.IncludesOverrideSLS {
-				own = mergeRecurse(own, nstate, r.opts.MergeLists)
+				own = merge.Recurse(own, nstate, r.opts.MergeLists)
 			} else {
 				layers = append(layers, nstate)
 			}
@@ -333,7 +335,7 @@ func (r *reader) pstate(sls string, mods map[string]map[string]any, file string,
 		layers = append(layers, own)
 		merged := layers[0]
 		for _, l := range layers[1:] {
-			merged = mergeRecurse(merged, l, r.opts.MergeLists)
+			merged = merge.Recurse(merged, l, r.opts.MergeLists)
 		}
 		res.data = merged
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/stratahq/strata/internal/pillar/merge"
 )
 
 // Target is where a row of the plan goes: the global layer, one node, or a group.
@@ -122,7 +124,7 @@ func Read(dir string, opts Options) (Plan, error) {
 				row := Row{
 					Target:   t.target,
 					Category: category(name),
-					Data:     deepCopy(res.data).(map[string]any),
+					Data:     merge.Copy(res.data).(map[string]any),
 					Sources:  slices.Clone(res.sources),
 					entry:    e.name,
 				}

@@ -1,17 +1,14 @@
-// Package pillar folds pillar layers (global, org, group, node rows) into the pillar one node
+// Package merge folds pillar layers (global, org, group, node rows) into the pillar one node
 // sees, with exactly the semantics of Salt 3006's "recurse" strategy
 // (salt.utils.dictupdate.update, also used by the postgres ext_pillar with as_json), because
 // strata's output is merged again by Salt and users migrating from Salt must see the values
 // they saw before. It also explains the result, leaf by leaf, since "which layer set this
 // value, and what did it override" is the question operators ask most.
 //
-// Merge and Explain are pure: no database, no I/O. Values are decoded JSON
-// (json.Decoder.UseNumber), so numbers are json.Number and keep their exact text through a
-// merge. The Service (service.go) stores the rows — a JSON object per (target, category),
-// unique per target and category global included, deleted with their target, every change in
-// pillar_history (migration 0008) — and renders a node's pillar: it reads the rows that apply
-// in the fixed order global, org, groups (lower spec.priority first, ties by name), node, each
-// target's categories in byte order, and folds them here.
+// The package is pure: no database, no I/O. Values are decoded JSON (json.Decoder.UseNumber),
+// so numbers are json.Number and keep their exact text through a merge. It is the one merge of
+// the project: package pillar folds a node's rows with it, and package pillar/sls folds SLS
+// includes with it (Recurse).
 //
 // Semantics, folding each layer onto the result of the earlier ones, starting from {}:
 //
@@ -31,7 +28,7 @@
 // compared exactly, as Python does). One deliberate difference: booleans equal only booleans,
 // while Python treats true as 1, because that is an artefact of Python's bool being an int and
 // JSON (and PostgreSQL's jsonb) keep them apart.
-package pillar
+package merge
 
 import (
 	"slices"
@@ -280,3 +277,13 @@ func escapeToken(k string) string {
 	}
 	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }
+
+// Recurse merges higher onto lower with Salt's recurse strategy (dictupdate.update) and
+// returns the result, sharing nothing with either: the two-layer case of Merge, as Salt's
+// SLS includes use it.
+func Recurse(lower, higher map[string]any, mergeLists bool) map[string]any {
+	return Merge([]Layer{{Data: lower}, {Data: higher}}, Options{MergeLists: mergeLists})
+}
+
+// Copy returns a deep copy of a decoded JSON value.
+func Copy(v any) any { return deepCopy(v) }

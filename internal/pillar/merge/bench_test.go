@@ -1,4 +1,4 @@
-package pillar
+package merge
 
 import (
 	"encoding/json"
