@@ -21,8 +21,10 @@ type ObjectMeta struct {
 	Labels          map[string]string `json:"labels"`
 	Annotations     map[string]string `json:"annotations"`
 	ResourceVersion string            `json:"resourceVersion,omitempty"`
-	CreatedAt       *time.Time        `json:"createdAt,omitempty"`
-	UpdatedAt       *time.Time        `json:"updatedAt,omitempty"`
+	// SchemaRevision is the revision of the kind's schema the object was last written under.
+	SchemaRevision int        `json:"schemaRevision,omitempty"`
+	CreatedAt      *time.Time `json:"createdAt,omitempty"`
+	UpdatedAt      *time.Time `json:"updatedAt,omitempty"`
 }
 
 // ObjectList is one page of a list.
@@ -40,6 +42,8 @@ type Problem struct {
 	Detail   string       `json:"detail,omitempty"`
 	Instance string       `json:"instance,omitempty"`
 	Errors   []FieldError `json:"errors,omitempty"`
+	// Report is the compatibility report of a refused kind registration (409).
+	Report *KindReport `json:"report,omitempty"`
 }
 
 // FieldError names an offending field by JSON pointer and says why it was refused.

@@ -44,7 +44,10 @@ type Error struct {
 	// body (Terraform's http backend reads the lock holder's LockInfo from a 423).
 	Body        []byte
 	ContentType string
-	Err         error
+	// Extensions are extra members of the problem document (RFC 9457 §3.2), e.g. the
+	// compatibility report of a refused kind registration.
+	Extensions map[string]any
+	Err        error
 }
 
 func (e *Error) Error() string {

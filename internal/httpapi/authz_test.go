@@ -107,6 +107,24 @@ func init() {
 		authzCase{pattern: "POST /v1/pillars:import", path: "/v1/pillars:import?org=acme", body: `{"files":{"top.sls":"base:\n  '*':\n    - app\n","app.sls":"a: 1\n"}}`},
 		authzCase{pattern: "GET /v1/pillar-settings", path: "/v1/pillar-settings"},
 		authzCase{pattern: "PUT /v1/pillar-settings", path: "/v1/pillar-settings", body: `{"mergeLists":true}`},
+		// The schema registry and the objects of user kinds (Db lives in orgs, Zone is global).
+		authzCase{pattern: "GET /v1/kinds", path: "/v1/kinds"},
+		authzCase{pattern: "PUT /v1/kinds/{kind}", path: "/v1/kinds/Db", body: `{"schema":{"type":"object"}}`},
+		authzCase{pattern: "GET /v1/kinds/{kind}", path: "/v1/kinds/Db"},
+		authzCase{pattern: "GET /v1/kinds/{kind}/revisions", path: "/v1/kinds/Db/revisions"},
+		authzCase{pattern: "GET /v1/kinds/{kind}/revisions/{n}", path: "/v1/kinds/Db/revisions/1"},
+		authzCase{pattern: "GET /v1/orgs/{org}/resources/{kind}", path: "/v1/orgs/acme/resources/Db"},
+		authzCase{pattern: "POST /v1/orgs/{org}/resources/{kind}", path: "/v1/orgs/acme/resources/Db", body: `{"metadata":{"name":"other"}}`},
+		authzCase{pattern: "GET /v1/orgs/{org}/resources/{kind}/{name}", path: "/v1/orgs/acme/resources/Db/main"},
+		authzCase{pattern: "PUT /v1/orgs/{org}/resources/{kind}/{name}", path: "/v1/orgs/acme/resources/Db/main", body: `{"spec":{}}`},
+		authzCase{pattern: "PATCH /v1/orgs/{org}/resources/{kind}/{name}", path: "/v1/orgs/acme/resources/Db/main", body: `{"spec":{"a":2}}`},
+		authzCase{pattern: "DELETE /v1/orgs/{org}/resources/{kind}/{name}", path: "/v1/orgs/acme/resources/Db/main"},
+		authzCase{pattern: "GET /v1/resources/{kind}", path: "/v1/resources/Zone", list: true},
+		authzCase{pattern: "POST /v1/resources/{kind}", path: "/v1/resources/Zone", body: `{"metadata":{"name":"acme2"}}`},
+		authzCase{pattern: "GET /v1/resources/{kind}/{name}", path: "/v1/resources/Zone/acme"},
+		authzCase{pattern: "PUT /v1/resources/{kind}/{name}", path: "/v1/resources/Zone/acme", body: `{"spec":{}}`},
+		authzCase{pattern: "PATCH /v1/resources/{kind}/{name}", path: "/v1/resources/Zone/acme", body: `{"spec":{"a":2}}`},
+		authzCase{pattern: "DELETE /v1/resources/{kind}/{name}", path: "/v1/resources/Zone/acme"},
 	)
 }
 
@@ -155,6 +173,12 @@ func TestEveryRouteIsAuthorized(t *testing.T) {
 	require.Equal(t, 201, b.do(t, "POST", "/v1/orgs/acme/groups", b.admin, strings.NewReader(`{"metadata":{"name":"web"}}`)).status)
 	require.Equal(t, 201, b.do(t, "PUT", "/v1/orgs/acme/groups/web/members/acme", b.admin, nil).status)
 	require.Equal(t, 201, b.do(t, "PUT", "/v1/projects/zeta", b.admin, nil).status)
+	require.Equal(t, 201, b.do(t, "PUT", "/v1/kinds/Db", b.admin, strings.NewReader(`{"scope":"org","schema":{"type":"object","properties":{"a":{"type":"integer"}}}}`)).status)
+	require.Equal(t, 201, b.do(t, "PUT", "/v1/kinds/Zone", b.admin, strings.NewReader(`{"scope":"global","schema":{"type":"object","properties":{"a":{"type":"integer"}}}}`)).status)
+	require.Equal(t, 201, b.do(t, "POST", "/v1/orgs/acme/resources/Db", b.admin, strings.NewReader(`{"metadata":{"name":"main"},"spec":{"a":1}}`)).status)
+	for _, n := range []string{"acme", "other", "zeta"} {
+		require.Equal(t, 201, b.do(t, "POST", "/v1/resources/Zone", b.admin, strings.NewReader(`{"metadata":{"name":"`+n+`"},"spec":{"a":1}}`)).status)
+	}
 	_, _, err = b.tokens.Create(ctx, auth.AuditActor{Actor: "test"}, auth.CreateParams{Name: "other", Scopes: []string{"orgs:read:other"}})
 	require.NoError(t, err)
 	_, _, err = b.tokens.Create(ctx, auth.AuditActor{Actor: "test"}, auth.CreateParams{Name: "zeta", Scopes: []string{"admin"}})

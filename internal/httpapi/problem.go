@@ -100,10 +100,22 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	for _, f := range fe.Fields {
 		p.Errors = append(p.Errors, client.FieldError{Field: f.Field, Message: f.Message})
 	}
+	var doc any = p
+	if len(fe.Extensions) > 0 {
+		m := map[string]any{}
+		if b, err := json.Marshal(p); err == nil && json.Unmarshal(b, &m) == nil {
+			for k, v := range fe.Extensions {
+				if _, taken := m[k]; !taken {
+					m[k] = v
+				}
+			}
+			doc = m
+		}
+	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(info.status)
-	_ = json.NewEncoder(w).Encode(p)
+	_ = json.NewEncoder(w).Encode(doc)
 }
 
 // writeJSON writes v with status.

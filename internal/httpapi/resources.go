@@ -95,21 +95,21 @@ func (a *API) kindRoutes(k *resource.Kind) []route {
 	coll := "/v1/" + k.Plural
 	item := coll + "/{" + k.Param + "}"
 	list := route{pattern: "GET " + coll, family: k.Family, verb: "read", source: listed, handler: a.objList(k)}
-	create := route{pattern: "POST " + coll, family: k.Family, verb: "write", source: fromBody, handler: a.objCreate(k)}
+	create := route{pattern: "POST " + coll, family: k.Family, verb: "write", source: fromBody, handler: withWarnings(a.objCreate(k))}
 	param := k.Param
 	if k.Scope == resource.ScopeOrg {
 		coll = "/v1/orgs/{org}/" + k.Plural
 		item = coll + "/{" + k.Param + "}"
 		list = route{pattern: "GET " + coll, family: k.Family, verb: "read", param: "org", handler: a.objList(k)}
-		create = route{pattern: "POST " + coll, family: k.Family, verb: "write", param: "org", handler: a.objCreate(k)}
+		create = route{pattern: "POST " + coll, family: k.Family, verb: "write", param: "org", handler: withWarnings(a.objCreate(k))}
 		param = "org"
 	}
 	return []route{
 		list,
 		create,
 		{pattern: "GET " + item, family: k.Family, verb: "read", param: param, handler: a.objGet(k)},
-		{pattern: "PUT " + item, family: k.Family, verb: "write", param: param, handler: a.objPut(k)},
-		{pattern: "PATCH " + item, family: k.Family, verb: "write", param: param, handler: a.objPatch(k)},
+		{pattern: "PUT " + item, family: k.Family, verb: "write", param: param, handler: withWarnings(a.objPut(k))},
+		{pattern: "PATCH " + item, family: k.Family, verb: "write", param: param, handler: withWarnings(a.objPatch(k))},
 		{pattern: "DELETE " + item, family: k.Family, verb: "delete", param: param, handler: a.objDelete(k)},
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/kind"
 	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
 	"github.com/stratahq/strata/internal/tfstate"
@@ -43,7 +44,10 @@ type Options struct {
 	MaxStateBytes int64
 	Tokens        *auth.Service
 	Resources     *resource.Service
-	Pillars       *pillar.Service
+	// Kinds is the schema registry; nil builds one over Resources' database and connects it
+	// to Resources (UseSchemas). When given, the caller has connected it.
+	Kinds   *kind.Service
+	Pillars *pillar.Service
 	// SaltLegacyClients may render pillars through /v1/salt/pillar without a token (Salt
 	// 3005 and older cannot send one); empty by default.
 	SaltLegacyClients []netip.Prefix
@@ -63,6 +67,7 @@ type API struct {
 	maxState    int64
 	tokens      *auth.Service
 	resources   *resource.Service
+	kinds       *kind.Service
 	pillars     *pillar.Service
 	saltLegacy  []netip.Prefix
 	saltTimeout time.Duration
@@ -82,6 +87,7 @@ func New(opts Options) *API {
 		maxState:    opts.MaxStateBytes,
 		tokens:      opts.Tokens,
 		resources:   opts.Resources,
+		kinds:       opts.Kinds,
 		pillars:     opts.Pillars,
 		saltLegacy:  opts.SaltLegacyClients,
 		saltTimeout: opts.SaltRenderTimeout,
@@ -91,6 +97,11 @@ func New(opts Options) *API {
 	}
 	if a.logger == nil {
 		a.logger = slog.Default()
+	}
+	if a.kinds == nil && a.resources != nil {
+		// One registry per resource service: the service validates every write with it.
+		a.kinds = kind.NewService(a.resources.DB())
+		a.resources.UseSchemas(a.kinds)
 	}
 	if a.saltTimeout <= 0 {
 		a.saltTimeout = DefaultSaltRenderTimeout
@@ -183,11 +194,14 @@ func (a *API) table() []route {
 		{pattern: "DELETE /v1/orgs/{org}/groups/{group}/members/{node}", family: "groups", verb: "write", param: "org", handler: a.memberDelete},
 		{pattern: "POST /v1/nodes:apply", family: "nodes", verb: "write", source: byHandler, handler: a.nodeApply, stream: true},
 	}
-	// Every kind's routes come from its descriptor: one code path for all kinds.
+	// Every kind's routes come from its descriptor: one code path for all kinds, built-in
+	// (their own paths) and user-defined (/resources/{kind}, resolved per request).
 	if a.resources != nil {
 		for _, k := range a.resources.Kinds().All() {
 			rs = append(rs, a.kindRoutes(k)...)
 		}
+		rs = append(rs, a.userKindRoutes()...)
+		rs = append(rs, a.kindRegistryRoutes()...)
 	}
 	// Pillars: the rows of the four targets, the merged render, the shared merge setting.
 	rs = append(rs, a.pillarRoutes()...)

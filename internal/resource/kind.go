@@ -2,6 +2,7 @@ package resource
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"sort"
@@ -49,6 +50,46 @@ type Kind struct {
 	// BeforeDelete runs in the deleting transaction after the row is locked; cascade is the
 	// caller's ?cascade=true. It refuses (409) or removes what depends on the object.
 	BeforeDelete func(ctx context.Context, s *Service, tx *db.Tx, id int64, obj client.Object, cascade bool) error
+	// Admit runs the kind's schema write pipeline (package kind) in the write's transaction,
+	// after Prepare: it returns the spec to store, the schema revision it conforms to and
+	// warnings for the client. prev is the stored spec (nil on create). Nil: no schema.
+	Admit func(ctx context.Context, tx *db.Tx, spec, prev json.RawMessage) (json.RawMessage, int, []string, error)
+	// Present runs the kind's read pipeline on a stored spec; it never fails. Nil: as stored.
+	Present func(ctx context.Context, spec json.RawMessage) json.RawMessage
+}
+
+// Schemas is the kind registry as the resource path sees it (implemented by package kind):
+// the write and read pipelines of every kind's current schema revision, and the user kinds.
+type Schemas interface {
+	Admit(ctx context.Context, tx *db.Tx, kind string, spec, prev json.RawMessage) (json.RawMessage, int, []string, error)
+	Present(ctx context.Context, kind string, spec json.RawMessage) json.RawMessage
+	// UserKind returns a user-defined kind's scope ("org" or "global"); 404 when unknown.
+	UserKind(ctx context.Context, name string) (string, error)
+}
+
+// FamilyResources is the authorization family of every user-defined kind's objects.
+const FamilyResources = "resources"
+
+// withSchemas returns a copy of k whose Admit and Present go to sc.
+func withSchemas(k *Kind, sc Schemas) *Kind {
+	c := *k
+	name := k.Name
+	c.Admit = func(ctx context.Context, tx *db.Tx, spec, prev json.RawMessage) (json.RawMessage, int, []string, error) {
+		return sc.Admit(ctx, tx, name, spec, prev)
+	}
+	c.Present = func(ctx context.Context, spec json.RawMessage) json.RawMessage { return sc.Present(ctx, name, spec) }
+	return &c
+}
+
+// userKind is the descriptor of a user-defined kind: its objects live under
+// /v1/orgs/{org}/resources/{kind} (scope org) or /v1/resources/{kind} (scope global) and are
+// authorized in the resources family, by org name or by object name.
+func userKind(name, scope string, sc Schemas) *Kind {
+	k := &Kind{Name: name, Plural: "resources/" + name, Param: "name", Scope: ScopeOrg, Family: FamilyResources}
+	if scope == "global" {
+		k.Scope = ScopeGlobal
+	}
+	return withSchemas(k, sc)
 }
 
 func (k *Kind) validateName(name string) error {

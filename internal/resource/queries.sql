@@ -22,6 +22,7 @@ SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
        coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
                  FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
+       coalesce(r.schema_revision, 0),
        r.id, r.kind,
        (SELECT s.resource_version FROM {{schema}}.resources s WHERE s.id = r.id)
 FROM {{schema}}.resources r
@@ -36,6 +37,7 @@ SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
        coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
                  FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
+       coalesce(r.schema_revision, 0),
        r.id, r.kind
 FROM {{schema}}.resources r
 WHERE r.id = ANY($1::bigint[])
@@ -74,7 +76,7 @@ WHERE a.resource_id = $1 AND a.key_prefix = t.p AND a.key_name = t.n;
 -- only from here to commit, see migration 0001) and records the change, in one statement.
 WITH v AS (SELECT {{schema}}.next_resource_version() AS rv),
 u AS (
-	UPDATE {{schema}}.resources r SET spec = $4, resource_version = v.rv, updated_at = now()
+	UPDATE {{schema}}.resources r SET spec = $4, schema_revision = $5, resource_version = v.rv, updated_at = now()
 	FROM v WHERE r.id = $1
 	RETURNING r.resource_version, r.kind, r.org, r.name, r.created_at, r.updated_at
 ),
@@ -100,7 +102,8 @@ SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
        coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
        coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
-                 FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}')
+                 FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
+       coalesce(r.schema_revision, 0)
 FROM {{schema}}.resources r
 WHERE r.kind = $1 AND r.org = $2 AND r.name = $3;
 
@@ -114,7 +117,8 @@ SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
        coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
        coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
-                 FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}')
+                 FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
+       coalesce(r.schema_revision, 0)
 FROM {{schema}}.resources r
 WHERE r.kind = $1 AND r.org = $2 AND r.name > $3
   AND ($5::boolean OR r.name = ANY($6::text[])

@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -60,8 +61,9 @@ type Ref struct {
 
 // Service reads and writes objects of the kinds in its registry.
 type Service struct {
-	db    *db.DB
-	kinds *Kinds
+	db      *db.DB
+	kinds   *Kinds
+	schemas Schemas
 	// DriveLimit is DefaultDriveLimit unless changed before use (tests set 0 to force the
 	// walking plan, to check that both plans answer the same).
 	DriveLimit int
@@ -74,10 +76,87 @@ func NewService(d *db.DB) *Service {
 	return s
 }
 
+// UseSchemas connects the kind registry: from now on every write of every kind, built-in
+// or user-defined, runs its kind's schema write pipeline, every read its read pipeline, and
+// the user kinds sc knows are served. Call it once, before serving.
+func (s *Service) UseSchemas(sc Schemas) {
+	s.schemas = sc
+	var ks []*Kind
+	for _, k := range s.kinds.All() {
+		ks = append(ks, withSchemas(k, sc))
+	}
+	s.kinds = NewKinds(ks...)
+}
+
+// Kind returns the descriptor of a kind, built-in or user-defined; 404 when unknown.
+func (s *Service) Kind(ctx context.Context, name string) (*Kind, error) {
+	k, err := s.kinds.Get(name)
+	if err == nil || s.schemas == nil {
+		return k, err
+	}
+	scope, uerr := s.schemas.UserKind(ctx, name)
+	if uerr != nil {
+		return nil, uerr
+	}
+	return userKind(name, scope, s.schemas), nil
+}
+
 // presentObject runs the read pipeline of obj's kind on obj (aliases mapped to canonical
 // names, tombstoned fields hidden, current defaults filled in; research §5.1) for every object
 // a read, a list or a watch returns. Reads never validate and never fail.
-func (s *Service) presentObject(ctx context.Context, obj *client.Object) {}
+func (s *Service) presentObject(ctx context.Context, obj *client.Object) {
+	k, err := s.Kind(ctx, obj.Kind)
+	if err != nil || k.Present == nil || len(obj.Spec) == 0 {
+		return
+	}
+	obj.Spec = k.Present(ctx, obj.Spec)
+}
+
+type warningSlot struct{}
+
+type warningSink struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+// CollectWarnings returns a context whose writes record the warnings of their kinds' write
+// pipelines (deprecated or tombstoned fields sent, grandfathered violations), and a function
+// that returns them, for the HTTP layer's Warning headers.
+func CollectWarnings(ctx context.Context) (context.Context, func() []string) {
+	sink := &warningSink{}
+	return context.WithValue(ctx, warningSlot{}, sink), func() []string {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		return append([]string(nil), sink.msgs...)
+	}
+}
+
+func addWarnings(ctx context.Context, msgs []string) {
+	if sink, ok := ctx.Value(warningSlot{}).(*warningSink); ok && len(msgs) > 0 {
+		sink.mu.Lock()
+		sink.msgs = append(sink.msgs, msgs...)
+		sink.mu.Unlock()
+	}
+}
+
+// admit runs k's schema write pipeline on obj (prev: the stored object, nil on create).
+func admit(ctx context.Context, tx *db.Tx, k *Kind, obj *client.Object, prev *client.Object) error {
+	obj.Metadata.SchemaRevision = 0
+	if k.Admit == nil {
+		return nil
+	}
+	var prevSpec json.RawMessage
+	if prev != nil {
+		prevSpec = prev.Spec
+	}
+	spec, rev, warnings, err := k.Admit(ctx, tx, obj.Spec, prevSpec)
+	if err != nil {
+		return err
+	}
+	obj.Spec, obj.Metadata.SchemaRevision = spec, rev
+	addWarnings(ctx, warnings)
+	return nil
+}
 
 // Kinds returns the registry of the kinds s serves.
 func (s *Service) Kinds() *Kinds { return s.kinds }
@@ -86,8 +165,8 @@ func (s *Service) Kinds() *Kinds { return s.kinds }
 func (s *Service) DB() *db.DB { return s.db }
 
 // kindOf returns the descriptor of ref's kind and checks that ref fits its scope.
-func (s *Service) kindOf(ref Ref) (*Kind, error) {
-	k, err := s.kinds.Get(ref.Kind)
+func (s *Service) kindOf(ctx context.Context, ref Ref) (*Kind, error) {
+	k, err := s.Kind(ctx, ref.Kind)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +280,7 @@ func findNUL(v any, path string) (string, bool) {
 // org (404 otherwise); the org row is locked FOR SHARE until commit, so an org deletion
 // cannot slip in between the check and the insert.
 func (s *Service) Create(ctx context.Context, ref Ref, obj client.Object) (client.Object, error) {
-	k, err := s.kindOf(ref)
+	k, err := s.kindOf(ctx, ref)
 	if err != nil {
 		return client.Object{}, err
 	}
@@ -229,6 +308,9 @@ func createTx(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, obj client.Objec
 		if err := k.Prepare(ctx, tx, &obj, nil); err != nil {
 			return obj, 0, err
 		}
+	}
+	if err := admit(ctx, tx, k, &obj, nil); err != nil {
+		return obj, 0, err
 	}
 	var id int64
 	err := tx.QueryRow(ctx, q.Get("ResourceInsert"), ref.Kind, ref.Org, ref.Name).Scan(&id)
@@ -302,7 +384,11 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 		rv               int64
 		created, updated time.Time
 	)
-	steps = append(steps, db.Step{Query: q.Get("ResourceStamp"), Args: []any{id, changeType, body, []byte(obj.Spec)},
+	var schemaRev *int
+	if obj.Metadata.SchemaRevision > 0 {
+		schemaRev = &obj.Metadata.SchemaRevision
+	}
+	steps = append(steps, db.Step{Query: q.Get("ResourceStamp"), Args: []any{id, changeType, body, []byte(obj.Spec), schemaRev},
 		Scan: func(r db.Row) error { return r.Scan(&rv, &created, &updated) }})
 	if err := tx.Pipeline(ctx, steps...); err != nil {
 		return obj, fmt.Errorf("write and stamp: %w", err)
@@ -315,12 +401,15 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 
 // Get reads one object.
 func (s *Service) Get(ctx context.Context, ref Ref) (client.Object, error) {
-	if _, err := s.kindOf(ref); err != nil {
+	if _, err := s.kindOf(ctx, ref); err != nil {
 		return client.Object{}, err
 	}
 	obj, err := scanObject(ref.Kind, s.db.QueryRow(ctx, q.Get("ResourceGet"), ref.Kind, ref.Org, ref.Name))
 	if errors.Is(err, db.ErrNotFound) {
 		return client.Object{}, notFound(ref)
+	}
+	if err == nil {
+		s.presentObject(ctx, &obj)
 	}
 	return obj, err
 }
@@ -339,7 +428,7 @@ func scanObject(kind string, row db.Row, extra ...any) (client.Object, error) {
 		rv                  int64
 		created, updated    time.Time
 	)
-	dest := append([]any{&obj.Metadata.Name, &obj.Metadata.Org, &spec, &rv, &created, &updated, &labels, &annos}, extra...)
+	dest := append([]any{&obj.Metadata.Name, &obj.Metadata.Org, &spec, &rv, &created, &updated, &labels, &annos, &obj.Metadata.SchemaRevision}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return client.Object{}, err
 	}
@@ -374,7 +463,7 @@ type ListOptions struct {
 // through, ordered by name (bytewise), and the page's last name when more follow ("" otherwise).
 func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) (client.ObjectList, string, error) {
 	out := client.ObjectList{Items: []client.Object{}}
-	if _, err := s.kindOf(Ref{Kind: kind, Org: org}); err != nil {
+	if _, err := s.kindOf(ctx, Ref{Kind: kind, Org: org}); err != nil {
 		return out, "", err
 	}
 	limit := opts.Limit
@@ -561,7 +650,7 @@ func getByID(ctx context.Context, tx *db.Tx, ids []int64) ([]stored, error) {
 // update runs one replace or patch: lock the row, compute the new object from the stored
 // one, let the kind check it, write the difference and stamp the change.
 func (s *Service) update(ctx context.Context, ref Ref, expected string, next func(cur client.Object) (client.Object, error)) (client.Object, error) {
-	k, err := s.kindOf(ref)
+	k, err := s.kindOf(ctx, ref)
 	if err != nil {
 		return client.Object{}, err
 	}
@@ -571,7 +660,14 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 		if err != nil {
 			return err
 		}
-		obj, err := next(cur)
+		// The request applies to the object as clients read it (aliases mapped, tombstoned
+		// fields hidden, defaults filled in), as Kubernetes applies a patch to the defaulted
+		// object, so a patch never trips over a field its sender cannot see.
+		shown := cur
+		if k.Present != nil {
+			shown.Spec = k.Present(ctx, cur.Spec)
+		}
+		obj, err := next(shown)
 		if err != nil {
 			return err
 		}
@@ -591,6 +687,9 @@ func updateTx(ctx context.Context, tx *db.Tx, k *Kind, id int64, cur, obj client
 		if err := k.Prepare(ctx, tx, &obj, &cur); err != nil {
 			return obj, err
 		}
+	}
+	if err := admit(ctx, tx, k, &obj, &cur); err != nil {
+		return obj, err
 	}
 	out, err := writeAndStamp(ctx, tx, id, "MODIFIED", obj, &cur)
 	if err != nil {
@@ -649,7 +748,7 @@ func (s *Service) Patch(ctx context.Context, ref Ref, patch []byte) (client.Obje
 // resourceVersion is a precondition; cascade lets the kind remove what depends on the object
 // (an org's nodes and groups) instead of refusing with 409.
 func (s *Service) Delete(ctx context.Context, ref Ref, expected string, cascade bool) error {
-	k, err := s.kindOf(ref)
+	k, err := s.kindOf(ctx, ref)
 	if err != nil {
 		return err
 	}

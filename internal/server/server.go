@@ -20,6 +20,7 @@ import (
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/db/migrations"
 	"github.com/stratahq/strata/internal/httpapi"
+	"github.com/stratahq/strata/internal/kind"
 	"github.com/stratahq/strata/internal/pgembed"
 	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
@@ -254,6 +255,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}
 
+	// One schema registry, connected to the one resource service, so every write of every
+	// kind runs its kind's schema; the built-in kinds' schemas of this release are registered
+	// (through the same compatibility check as users' kinds) when the registry lacks them.
+	resources := resource.NewService(d)
+	kinds := kind.NewService(d)
+	resources.UseSchemas(kinds)
+	if err := kinds.EnsureBuiltin(ctx); err != nil {
+		return err
+	}
+
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
 	go retentionLoop(sweepCtx, d, cfg, logger)
@@ -275,7 +286,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			return tfstate.DefaultMaxStateBytes
 		}(),
 		Tokens:            tokens,
-		Resources:         resource.NewService(d),
+		Resources:         resources,
+		Kinds:             kinds,
 		Pillars:           pillars,
 		State:             state,
 		SaltLegacyClients: saltLegacy,

@@ -1,0 +1,171 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// KindRequest registers a revision of a kind's schema (PUT /v1/kinds/{kind}).
+type KindRequest struct {
+	// Scope is "org" (objects live in an org, /v1/orgs/{org}/resources/{kind}) or "global"
+	// (/v1/resources/{kind}). Required on the first registration; it cannot change later.
+	Scope string `json:"scope,omitempty"`
+	// Schema is a JSON Schema (2020-12, strata's structural subset) describing spec.
+	Schema json.RawMessage `json:"schema"`
+	// Acknowledge names the changes the caller accepts knowingly.
+	Acknowledge []KindAck `json:"acknowledge,omitempty"`
+}
+
+// KindAck acknowledges one change of a registration report by its path and rule (or ack name).
+type KindAck struct {
+	Path string `json:"path"`
+	Rule string `json:"rule"`
+}
+
+// KindImpact is what the data-aware check found for one change.
+type KindImpact struct {
+	Count  int      `json:"count"`
+	Sample []string `json:"sample"`
+}
+
+// KindFinding is one classified change of a registration report.
+type KindFinding struct {
+	Path         string      `json:"path"`
+	Field        string      `json:"field"`
+	Rule         string      `json:"rule"`
+	Row          int         `json:"row"`
+	Verdict      string      `json:"verdict"`
+	Acknowledged bool        `json:"acknowledged,omitempty"`
+	Ack          string      `json:"ack,omitempty"`
+	Message      string      `json:"message"`
+	WayForward   string      `json:"wayForward,omitempty"`
+	Impact       *KindImpact `json:"impact,omitempty"`
+	Against      int         `json:"against,omitempty"`
+}
+
+// KindReport is the compatibility report of a registration.
+type KindReport struct {
+	Compatible bool          `json:"compatible"`
+	Changes    []KindFinding `json:"changes"`
+	// Scanned is how many stored objects the data-aware checks examined.
+	Scanned int `json:"scanned"`
+	// Against lists the revisions the schema was compared with: the latest and every older
+	// one stored objects still reference.
+	Against []int `json:"against"`
+}
+
+// KindResult answers a registration.
+type KindResult struct {
+	Kind     string `json:"kind"`
+	Scope    string `json:"scope"`
+	Revision int    `json:"revision"`
+	// Unchanged: the schema equals the current revision's; nothing was registered.
+	Unchanged bool `json:"unchanged,omitempty"`
+	// DryRun: the report of a registration that was not made.
+	DryRun bool       `json:"dryRun,omitempty"`
+	Report KindReport `json:"report"`
+}
+
+// KindInfo describes a kind (GET /v1/kinds, GET /v1/kinds/{kind}).
+type KindInfo struct {
+	Name      string          `json:"name"`
+	Scope     string          `json:"scope"`
+	Builtin   bool            `json:"builtin"`
+	Revision  int             `json:"revision"`
+	Schema    json.RawMessage `json:"schema,omitempty"`
+	CreatedAt time.Time       `json:"createdAt"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+}
+
+// KindRevision is one immutable revision of a kind.
+type KindRevision struct {
+	Kind      string          `json:"kind"`
+	Revision  int             `json:"revision"`
+	Schema    json.RawMessage `json:"schema"`
+	Report    KindReport      `json:"report"`
+	CreatedBy string          `json:"createdBy"`
+	CreatedAt time.Time       `json:"createdAt"`
+}
+
+// KindApply registers req as the next revision of kind; dryRun only reports. A rejected or
+// unacknowledged change is an *Error with status 409 whose Problem carries the report
+// (KindReportOf).
+func (c *Client) KindApply(ctx context.Context, kind string, req KindRequest, dryRun bool) (KindResult, error) {
+	var out KindResult
+	var q url.Values
+	if dryRun {
+		q = url.Values{"dryRun": {"true"}}
+	}
+	_, err := c.Do(ctx, Request{Method: http.MethodPut, Path: "/v1/kinds/" + pathEscape(kind), Query: q, Body: req}, &out)
+	return out, err
+}
+
+// Kinds lists the registered kinds.
+func (c *Client) Kinds(ctx context.Context) ([]KindInfo, error) {
+	var out struct {
+		Items []KindInfo `json:"items"`
+	}
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/kinds"}, &out)
+	return out.Items, err
+}
+
+// Kind returns a kind with its current schema.
+func (c *Client) Kind(ctx context.Context, kind string) (KindInfo, error) {
+	var out KindInfo
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/kinds/" + pathEscape(kind)}, &out)
+	return out, err
+}
+
+// KindRevisions lists a kind's revisions, oldest first.
+func (c *Client) KindRevisions(ctx context.Context, kind string) ([]KindRevision, error) {
+	var out struct {
+		Items []KindRevision `json:"items"`
+	}
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/kinds/" + pathEscape(kind) + "/revisions"}, &out)
+	return out.Items, err
+}
+
+// KindRevision returns one revision of a kind.
+func (c *Client) KindRevision(ctx context.Context, kind string, n int) (KindRevision, error) {
+	var out KindRevision
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/kinds/" + pathEscape(kind) + "/revisions/" + strconv.Itoa(n)}, &out)
+	return out, err
+}
+
+// Objects returns the objects of a user-defined kind: in org for kinds of scope "org",
+// global ones when org is "".
+func (c *Client) Objects(kind, org string) *Resources {
+	if org == "" {
+		return &Resources{c: c, base: "/v1/resources/" + pathEscape(kind)}
+	}
+	return &Resources{c: c, base: "/v1/orgs/" + pathEscape(org) + "/resources/" + pathEscape(kind)}
+}
+
+// Put creates obj, or replaces it when it exists (PUT), and returns it with the warnings
+// the kind's schema gave (deprecated or removed fields sent, grandfathered violations).
+func (r *Resources) Put(ctx context.Context, obj Object) (Object, []string, error) {
+	var out Object
+	h, err := r.c.Do(ctx, Request{Method: http.MethodPut, Path: r.path(obj.Metadata.Name), Body: obj}, &out)
+	return out, Warnings(h), err
+}
+
+// Warnings returns the texts of a response's Warning headers (RFC 9111: code, agent, quoted text).
+func Warnings(h http.Header) []string {
+	var out []string
+	for _, v := range h.Values("Warning") {
+		parts := strings.SplitN(v, " ", 3)
+		if len(parts) == 3 {
+			if s, err := strconv.Unquote(parts[2]); err == nil {
+				out = append(out, s)
+				continue
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}

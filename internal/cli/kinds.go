@@ -1,0 +1,402 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+
+	"github.com/stratahq/strata/client"
+)
+
+func init() {
+	extraCommands = append(extraCommands, newKindRegistryCmd, newGetCmd, newApplyCmd, newDeleteCmd)
+}
+
+// kindFile is what `strata kind apply -f` reads: the kind's name, its scope and its schema.
+type kindFile struct {
+	Kind        string           `json:"kind"`
+	Scope       string           `json:"scope,omitempty"`
+	Schema      json.RawMessage  `json:"schema"`
+	Acknowledge []client.KindAck `json:"acknowledge,omitempty"`
+}
+
+// readDocs reads a YAML or JSON file ("-" for stdin) holding one or more documents (YAML
+// separated by ---) and returns each as JSON.
+func readDocs(path string, stdin io.Reader) ([][]byte, error) {
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(stdin)
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	var out [][]byte
+	for {
+		var v any
+		err := dec.Decode(&v)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", path, err)
+		}
+		if v == nil {
+			continue
+		}
+		j, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", path, err)
+		}
+		out = append(out, j)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no document", path)
+	}
+	return out, nil
+}
+
+// parseAcks parses --ack PATH=RULE flags.
+func parseAcks(flags []string) ([]client.KindAck, error) {
+	var out []client.KindAck
+	for _, f := range flags {
+		p, r, ok := strings.Cut(f, "=")
+		if !ok || p == "" || r == "" {
+			return nil, fmt.Errorf("--ack %q: want PATH=RULE, e.g. /properties/size=readersUpgradedFirst", f)
+		}
+		out = append(out, client.KindAck{Path: p, Rule: r})
+	}
+	return out, nil
+}
+
+func reportTable(w io.Writer, res client.KindResult) error {
+	switch {
+	case res.Unchanged:
+		fmt.Fprintf(w, "%s: unchanged (revision %d)\n", res.Kind, res.Revision)
+		return nil
+	case res.DryRun:
+		fmt.Fprintf(w, "%s: would register revision %d; compatible: %v (against revisions %v, %d objects scanned)\n", res.Kind, res.Revision, res.Report.Compatible, res.Report.Against, res.Report.Scanned)
+	default:
+		fmt.Fprintf(w, "%s: registered revision %d (against revisions %v, %d objects scanned)\n", res.Kind, res.Revision, res.Report.Against, res.Report.Scanned)
+	}
+	return findingsTable(w, res.Report)
+}
+
+func findingsTable(w io.Writer, rep client.KindReport) error {
+	if len(rep.Changes) == 0 {
+		return nil
+	}
+	t := newTable(w, "VERDICT", "FIELD", "RULE", "AFFECTED", "MESSAGE")
+	for _, f := range rep.Changes {
+		verdict := f.Verdict
+		if f.Acknowledged {
+			verdict += " (acknowledged)"
+		} else if f.Verdict == "acknowledge" {
+			verdict += " (--ack " + f.Path + "=" + f.Ack + ")"
+		}
+		affected := ""
+		if f.Impact != nil {
+			affected = strconv.Itoa(f.Impact.Count)
+			if len(f.Impact.Sample) > 0 {
+				affected += " " + strings.Join(f.Impact.Sample, ",")
+			}
+		}
+		msg := f.Message
+		if f.WayForward != "" {
+			msg += " — " + f.WayForward
+		}
+		t.row(verdict, f.Field, f.Rule, affected, msg)
+	}
+	return t.flush()
+}
+
+func newKindRegistryCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "kind", Short: "Register and inspect kinds (JSON schemas that evolve without API versions)"}
+	var (
+		file   string
+		dryRun bool
+		acks   []string
+	)
+	register := func(cmd *cobra.Command, dry bool) error {
+		docs, err := readDocs(file, cmd.InOrStdin())
+		if err != nil {
+			return err
+		}
+		extra, err := parseAcks(acks)
+		if err != nil {
+			return err
+		}
+		c, err := g.client()
+		if err != nil {
+			return err
+		}
+		for _, d := range docs {
+			var kf kindFile
+			dec := json.NewDecoder(bytes.NewReader(d))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&kf); err != nil {
+				return fmt.Errorf("%s: a kind file has kind, scope, schema and optionally acknowledge: %v", file, err)
+			}
+			if kf.Kind == "" {
+				return fmt.Errorf("%s: kind is required", file)
+			}
+			res, err := c.KindApply(cmd.Context(), kf.Kind, client.KindRequest{Scope: kf.Scope, Schema: kf.Schema, Acknowledge: append(kf.Acknowledge, extra...)}, dry)
+			var apiErr *client.Error
+			if errors.As(err, &apiErr) && apiErr.Problem.Report != nil {
+				_ = findingsTable(cmd.ErrOrStderr(), *apiErr.Problem.Report)
+				return err
+			}
+			if err != nil {
+				return err
+			}
+			if err := g.print(res, func(w io.Writer) error { return reportTable(w, res) }); err != nil {
+				return err
+			}
+			if dry && !res.Report.Compatible {
+				return fmt.Errorf("%s: the change is not compatible as it stands (see the report)", kf.Kind)
+			}
+		}
+		return nil
+	}
+	apply := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Register the next revision of a kind's schema (checked against the stored objects)",
+		Long: "FILE (YAML or JSON, - for stdin) holds kind, scope (org or global) and schema, a JSON Schema\n" +
+			"(2020-12, strata's structural subset) of the objects' spec. A change that a rule rejects, or\n" +
+			"that needs an acknowledgement not given with --ack PATH=RULE, is refused with the report.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return register(cmd, dryRun) },
+	}
+	apply.Flags().StringVarP(&file, "file", "f", "", "the kind file (required)")
+	apply.Flags().BoolVar(&dryRun, "dry-run", false, "report only; register nothing")
+	apply.Flags().StringArrayVar(&acks, "ack", nil, "acknowledge a change: PATH=RULE (repeatable)")
+	_ = apply.MarkFlagRequired("file")
+	diff := &cobra.Command{
+		Use:   "diff -f FILE",
+		Short: "Show what registering FILE would change and whether it is compatible (exit 1 when not)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, args []string) error { return register(cmd, true) },
+	}
+	diff.Flags().StringVarP(&file, "file", "f", "", "the kind file (required)")
+	diff.Flags().StringArrayVar(&acks, "ack", nil, "acknowledge a change: PATH=RULE (repeatable)")
+	_ = diff.MarkFlagRequired("file")
+	list := &cobra.Command{
+		Use: "list", Short: "List kinds", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ks, err := c.Kinds(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return g.print(ks, func(w io.Writer) error {
+				t := newTable(w, "NAME", "SCOPE", "REVISION", "BUILT-IN")
+				for _, k := range ks {
+					t.row(k.Name, k.Scope, strconv.Itoa(k.Revision), strconv.FormatBool(k.Builtin))
+				}
+				return t.flush()
+			})
+		},
+	}
+	get := &cobra.Command{
+		Use: "get KIND", Short: "Show a kind and its current schema", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			k, err := c.Kind(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return g.print(k, func(w io.Writer) error {
+				fmt.Fprintf(w, "%s (scope %s, revision %d)\n", k.Name, k.Scope, k.Revision)
+				y, err := jsonToYAML(k.Schema)
+				if err != nil {
+					return err
+				}
+				_, err = w.Write(y)
+				return err
+			})
+		},
+	}
+	revisions := &cobra.Command{
+		Use: "revisions KIND", Short: "List a kind's revisions and their reports", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			revs, err := c.KindRevisions(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return g.print(revs, func(w io.Writer) error {
+				t := newTable(w, "REVISION", "CREATED", "BY", "CHANGES")
+				for _, r := range revs {
+					t.row(strconv.Itoa(r.Revision), r.CreatedAt.Format("2006-01-02 15:04:05"), r.CreatedBy, strconv.Itoa(len(r.Report.Changes)))
+				}
+				return t.flush()
+			})
+		},
+	}
+	cmd.AddCommand(apply, diff, list, get, revisions)
+	return cmd
+}
+
+// objectsFor returns the client of kind's objects: the built-in kinds by their nouns (org,
+// node, group, singular or plural, any case), every other name as a user kind, whose scope
+// the registry says.
+func objectsFor(ctx context.Context, c *client.Client, kind, org string) (*client.Resources, string, error) {
+	switch strings.ToLower(kind) {
+	case "org", "orgs":
+		return c.Orgs(), "Org", nil
+	case "node", "nodes":
+		return c.Nodes(), "Node", nil
+	case "group", "groups":
+		if org == "" {
+			return nil, "", errors.New("groups live in an org: give --org")
+		}
+		return c.Groups(org), "Group", nil
+	}
+	k, err := c.Kind(ctx, kind)
+	if err != nil {
+		return nil, "", err
+	}
+	if k.Scope == "global" {
+		return c.Objects(k.Name, ""), k.Name, nil
+	}
+	if org == "" {
+		return nil, "", fmt.Errorf("kind %s lives in orgs: give --org", k.Name)
+	}
+	return c.Objects(k.Name, org), k.Name, nil
+}
+
+func newGetCmd(g *globals) *cobra.Command {
+	var org, selector string
+	cmd := &cobra.Command{
+		Use:   "get KIND [NAME]",
+		Short: "Read one object of any kind, or list them",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			res, _, err := objectsFor(cmd.Context(), c, args[0], org)
+			if err != nil {
+				return err
+			}
+			if len(args) == 2 {
+				obj, err := res.Get(cmd.Context(), args[1])
+				if err != nil {
+					return err
+				}
+				return g.print(obj, func(w io.Writer) error { return objectTable(w, obj) })
+			}
+			list, err := res.ListAll(cmd.Context(), client.ListOptions{LabelSelector: selector})
+			if err != nil {
+				return err
+			}
+			return g.print(list, func(w io.Writer) error { return objectTable(w, list.Items...) })
+		},
+	}
+	cmd.Flags().StringVar(&org, "org", "", "the org, for kinds that live in orgs")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. env=prod,tier in (web,db)")
+	return cmd
+}
+
+func newApplyCmd(g *globals) *cobra.Command {
+	var org, file string
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Create or replace the objects in FILE (YAML or JSON, several separated by ---)",
+		Long: "Each document is an object: kind, metadata (name, and org for kinds that live in orgs, or\n" +
+			"--org), and spec. It is created, or replaced when it exists. Warnings from the kind's schema\n" +
+			"(deprecated or removed fields) are printed to stderr.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			docs, err := readDocs(file, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			for i, d := range docs {
+				var obj client.Object
+				dec := json.NewDecoder(bytes.NewReader(d))
+				dec.UseNumber()
+				if err := dec.Decode(&obj); err != nil {
+					return fmt.Errorf("%s: document %d: %v", file, i+1, err)
+				}
+				if obj.Kind == "" || obj.Metadata.Name == "" {
+					return fmt.Errorf("%s: document %d: kind and metadata.name are required", file, i+1)
+				}
+				o := obj.Metadata.Org
+				if o == "" {
+					o = org
+				}
+				res, kind, err := objectsFor(cmd.Context(), c, obj.Kind, o)
+				if err != nil {
+					return err
+				}
+				obj.Kind = kind
+				out, warnings, err := res.Put(cmd.Context(), obj)
+				for _, w := range warnings {
+					fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s/%s applied (resourceVersion %s, schema revision %d)\n", kind, out.Metadata.Name, out.Metadata.ResourceVersion, out.Metadata.SchemaRevision)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the objects (required; - for stdin)")
+	cmd.Flags().StringVar(&org, "org", "", "the org, for objects that do not name one")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+func newDeleteCmd(g *globals) *cobra.Command {
+	var org string
+	cmd := &cobra.Command{
+		Use:   "delete KIND NAME",
+		Short: "Delete an object of any kind",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			res, kind, err := objectsFor(cmd.Context(), c, args[0], org)
+			if err != nil {
+				return err
+			}
+			if err := res.Delete(cmd.Context(), args[1], client.DeleteOptions{}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s deleted\n", kind, args[1])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&org, "org", "", "the org, for kinds that live in orgs")
+	return cmd
+}

@@ -1,0 +1,678 @@
+// Package kind is strata's schema registry: kinds whose JSON schemas evolve in place, without
+// API versions (seed 004, research/schema-evolution.md). A kind has a linear list of
+// immutable revisions; registering the next one is checked against the latest revision and
+// every older one stored objects still reference (package compat classifies each change by
+// the rule table of research §5.2), and where safety depends on the data — narrowing a type,
+// making a field required, tightening a constraint, tombstoning a field — against the objects
+// actually stored, which this package scans in the registering transaction.
+//
+// The registry is also the seam the generic resource path (package resource) calls on every
+// write and read of an object, of user kinds and of the built-in kinds (Org, Node, Group)
+// alike: Admit runs the current revision's write pipeline (unknown fields, tombstones,
+// aliases, defaults, ratcheting validation; package schema) inside the write's transaction,
+// and Present runs the read pipeline, which never validates and never fails.
+//
+// Writes and registrations meet on one transaction-scoped advisory key per kind: a write
+// takes it shared and only then reads the current revision; a registration takes it
+// exclusively, scans and inserts the next revision in one transaction. So no object is
+// written under the old revision while the scan runs, on any replica (invariant I1: every
+// stored object conforms, at the type level, to every revision it may be read with).
+package kind
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/auth"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/kind/compat"
+	"github.com/stratahq/strata/internal/kind/schema"
+)
+
+//go:embed queries.sql
+var queryFS embed.FS
+
+var q = db.MustParseQueries(queryFS, "queries.sql")
+
+//go:embed builtin/*.json
+var builtinFS embed.FS
+
+// Builtin are the built-in kinds, whose schemas ship with strata (builtin/*.json).
+var Builtin = []string{"Group", "Node", "Org"}
+
+// PresentTTL is how long a replica trusts its memory of a kind's current revision for reads.
+// Writes always read it under the kind's key; a read on another replica may present an
+// object with the previous revision's defaults for at most this long after a registration.
+const PresentTTL = time.Second
+
+// SampleSize is how many affected objects a report names per change.
+const SampleSize = 10
+
+var kindNameRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`)
+
+// ValidateKindName checks a user kind's name: an upper-case letter, then letters and digits,
+// at most 63 characters, as Kubernetes kinds are written ("Database", "DnsZone").
+func ValidateKindName(name string) error {
+	if !kindNameRE.MatchString(name) {
+		return fault.Invalid("kind", "kind %q must start with an upper-case letter and continue with letters and digits (at most 63), e.g. \"Database\"", fault.Truncate(name, 80))
+	}
+	return nil
+}
+
+// Service is the registry over one database.
+type Service struct {
+	db  *db.DB
+	now func() time.Time
+
+	mu       sync.Mutex
+	compiled map[revKey]*schema.Schema
+	current  map[string]current
+}
+
+type revKey struct {
+	kind string
+	rev  int
+}
+
+type current struct {
+	scope   string
+	builtin bool
+	rev     int
+	at      time.Time
+}
+
+// NewService returns the registry over d.
+func NewService(d *db.DB) *Service {
+	return &Service{db: d, now: time.Now, compiled: map[revKey]*schema.Schema{}, current: map[string]current{}}
+}
+
+// decode parses JSON keeping numbers exact (json.Number).
+func decode(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// encode writes v as compact JSON without HTML escaping (what jsonb would store anyway).
+func encode(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// lookup returns what the registry says of kind now, from memory when fresh enough.
+func (s *Service) lookup(ctx context.Context, qr db.Querier, name string, fresh bool) (current, error) {
+	s.mu.Lock()
+	c, ok := s.current[name]
+	s.mu.Unlock()
+	if ok && !fresh && s.now().Sub(c.at) < PresentTTL {
+		return c, nil
+	}
+	err := qr.QueryRow(ctx, q.Get("KindCurrent"), name).Scan(&c.scope, &c.builtin, &c.rev)
+	if errors.Is(err, db.ErrNotFound) {
+		return current{}, fault.NotFound("kind %q is not registered", fault.Truncate(name, 80))
+	}
+	if err != nil {
+		return current{}, err
+	}
+	c.at = s.now()
+	s.mu.Lock()
+	s.current[name] = c
+	s.mu.Unlock()
+	return c, nil
+}
+
+// revision returns the compiled schema of one revision; revisions are immutable, so they
+// are cached for the life of the process.
+func (s *Service) revision(ctx context.Context, qr db.Querier, kind string, rev int) (*schema.Schema, error) {
+	k := revKey{kind, rev}
+	s.mu.Lock()
+	sch := s.compiled[k]
+	s.mu.Unlock()
+	if sch != nil {
+		return sch, nil
+	}
+	var (
+		doc, report []byte
+		by          string
+		at          time.Time
+	)
+	if err := qr.QueryRow(ctx, q.Get("KindRevisionGet"), kind, rev).Scan(&doc, &report, &by, &at); err != nil {
+		if errors.Is(err, db.ErrNotFound) {
+			return nil, fault.NotFound("kind %q has no revision %d", fault.Truncate(kind, 80), rev)
+		}
+		return nil, err
+	}
+	sch, err := schema.Parse(doc)
+	if err != nil {
+		return nil, fmt.Errorf("stored revision %d of kind %s does not compile: %w", rev, kind, err)
+	}
+	s.mu.Lock()
+	s.compiled[k] = sch
+	s.mu.Unlock()
+	return sch, nil
+}
+
+// UserKind returns the scope ("org" or "global") of a user-defined kind; 404 when no such
+// kind is registered or when name is a built-in kind (those have their own routes).
+func (s *Service) UserKind(ctx context.Context, name string) (string, error) {
+	if err := ValidateKindName(name); err != nil {
+		return "", fault.NotFound("kind %q is not registered", fault.Truncate(name, 80))
+	}
+	c, err := s.lookup(ctx, s.db, name, false)
+	if err != nil {
+		return "", err
+	}
+	if c.builtin {
+		return "", fault.NotFound("%s is a built-in kind: its objects are under /v1/%ss", name, strings.ToLower(name))
+	}
+	return c.scope, nil
+}
+
+// Admit runs the write pipeline of kind's current revision on spec inside the write's
+// transaction tx: it takes the kind's key shared (a registration of the kind waits for this
+// transaction, and this one for a registration in progress), reads the current revision,
+// and validates (prev, the stored spec, is nil on create; on update errors in unchanged
+// parts ratchet). It returns the spec to store, the revision it conforms to and warnings
+// for the client.
+func (s *Service) Admit(ctx context.Context, tx *db.Tx, kind string, spec, prev json.RawMessage) (json.RawMessage, int, []string, error) {
+	var c current
+	err := tx.Pipeline(ctx,
+		db.Step{Query: q.Get("KindLockShared"), Args: []any{s.db.Schema(), kind}, Scan: func(r db.Row) error { var v any; return r.Scan(&v) }},
+		db.Step{Query: q.Get("KindCurrent"), Args: []any{kind}, Scan: func(r db.Row) error { return r.Scan(&c.scope, &c.builtin, &c.rev) }},
+	)
+	if errors.Is(err, db.ErrNotFound) {
+		return nil, 0, nil, fault.NotFound("kind %q is not registered", fault.Truncate(kind, 80))
+	}
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	c.at = s.now()
+	s.mu.Lock()
+	s.current[kind] = c
+	s.mu.Unlock()
+	sch, err := s.revision(ctx, tx, kind, c.rev)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	in, err := decode(spec)
+	if err != nil {
+		return nil, 0, nil, fault.Invalid("/spec", "spec is not valid JSON: %v", err)
+	}
+	var old any
+	if prev != nil {
+		if v, err := decode(prev); err == nil {
+			old = sch.Present(v)
+		}
+	}
+	out, warnings, err := sch.Admit(in, old)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	raw, err := encode(out)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return raw, c.rev, warnings, nil
+}
+
+// Present runs the read pipeline of kind's current revision on a stored spec: aliases
+// mapped to canonical names, tombstoned fields hidden, current defaults filled into absent
+// fields. Reads never fail: when the registry cannot be read, the spec is returned as stored.
+func (s *Service) Present(ctx context.Context, kind string, spec json.RawMessage) json.RawMessage {
+	c, err := s.lookup(ctx, s.db, kind, false)
+	if err != nil {
+		return spec
+	}
+	sch, err := s.revision(ctx, s.db, kind, c.rev)
+	if err != nil {
+		return spec
+	}
+	v, err := decode(spec)
+	if err != nil {
+		return spec
+	}
+	out, err := encode(sch.Present(v))
+	if err != nil {
+		return spec
+	}
+	return out
+}
+
+// List returns every kind, built-in ones included.
+func (s *Service) List(ctx context.Context) ([]client.KindInfo, error) {
+	rows, err := s.db.Query(ctx, q.Get("KindList"))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []client.KindInfo{}
+	for rows.Next() {
+		var k client.KindInfo
+		if err := rows.Scan(&k.Name, &k.Scope, &k.Builtin, &k.Revision, &k.CreatedAt, &k.UpdatedAt); err != nil {
+			return nil, err
+		}
+		k.CreatedAt, k.UpdatedAt = k.CreatedAt.UTC(), k.UpdatedAt.UTC()
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// Get returns one kind with its current schema.
+func (s *Service) Get(ctx context.Context, name string) (client.KindInfo, error) {
+	ks, err := s.List(ctx)
+	if err != nil {
+		return client.KindInfo{}, err
+	}
+	for _, k := range ks {
+		if k.Name == name {
+			rev, err := s.Revision(ctx, name, k.Revision)
+			if err != nil {
+				return k, err
+			}
+			k.Schema = rev.Schema
+			return k, nil
+		}
+	}
+	return client.KindInfo{}, fault.NotFound("kind %q is not registered", fault.Truncate(name, 80))
+}
+
+// Revisions returns every revision of a kind, oldest first.
+func (s *Service) Revisions(ctx context.Context, name string) ([]client.KindRevision, error) {
+	rows, err := s.db.Query(ctx, q.Get("KindRevisions"), name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []client.KindRevision{}
+	for rows.Next() {
+		r := client.KindRevision{Kind: name}
+		var doc, report []byte
+		if err := rows.Scan(&r.Revision, &doc, &report, &r.CreatedBy, &r.CreatedAt); err != nil {
+			return nil, err
+		}
+		r.Schema, r.CreatedAt = doc, r.CreatedAt.UTC()
+		if err := json.Unmarshal(report, &r.Report); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fault.NotFound("kind %q is not registered", fault.Truncate(name, 80))
+	}
+	return out, nil
+}
+
+// Revision returns one revision of a kind.
+func (s *Service) Revision(ctx context.Context, name string, n int) (client.KindRevision, error) {
+	r := client.KindRevision{Kind: name, Revision: n}
+	var doc, report []byte
+	err := s.db.QueryRow(ctx, q.Get("KindRevisionGet"), name, n).Scan(&doc, &report, &r.CreatedBy, &r.CreatedAt)
+	if errors.Is(err, db.ErrNotFound) {
+		return r, fault.NotFound("kind %q has no revision %d", fault.Truncate(name, 80), n)
+	}
+	if err != nil {
+		return r, err
+	}
+	r.Schema, r.CreatedAt = doc, r.CreatedAt.UTC()
+	err = json.Unmarshal(report, &r.Report)
+	return r, err
+}
+
+// BuiltinSchema returns the schema strata ships for a built-in kind.
+func BuiltinSchema(name string) ([]byte, error) {
+	return builtinFS.ReadFile("builtin/" + name + ".json")
+}
+
+// EnsureBuiltin registers the built-in kinds' schemas this release ships, through the same
+// compatibility check as users' kinds, when the registry holds no revision equal to them.
+// An older release's schema already present as an earlier revision is left alone, so a
+// staged rollout never registers a schema backwards.
+func (s *Service) EnsureBuiltin(ctx context.Context) error {
+	for _, name := range Builtin {
+		doc, err := BuiltinSchema(name)
+		if err != nil {
+			return err
+		}
+		var exists bool
+		if err := s.db.QueryRow(ctx, q.Get("KindRevisionExists"), name, doc).Scan(&exists); err != nil {
+			return err
+		}
+		if exists {
+			continue
+		}
+		res, err := s.register(ctx, auth.AuditActor{Actor: "strata"}, name, client.KindRequest{Schema: doc}, false, true)
+		if err != nil {
+			return fmt.Errorf("register the built-in schema of %s: %w", name, err)
+		}
+		_ = res
+	}
+	return nil
+}
+
+// Register registers req as the next revision of kind name (or, with dryRun, only reports).
+// The schema must be in strata's structural subset (422 naming the schema pointer); an
+// identical schema is no new revision (Unchanged); a rejected or unacknowledged change is a
+// 409 whose problem document carries the report. Built-in kinds evolve with strata
+// releases and cannot be registered through the API.
+func (s *Service) Register(ctx context.Context, actor auth.AuditActor, name string, req client.KindRequest, dryRun bool) (client.KindResult, error) {
+	if err := ValidateKindName(name); err != nil {
+		return client.KindResult{}, err
+	}
+	return s.register(ctx, actor, name, req, dryRun, false)
+}
+
+func (s *Service) register(ctx context.Context, actor auth.AuditActor, name string, req client.KindRequest, dryRun, builtin bool) (client.KindResult, error) {
+	res := client.KindResult{Kind: name, DryRun: dryRun, Report: client.KindReport{Compatible: true, Changes: []client.KindFinding{}, Against: []int{}}}
+	if req.Scope != "" && req.Scope != "org" && req.Scope != "global" {
+		return res, fault.UnprocessableFields("invalid kind", []fault.FieldError{{Field: "/scope", Message: fmt.Sprintf("scope must be \"org\" or \"global\", not %q", fault.Truncate(req.Scope, 40))}})
+	}
+	if len(bytes.TrimSpace(req.Schema)) == 0 {
+		return res, fault.UnprocessableFields("invalid kind", []fault.FieldError{{Field: "/schema", Message: "required: the JSON Schema of the kind's spec"}})
+	}
+	next, err := schema.Parse(req.Schema)
+	if err != nil {
+		return res, underSchema(err)
+	}
+	canonical, err := encode(next.Doc())
+	if err != nil {
+		return res, err
+	}
+	acks := make([]compat.Ack, 0, len(req.Acknowledge))
+	for _, a := range req.Acknowledge {
+		acks = append(acks, compat.Ack{Path: a.Path, Rule: a.Rule})
+	}
+	err = s.db.InTx(ctx, func(tx *db.Tx) error {
+		if _, err := tx.Exec(ctx, q.Get("KindLockExclusive"), s.db.Schema(), name); err != nil {
+			return err
+		}
+		cur, err := s.lookup(ctx, tx, name, true)
+		if fault.KindOf(err) == fault.KindNotFound {
+			if builtin {
+				return fmt.Errorf("built-in kind %s is missing from the registry", name)
+			}
+			if req.Scope == "" {
+				return fault.UnprocessableFields("invalid kind", []fault.FieldError{{Field: "/scope", Message: "required on a kind's first registration: \"org\" or \"global\""}})
+			}
+			res.Scope, res.Revision = req.Scope, 1
+			if dryRun {
+				return nil
+			}
+			if _, err := tx.Exec(ctx, q.Get("KindInsert"), name, req.Scope, false); err != nil {
+				return err
+			}
+			return s.insertRevision(ctx, tx, actor, name, 1, canonical, res.Report)
+		}
+		if err != nil {
+			return err
+		}
+		if cur.builtin && !builtin {
+			return fault.Conflict("%s is a built-in kind: its schema evolves with strata releases, not through the API", name)
+		}
+		if req.Scope != "" && req.Scope != cur.scope {
+			return &fault.Error{Kind: fault.KindConflict, Detail: fmt.Sprintf("kind %s has scope %q; a kind's scope cannot change (register a new kind and move the objects)", name, cur.scope),
+				Fields: []fault.FieldError{{Field: "/scope", Message: fmt.Sprintf("must stay %q", cur.scope)}}}
+		}
+		res.Scope = cur.scope
+		latest, err := s.revision(ctx, tx, name, cur.rev)
+		if err != nil {
+			return err
+		}
+		if same, err := encode(latest.Doc()); err == nil && bytes.Equal(same, canonical) {
+			res.Revision, res.Unchanged = cur.rev, true
+			return nil
+		}
+		report, err := s.check(ctx, tx, name, cur.rev, next, acks)
+		if err != nil {
+			return err
+		}
+		res.Report, res.Revision = report, cur.rev+1
+		if !report.Compatible && !dryRun {
+			return &fault.Error{Kind: fault.KindConflict,
+				Detail:     refusal(report),
+				Extensions: map[string]any{"report": report}}
+		}
+		if dryRun {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, q.Get("KindAdvance"), name, cur.rev+1); err != nil {
+			return err
+		}
+		return s.insertRevision(ctx, tx, actor, name, cur.rev+1, canonical, report)
+	})
+	if err != nil {
+		return res, err
+	}
+	if !dryRun && !res.Unchanged {
+		s.mu.Lock()
+		delete(s.current, name)
+		s.mu.Unlock()
+	}
+	return res, nil
+}
+
+// refusal summarises why a report refuses a registration.
+func refusal(r client.KindReport) string {
+	var rejected, unacked []string
+	for _, f := range r.Changes {
+		switch {
+		case f.Verdict == string(compat.Reject):
+			rejected = append(rejected, f.Field+" ("+f.Rule+")")
+		case f.Verdict == string(compat.Acknowledge) && !f.Acknowledged:
+			unacked = append(unacked, f.Field+" ("+f.Rule+")")
+		}
+	}
+	var parts []string
+	if len(rejected) > 0 {
+		parts = append(parts, "rejected: "+strings.Join(rejected, ", "))
+	}
+	if len(unacked) > 0 {
+		parts = append(parts, "needs an acknowledgement: "+strings.Join(unacked, ", "))
+	}
+	return "the schema change is not compatible with the stored objects or their readers; " + strings.Join(parts, "; ") + " (the report says why and what to do)"
+}
+
+func (s *Service) insertRevision(ctx context.Context, tx *db.Tx, actor auth.AuditActor, name string, rev int, doc json.RawMessage, report client.KindReport) error {
+	rep, err := json.Marshal(report)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, q.Get("KindRevisionInsert"), name, rev, []byte(doc), rep, actor.Actor); err != nil {
+		return err
+	}
+	return auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: actor.Actor, Action: "kind.register", Target: name, RemoteAddr: actor.RemoteAddr,
+		Detail: map[string]any{"revision": rev, "changes": len(report.Changes)}})
+}
+
+// underSchema re-roots the schema package's field pointers under /schema, the member of
+// the request body they are in.
+func underSchema(err error) error {
+	var fe *fault.Error
+	if !errors.As(err, &fe) {
+		return err
+	}
+	out := *fe
+	out.Fields = make([]fault.FieldError, len(fe.Fields))
+	for i, f := range fe.Fields {
+		out.Fields[i] = fault.FieldError{Field: "/schema" + f.Field, Message: f.Message}
+	}
+	return &out
+}
+
+// check diffs next against the latest revision and every older revision stored objects
+// still reference, runs the data-aware checks the changes need over the stored objects, and
+// decides. The caller holds the kind's key exclusively, so the scan sees every object that
+// will ever have been written under the revisions it diffs against.
+func (s *Service) check(ctx context.Context, tx *db.Tx, name string, latestRev int, next *schema.Schema, acks []compat.Ack) (client.KindReport, error) {
+	against := []int{latestRev}
+	rows, err := tx.Query(ctx, q.Get("KindLiveRevisions"), name)
+	if err != nil {
+		return client.KindReport{}, err
+	}
+	var live []int
+	for rows.Next() {
+		var r int
+		if err := rows.Scan(&r); err != nil {
+			rows.Close()
+			return client.KindReport{}, err
+		}
+		live = append(live, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return client.KindReport{}, err
+	}
+	sort.Sort(sort.Reverse(sort.IntSlice(live)))
+	for _, r := range live {
+		if r != latestRev && r < latestRev {
+			against = append(against, r)
+		}
+	}
+	type keyed struct {
+		change  compat.Change
+		against int
+	}
+	var changes []keyed
+	seen := map[string]bool{}
+	for _, rev := range against {
+		old, err := s.revision(ctx, tx, name, rev)
+		if err != nil {
+			return client.KindReport{}, err
+		}
+		for _, c := range compat.Diff(old.Doc(), next.Doc()) {
+			k := c.Path + "\x00" + c.Rule
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			changes = append(changes, keyed{c, rev})
+		}
+	}
+	plain := make([]compat.Change, len(changes))
+	scan := false
+	for i, c := range changes {
+		plain[i] = c.change
+		scan = scan || c.change.Check != compat.NoCheck
+	}
+	impacts := map[int]compat.Impact{}
+	scanned := 0
+	if scan {
+		if scanned, err = s.scan(ctx, tx, name, next, plain, impacts); err != nil {
+			return client.KindReport{}, err
+		}
+	}
+	decided := compat.Decide(plain, impacts, acks)
+	report := client.KindReport{Compatible: decided.Compatible, Changes: []client.KindFinding{}, Scanned: scanned, Against: against}
+	for _, f := range decided.Changes {
+		kf := client.KindFinding{Path: f.Path, Field: f.Field, Rule: f.Rule, Row: f.Row, Verdict: string(f.Verdict), Acknowledged: f.Acknowledged,
+			Ack: f.Ack, Message: f.Message, WayForward: f.WayForward}
+		if f.Impact != nil {
+			kf.Impact = &client.KindImpact{Count: f.Impact.Count, Sample: f.Impact.Sample}
+			if kf.Impact.Sample == nil {
+				kf.Impact.Sample = []string{}
+			}
+		}
+		for _, c := range changes {
+			if c.change.Path == f.Path && c.change.Rule == f.Rule {
+				kf.Against = c.against
+				break
+			}
+		}
+		report.Changes = append(report.Changes, kf)
+	}
+	return report, nil
+}
+
+// scan examines every stored object of the kind for the changes that need data: values the
+// new revision's schema refuses at a change's path and keyword, and values present or absent
+// at a path. It fills impacts (by change index) and returns how many objects it read.
+func (s *Service) scan(ctx context.Context, tx *db.Tx, name string, next *schema.Schema, changes []compat.Change, impacts map[int]compat.Impact) (int, error) {
+	needViolations := false
+	for _, c := range changes {
+		needViolations = needViolations || c.Check == compat.Violations
+	}
+	rows, err := tx.Query(ctx, q.Get("KindScan"), name)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var (
+			org, obj string
+			raw      []byte
+		)
+		if err := rows.Scan(&org, &obj, &raw); err != nil {
+			return n, err
+		}
+		n++
+		spec, err := decode(raw)
+		if err != nil {
+			return n, fmt.Errorf("stored spec of %s %s: %w", name, obj, err)
+		}
+		var viols []schema.Violation
+		if needViolations {
+			viols = next.Violations(next.Present(spec))
+		}
+		label := obj
+		if org != "" {
+			label = org + "/" + obj
+		}
+		for i, c := range changes {
+			hit := false
+			switch c.Check {
+			case compat.Violations:
+				for _, v := range viols {
+					if v.Schema == c.Path && contains(c.Keywords, v.Keyword) {
+						hit = true
+						break
+					}
+				}
+			case compat.Present:
+				hit = compat.HasValue(spec, c.Path)
+			case compat.Absent:
+				hit = compat.Lacks(spec, c.Path)
+			}
+			if hit {
+				im := impacts[i]
+				im.Count++
+				if len(im.Sample) < SampleSize {
+					im.Sample = append(im.Sample, label)
+				}
+				impacts[i] = im
+			}
+		}
+	}
+	return n, rows.Err()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,61 @@
+-- name: KindLockShared
+-- Taken by every write of an object of the kind before it reads the current revision, in its
+-- own statement: a statement's snapshot is taken before it waits for a lock, so reading the
+-- revision in the same statement could read the revision a registration is replacing.
+SELECT pg_advisory_xact_lock_shared(hashtextextended($1 || '/kind/' || $2, 0));
+
+-- name: KindLockExclusive
+-- Taken by a registration: writers of the kind wait until it commits, and it waits for the
+-- writers already past their shared lock.
+SELECT pg_advisory_xact_lock(hashtextextended($1 || '/kind/' || $2, 0));
+
+-- name: KindCurrent
+SELECT k.scope, k.builtin, k.current_revision
+FROM {{schema}}.kinds k
+WHERE k.name = $1;
+
+-- name: KindRevisionGet
+SELECT schema, report, created_by, created_at
+FROM {{schema}}.kind_revisions
+WHERE kind = $1 AND revision = $2;
+
+-- name: KindList
+SELECT k.name, k.scope, k.builtin, k.current_revision, k.created_at, k.updated_at
+FROM {{schema}}.kinds k
+ORDER BY k.name;
+
+-- name: KindRevisions
+SELECT revision, schema, report, created_by, created_at
+FROM {{schema}}.kind_revisions
+WHERE kind = $1
+ORDER BY revision;
+
+-- name: KindLiveRevisions
+-- The revisions that stored objects still reference (NULL: written before kinds existed).
+SELECT DISTINCT schema_revision
+FROM {{schema}}.resources
+WHERE kind = $1 AND schema_revision IS NOT NULL;
+
+-- name: KindInsert
+INSERT INTO {{schema}}.kinds (name, scope, builtin, current_revision)
+VALUES ($1, $2, $3, 1);
+
+-- name: KindAdvance
+UPDATE {{schema}}.kinds SET current_revision = $2, updated_at = now()
+WHERE name = $1;
+
+-- name: KindRevisionInsert
+INSERT INTO {{schema}}.kind_revisions (kind, revision, schema, report, created_by)
+VALUES ($1, $2, $3, $4, $5);
+
+-- name: KindScan
+-- Every stored object of the kind, for the data-aware checks of a registration (which holds
+-- the kind's key exclusively, so none is written meanwhile).
+SELECT org, name, spec
+FROM {{schema}}.resources
+WHERE kind = $1;
+
+-- name: KindRevisionExists
+-- jsonb equality ignores key order and formatting, so a schema equal to any revision is
+-- found whatever its spelling.
+SELECT EXISTS (SELECT 1 FROM {{schema}}.kind_revisions WHERE kind = $1 AND schema = $2::jsonb);
