@@ -244,6 +244,26 @@ type Tx struct {
 	schema string
 	key    int32
 	db     *DB
+	memo   map[any]any
+}
+
+// Memo returns what compute returned for key earlier in this transaction, or runs it and
+// keeps the result until the transaction ends (errors are not kept). It is for facts that a
+// lock the transaction holds keeps true to its end: a batch of writes of one kind takes the
+// kind's key and reads its revision once, not once per object.
+func (t *Tx) Memo(key any, compute func() (any, error)) (any, error) {
+	if v, ok := t.memo[key]; ok {
+		return v, nil
+	}
+	v, err := compute()
+	if err != nil {
+		return nil, err
+	}
+	if t.memo == nil {
+		t.memo = map[any]any{}
+	}
+	t.memo[key] = v
+	return v, nil
 }
 
 type txSlot struct{}

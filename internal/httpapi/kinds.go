@@ -57,6 +57,11 @@ func (a *API) userKindRoutes() []route {
 func (a *API) userKind(scope resource.Scope, h func(k *resource.Kind) authedHandler) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 		name := r.PathValue("kind")
+		if f, ok := r.Context().Value(filterSlot{}).(auth.Filter); ok && f.Empty() {
+			// A list for a token with no scope of the family: refused before the kind is
+			// looked up, so which kinds exist is not revealed.
+			return fault.Forbidden("token %q has no scope of the resources family", p.Name)
+		}
 		k, err := a.resources.Kind(r.Context(), name)
 		if err != nil {
 			return err

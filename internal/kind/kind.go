@@ -78,7 +78,15 @@ type Service struct {
 	mu       sync.Mutex
 	compiled map[revKey]*schema.Schema
 	current  map[string]current
+
+	// Test hooks (export_test.go): skipWriteLock drops the writes' shared key, afterScan
+	// runs between a registration's scan and its insert.
+	skipWriteLock bool
+	afterScan     func()
 }
+
+// admitKey memoizes, per transaction, the kind's revision read under its shared key.
+type admitKey struct{ kind string }
 
 type revKey struct {
 	kind string
@@ -195,21 +203,34 @@ func (s *Service) UserKind(ctx context.Context, name string) (string, error) {
 // parts ratchet). It returns the spec to store, the revision it conforms to and warnings
 // for the client.
 func (s *Service) Admit(ctx context.Context, tx *db.Tx, kind string, spec, prev json.RawMessage) (json.RawMessage, int, []string, error) {
-	var c current
-	err := tx.Pipeline(ctx,
-		db.Step{Query: q.Get("KindLockShared"), Args: []any{s.db.Schema(), kind}, Scan: func(r db.Row) error { var v any; return r.Scan(&v) }},
-		db.Step{Query: q.Get("KindCurrent"), Args: []any{kind}, Scan: func(r db.Row) error { return r.Scan(&c.scope, &c.builtin, &c.rev) }},
-	)
-	if errors.Is(err, db.ErrNotFound) {
-		return nil, 0, nil, fault.NotFound("kind %q is not registered", fault.Truncate(kind, 80))
-	}
+	// The key stays held to the end of the transaction, so the revision read under it stays
+	// current: a batch of writes of one kind locks and reads once.
+	v, err := tx.Memo(admitKey{kind}, func() (any, error) {
+		var c current
+		steps := []db.Step{
+			{Query: q.Get("KindLockShared"), Args: []any{s.db.Schema(), kind}, Scan: func(r db.Row) error { var v any; return r.Scan(&v) }},
+			{Query: q.Get("KindCurrent"), Args: []any{kind}, Scan: func(r db.Row) error { return r.Scan(&c.scope, &c.builtin, &c.rev) }},
+		}
+		if s.skipWriteLock {
+			steps = steps[1:]
+		}
+		err := tx.Pipeline(ctx, steps...)
+		if errors.Is(err, db.ErrNotFound) {
+			return nil, fault.NotFound("kind %q is not registered", fault.Truncate(kind, 80))
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.at = s.now()
+		s.mu.Lock()
+		s.current[kind] = c
+		s.mu.Unlock()
+		return c, nil
+	})
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	c.at = s.now()
-	s.mu.Lock()
-	s.current[kind] = c
-	s.mu.Unlock()
+	c := v.(current)
 	sch, err := s.revision(ctx, tx, kind, c.rev)
 	if err != nil {
 		return nil, 0, nil, err
@@ -238,12 +259,16 @@ func (s *Service) Admit(ctx context.Context, tx *db.Tx, kind string, spec, prev 
 // Present runs the read pipeline of kind's current revision on a stored spec: aliases
 // mapped to canonical names, tombstoned fields hidden, current defaults filled into absent
 // fields. Reads never fail: when the registry cannot be read, the spec is returned as stored.
-func (s *Service) Present(ctx context.Context, kind string, spec json.RawMessage) json.RawMessage {
-	c, err := s.lookup(ctx, s.db, kind, false)
+//
+// qr is the caller's transaction when it has one: the registry is read through it, so a
+// transaction never waits for a second pooled connection (with every connection held by such
+// transactions, that wait would never end).
+func (s *Service) Present(ctx context.Context, qr db.Querier, kind string, spec json.RawMessage) json.RawMessage {
+	c, err := s.lookup(ctx, qr, kind, false)
 	if err != nil {
 		return spec
 	}
-	sch, err := s.revision(ctx, s.db, kind, c.rev)
+	sch, err := s.revision(ctx, qr, kind, c.rev)
 	if err != nil {
 		return spec
 	}
@@ -449,6 +474,9 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 			return err
 		}
 		res.Report, res.Revision = report, cur.rev+1
+		if s.afterScan != nil {
+			s.afterScan()
+		}
 		if !report.Compatible && !dryRun {
 			return &fault.Error{Kind: fault.KindConflict,
 				Detail:     refusal(report),

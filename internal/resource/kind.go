@@ -54,15 +54,17 @@ type Kind struct {
 	// after Prepare: it returns the spec to store, the schema revision it conforms to and
 	// warnings for the client. prev is the stored spec (nil on create). Nil: no schema.
 	Admit func(ctx context.Context, tx *db.Tx, spec, prev json.RawMessage) (json.RawMessage, int, []string, error)
-	// Present runs the kind's read pipeline on a stored spec; it never fails. Nil: as stored.
-	Present func(ctx context.Context, spec json.RawMessage) json.RawMessage
+	// Present runs the kind's read pipeline on a stored spec, reading the registry through qr
+	// (the caller's transaction when it has one, so a transaction never waits for a second
+	// pooled connection); it never fails. Nil: as stored.
+	Present func(ctx context.Context, qr db.Querier, spec json.RawMessage) json.RawMessage
 }
 
 // Schemas is the kind registry as the resource path sees it (implemented by package kind):
 // the write and read pipelines of every kind's current schema revision, and the user kinds.
 type Schemas interface {
 	Admit(ctx context.Context, tx *db.Tx, kind string, spec, prev json.RawMessage) (json.RawMessage, int, []string, error)
-	Present(ctx context.Context, kind string, spec json.RawMessage) json.RawMessage
+	Present(ctx context.Context, qr db.Querier, kind string, spec json.RawMessage) json.RawMessage
 	// UserKind returns a user-defined kind's scope ("org" or "global"); 404 when unknown.
 	UserKind(ctx context.Context, name string) (string, error)
 }
@@ -77,7 +79,9 @@ func withSchemas(k *Kind, sc Schemas) *Kind {
 	c.Admit = func(ctx context.Context, tx *db.Tx, spec, prev json.RawMessage) (json.RawMessage, int, []string, error) {
 		return sc.Admit(ctx, tx, name, spec, prev)
 	}
-	c.Present = func(ctx context.Context, spec json.RawMessage) json.RawMessage { return sc.Present(ctx, name, spec) }
+	c.Present = func(ctx context.Context, qr db.Querier, spec json.RawMessage) json.RawMessage {
+		return sc.Present(ctx, qr, name, spec)
+	}
 	return &c
 }
 

@@ -104,12 +104,13 @@ func (s *Service) Kind(ctx context.Context, name string) (*Kind, error) {
 // presentObject runs the read pipeline of obj's kind on obj (aliases mapped to canonical
 // names, tombstoned fields hidden, current defaults filled in; research §5.1) for every object
 // a read, a list or a watch returns. Reads never validate and never fail.
-func (s *Service) presentObject(ctx context.Context, obj *client.Object) {
+// qr is the caller's transaction, or s's database outside one.
+func (s *Service) presentObject(ctx context.Context, qr db.Querier, obj *client.Object) {
 	k, err := s.Kind(ctx, obj.Kind)
 	if err != nil || k.Present == nil || len(obj.Spec) == 0 {
 		return
 	}
-	obj.Spec = k.Present(ctx, obj.Spec)
+	obj.Spec = k.Present(ctx, qr, obj.Spec)
 }
 
 type warningSlot struct{}
@@ -409,7 +410,7 @@ func (s *Service) Get(ctx context.Context, ref Ref) (client.Object, error) {
 		return client.Object{}, notFound(ref)
 	}
 	if err == nil {
-		s.presentObject(ctx, &obj)
+		s.presentObject(ctx, s.db, &obj)
 	}
 	return obj, err
 }
@@ -665,7 +666,7 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 		// object, so a patch never trips over a field its sender cannot see.
 		shown := cur
 		if k.Present != nil {
-			shown.Spec = k.Present(ctx, cur.Spec)
+			shown.Spec = k.Present(ctx, tx, cur.Spec)
 		}
 		obj, err := next(shown)
 		if err != nil {
