@@ -150,7 +150,7 @@ func TestDiffRuleTable(t *testing.T) {
 			want:    []want{{"/properties/capacity", "/spec/capacity", "alias-removed", 9, "", NC, nil, R, R}},
 			forward: []string{"`size`", "`capacity`"}},
 		{name: "row 9 alias revives a tombstone", old: obj(`"size":{"type":"string","x-removed":true}`),
-			new:     obj(`"size":{"type":"string","x-removed":true},"capacity":{"type":"string","x-aliases":["size"]}`),
+			new: obj(`"size":{"type":"string","x-removed":true},"capacity":{"type":"string","x-aliases":["size"]}`),
 			want: []want{
 				{"/properties/capacity", "/spec/capacity", "alias-revives-tombstone", 8, "", NC, nil, R, R},
 				{"/properties/capacity", "/spec/capacity", "property-added", 1, "", NC, nil, A, A},
@@ -230,7 +230,7 @@ func TestDiffRuleTable(t *testing.T) {
 				{"/properties/l", "/spec/l", "uniqueItems-added", 17, "", V, []string{"uniqueItems"}, A, A},
 			}},
 		{name: "row 17 map constraints", old: obj(`"m":{"type":"object","additionalProperties":{"type":"string"}}`),
-			new: obj(`"m":{"type":"object","additionalProperties":{"type":"string"},"maxProperties":3}`),
+			new:  obj(`"m":{"type":"object","additionalProperties":{"type":"string"},"maxProperties":3}`),
 			want: []want{{"/properties/m", "/spec/m", "maxProperties-tightened", 17, "", V, []string{"maxProperties"}, A, A}}},
 		{name: "row 17 additionalProperties closed", old: obj(`"m":{"type":"object","additionalProperties":true}`), new: obj(`"m":{"type":"object"}`),
 			want: []want{{"/properties/m", "/spec/m", "additionalProperties-tightened", 17, "", V, []string{"additionalProperties"}, A, A}}},
