@@ -150,7 +150,7 @@ func TestDiffRuleTable(t *testing.T) {
 			want:    []want{{"/properties/capacity", "/spec/capacity", "alias-removed", 9, "", NC, nil, R, R}},
 			forward: []string{"`size`", "`capacity`"}},
 		{name: "row 9 alias revives a tombstone", old: obj(`"size":{"type":"string","x-removed":true}`),
-			new:     obj(`"size":{"type":"string","x-removed":true},"capacity":{"type":"string","x-aliases":["size"]}`),
+			new: obj(`"size":{"type":"string","x-removed":true},"capacity":{"type":"string","x-aliases":["size"]}`),
 			want: []want{
 				{"/properties/capacity", "/spec/capacity", "alias-revives-tombstone", 8, "", NC, nil, R, R},
 				{"/properties/capacity", "/spec/capacity", "property-added", 1, "", NC, nil, A, A},
@@ -230,7 +230,7 @@ func TestDiffRuleTable(t *testing.T) {
 				{"/properties/l", "/spec/l", "uniqueItems-added", 17, "", V, []string{"uniqueItems"}, A, A},
 			}},
 		{name: "row 17 map constraints", old: obj(`"m":{"type":"object","additionalProperties":{"type":"string"}}`),
-			new: obj(`"m":{"type":"object","additionalProperties":{"type":"string"},"maxProperties":3}`),
+			new:  obj(`"m":{"type":"object","additionalProperties":{"type":"string"},"maxProperties":3}`),
 			want: []want{{"/properties/m", "/spec/m", "maxProperties-tightened", 17, "", V, []string{"maxProperties"}, A, A}}},
 		{name: "row 17 additionalProperties closed", old: obj(`"m":{"type":"object","additionalProperties":true}`), new: obj(`"m":{"type":"object"}`),
 			want: []want{{"/properties/m", "/spec/m", "additionalProperties-tightened", 17, "", V, []string{"additionalProperties"}, A, A}}},
@@ -276,6 +276,9 @@ func TestDiffRuleTable(t *testing.T) {
 			want: []want{{"/properties/n", "/spec/n", "allOf-tightened", 16, "", V, []string{"allOf"}, A, A}}},
 		{name: "combinator changed unclassified", old: obj(`"n":{"type":"integer","oneOf":[{"minimum":1}]}`), new: obj(`"n":{"type":"integer","oneOf":[{"minimum":2}]}`),
 			want: []want{{"/properties/n", "/spec/n", "oneOf-changed", 18, "readersHandleWiderValues", V, []string{"oneOf"}, K, K}}},
+		{name: "keyword outside the subset changed", old: obj(`"l":{"type":"array","items":{"type":"string"},"contains":{"const":"a"}}`),
+			new:  obj(`"l":{"type":"array","items":{"type":"string"},"contains":{"const":"b"}}`),
+			want: []want{{"/properties/l", "/spec/l", "contains-changed", 18, "readersHandleWiderValues", V, []string{"contains"}, K, K}}},
 		{name: "nested through items and properties", old: obj(`"a":{"type":"array","items":{"type":"object","properties":{"b":{"type":"integer","maximum":9}}}}`),
 			new:  obj(`"a":{"type":"array","items":{"type":"object","properties":{"b":{"type":"integer","maximum":3}}}}`),
 			want: []want{{"/properties/a/items/properties/b", "/spec/a/*/b", "maximum-tightened", 16, "", V, []string{"maximum"}, A, A}}},
@@ -292,6 +295,8 @@ func TestDiffRuleTable(t *testing.T) {
 		}
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			require.Empty(t, compat.Diff(schema(t, tc.old), schema(t, tc.old)), "Diff(old, old)")
+			require.Empty(t, compat.Diff(schema(t, tc.new), schema(t, tc.new)), "Diff(new, new)")
 			got := compat.Diff(schema(t, tc.old), schema(t, tc.new))
 			require.Equal(t, tc.want, project(got))
 			for _, c := range got {

@@ -38,6 +38,7 @@ func FuzzDiff(f *testing.F) {
 		obj(`"n":{"type":"integer","anyOf":[{"minimum":1}],"not":{"const":3},"x-user-only":true}`),
 		`{"type":7,"properties":[],"required":{},"items":1,"additionalProperties":"x","enum":3}`,
 		`{"properties":{"a":{"properties":{"a":{"properties":{"a":{"type":"object"}}}}}}}`,
+		obj(`"l":{"type":"array","items":{"type":"string"},"contains":{"const":"a"},"minContains":1}`),
 		`[1,2]`, `null`, `"s"`, `{}`,
 	}
 	for i, a := range seeds {

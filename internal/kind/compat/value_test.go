@@ -33,7 +33,7 @@ func TestHasValueAndLacks(t *testing.T) {
 		{"/properties/matrix/items/items/properties/v", true, true},
 		{"/properties/empty/items/properties/x", false, false}, // no item: nothing lacks it
 		{"/properties/db/properties/port", false, true},
-		{"/properties/opt/properties/x", false, false}, // a missing parent is not a lack
+		{"/properties/opt/properties/x", false, false},  // a missing parent is not a lack
 		{"/properties/size/properties/x", false, false}, // a non-object parent is not a lack
 		{"/properties/ports/items", true, false},
 		{"/properties/ports/anyOf/0", false, false},
