@@ -673,7 +673,7 @@ func (s *Service) scan(ctx context.Context, tx *db.Tx, name string, next *schema
 			switch c.Check {
 			case compat.Violations:
 				for _, v := range viols {
-					if v.Schema == c.Path && contains(c.Keywords, v.Keyword) {
+					if c.Counts(v.Schema, v.Keyword) {
 						hit = true
 						break
 					}
@@ -694,13 +694,4 @@ func (s *Service) scan(ctx context.Context, tx *db.Tx, name string, next *schema
 		}
 	}
 	return n, rows.Err()
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
