@@ -72,6 +72,24 @@ type node struct {
 	hasDefault  bool
 	def         any
 	listMapKeys []string
+	// aliasesBelow says this node or a descendant declares x-aliases, so the write pipeline
+	// can skip alias resolution for the (usual) subtrees without renames.
+	aliasesBelow bool
+}
+
+// markAliases sets aliasesBelow bottom-up and returns it for n.
+func markAliases(n *node) bool {
+	if n == nil {
+		return false
+	}
+	below := len(n.aliasOf) > 0
+	for _, c := range n.props {
+		below = markAliases(c) || below
+	}
+	below = markAliases(n.addl) || below
+	below = markAliases(n.items) || below
+	n.aliasesBelow = below
+	return below
 }
 
 func (n *node) allows(t string) bool {
@@ -170,6 +188,7 @@ func Parse(doc []byte) (*Schema, error) {
 	if len(p.errs) > 0 {
 		return nil, refuse(p.errs...)
 	}
+	markAliases(root)
 	s := &Schema{doc: obj, root: root}
 	s.assertFormats, _ = obj["x-assert-formats"].(bool)
 
@@ -296,11 +315,13 @@ func (s *Schema) checkDefault(c *jsonschema.Compiler, n *node) []fault.FieldErro
 	if err != nil {
 		return []fault.FieldError{{Field: at, Message: "the default cannot be checked: " + fault.Truncate(err.Error(), 200)}}
 	}
+	// Present fills nested defaults into a default (top-down), so that is the value to check.
+	def := present(n, deepCopy(n.def))
 	var out []fault.FieldError
-	for _, v := range unknownKeys(n, n.def, "", nil) {
+	for _, v := range unknownKeys(n, def, "", nil) {
 		out = append(out, fault.FieldError{Field: at, Message: fmt.Sprintf("the default holds %s, which the schema does not define", describePointer(v.Instance))})
 	}
-	if err := sub.Validate(n.def); err != nil {
+	if err := sub.Validate(def); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
 			for _, l := range flatten(ve, nil) {
