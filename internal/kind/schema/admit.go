@@ -247,27 +247,8 @@ func unchanged(n *node, at []string, nv, ov any) bool {
 
 // findByKeys finds the item of list whose list map keys equal item's.
 func findByKeys(list []any, item any, keys []string) (any, bool) {
-	im, ok := item.(map[string]any)
-	if !ok {
-		return nil, false
-	}
-	for _, cand := range list {
-		cm, ok := cand.(map[string]any)
-		if !ok {
-			continue
-		}
-		match := true
-		for _, k := range keys {
-			a, aok := im[k]
-			b, bok := cm[k]
-			if !aok || !bok || !equalJSON(a, b) {
-				match = false
-				break
-			}
-		}
-		if match {
-			return cand, true
-		}
+	if i, ok := firstWithKeys(list, item, keys); ok {
+		return list[i], true
 	}
 	return nil, false
 }

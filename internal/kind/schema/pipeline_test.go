@@ -330,3 +330,42 @@ func TestViolationsNormalisesEveryLeaf(t *testing.T) {
 	}, summarise(got))
 	require.Empty(t, s.Violations(s.Present(obj(t, `{"net": {"zone": "a"}}`))))
 }
+
+func TestAdmitMapListKeysMustBeUnique(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, richSchema)
+	dup := `{"net": {"zone": "a"}, "ports": [{"name": "a"}, {"name": "b"}, {"name": "a", "port": 1}]}`
+	_, _, err := s.Admit(obj(t, dup), nil)
+	_, f := fields(t, err)
+	require.Equal(t, map[string]string{"/spec/ports/2": "x-list-map-keys: item 2 has the same name as item 0"}, f)
+
+	// A stored list with duplicates ratchets while the list is unchanged.
+	old := s.Present(obj(t, dup))
+	_, warnings, err := s.Admit(obj(t, `{"net": {"zone": "b"}, "ports": [{"name": "a"}, {"name": "b"}, {"name": "a", "port": 1}]}`), old)
+	require.NoError(t, err)
+	require.Len(t, warnings, 1)
+	require.Equal(t, []string{"/spec/ports/2 x-list-map-keys /properties/ports"}, summarise(s.Violations(old)))
+}
+
+func TestSchemaIsSafeForConcurrentUse(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, richSchema)
+	old := s.Present(obj(t, `{"size": 12, "net": {"zone": "a"}, "ports": [{"name": "a", "port": 2000}]}`))
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 50 {
+				out, _, err := s.Admit(obj(t, `{"size": 12, "sizeInBytes": 1, "net": {"zone": "b"}, "ports": [{"name": "a", "port": 2000}]}`), old)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				s.Violations(s.Present(out))
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+}
