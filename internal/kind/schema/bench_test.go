@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/stratahq/strata/internal/kind/schema"
 )
 
 // BenchmarkAdmit measures the write pipeline for a valid update of a 20-field object against a
@@ -35,5 +37,27 @@ func BenchmarkAdmit(b *testing.B) {
 		if _, _, err := s.Admit(spec, old); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkParse measures compiling the rich test schema (registration and cache-miss cost).
+func BenchmarkParse(b *testing.B) {
+	doc := []byte(richSchema)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := schema.Parse(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPresent measures the read pipeline on a stored object of the rich schema.
+func BenchmarkPresent(b *testing.B) {
+	s := mustParse(b, richSchema)
+	stored := obj(b, `{"size": 3, "sizeInBytes": 9, "legacy": "x", "net": {"zone": "a"},
+		"ports": [{"name": "a", "port": 80}, {"name": "b", "port": 443}], "tags": ["x", "y"], "labels": {"a": "b"}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Present(stored)
 	}
 }

@@ -273,6 +273,17 @@ func TestAdmitRefusesNumbersTheValidatorCannotProcess(t *testing.T) {
 	k, f := fields(t, err)
 	require.Equal(t, fault.KindUnprocessable, k)
 	require.Equal(t, []string{"/spec/size"}, keys(f))
+	require.Contains(t, f["/spec/size"], "out of range")
+
+	// Without the guard the validator dereferences the nil big.Rat it gets for such a number.
+	n := mustParse(t, `{"type": "object", "properties": {"r": {"type": "number", "maximum": 5},
+		"l": {"type": "array", "uniqueItems": true, "items": {"type": "number"}}}}`)
+	for _, body := range []string{`{"r": 1e10000000}`, `{"l": [1e-10000000, 1]}`} {
+		_, _, err := n.Admit(obj(t, body), nil)
+		_, f := fields(t, err)
+		require.Len(t, f, 1, body)
+		require.NotNil(t, n.Violations(obj(t, body)), body)
+	}
 }
 
 func TestAdmitDoesNotMutateItsInputs(t *testing.T) {

@@ -75,21 +75,27 @@ type node struct {
 	// aliasesBelow says this node or a descendant declares x-aliases, so the write pipeline
 	// can skip alias resolution for the (usual) subtrees without renames.
 	aliasesBelow bool
+	// mapListsBelow says this node or a descendant is an x-list-map-keys list, whose keys
+	// Admit and Violations check for uniqueness.
+	mapListsBelow bool
 }
 
-// markAliases sets aliasesBelow bottom-up and returns it for n.
-func markAliases(n *node) bool {
+// markBelow sets aliasesBelow and mapListsBelow bottom-up and returns them for n.
+func markBelow(n *node) (aliases, mapLists bool) {
 	if n == nil {
-		return false
+		return false, false
 	}
-	below := len(n.aliasOf) > 0
+	aliases, mapLists = len(n.aliasOf) > 0, len(n.listMapKeys) > 0
+	children := []*node{n.addl, n.items}
 	for _, c := range n.props {
-		below = markAliases(c) || below
+		children = append(children, c)
 	}
-	below = markAliases(n.addl) || below
-	below = markAliases(n.items) || below
-	n.aliasesBelow = below
-	return below
+	for _, c := range children {
+		a, m := markBelow(c)
+		aliases, mapLists = aliases || a, mapLists || m
+	}
+	n.aliasesBelow, n.mapListsBelow = aliases, mapLists
+	return aliases, mapLists
 }
 
 func (n *node) allows(t string) bool {
@@ -188,7 +194,7 @@ func Parse(doc []byte) (*Schema, error) {
 	if len(p.errs) > 0 {
 		return nil, refuse(p.errs...)
 	}
-	markAliases(root)
+	markBelow(root)
 	s := &Schema{doc: obj, root: root}
 	s.assertFormats, _ = obj["x-assert-formats"].(bool)
 

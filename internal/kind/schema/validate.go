@@ -144,6 +144,9 @@ func (s *Schema) failures(v any) []failure {
 // the keys identify an item when old and new lists are correlated, so they must be unique. The
 // list is the owner (a container constraint, like uniqueItems).
 func mapListDuplicates(n *node, v any, path []string, out []failure) []failure {
+	if n == nil || !n.mapListsBelow {
+		return out
+	}
 	switch val := v.(type) {
 	case map[string]any:
 		if n == nil || !n.allows("object") {
