@@ -45,11 +45,11 @@ func (s *Schema) Admit(spec any, old any) (out any, warnings []string, err error
 	value := deepCopy(obj)
 
 	var unknown []fault.FieldError
-	screen(s.root, value, "/spec", &unknown, &warnings)
+	screen(s.root, value, nil, &unknown, &warnings)
 	if len(unknown) > 0 {
 		return nil, nil, fault.InvalidFields("spec has fields the kind's schema does not define", unknown)
 	}
-	if conflicts := resolveAliases(s.root, value, old, "/spec"); len(conflicts) > 0 {
+	if conflicts := resolveAliases(s.root, value, old, nil); len(conflicts) > 0 {
 		return nil, nil, fault.UnprocessableFields("spec sets a renamed field under two names", conflicts)
 	}
 	value = present(s.root, value)
@@ -73,52 +73,56 @@ func (s *Schema) Admit(spec any, old any) (out any, warnings []string, err error
 
 // screen is step 1 of Admit, in place on the caller's copy: it collects unknown fields of closed
 // objects, drops tombstoned fields and warns about deprecated and renamed ones.
-func screen(n *node, v any, ptr string, unknown *[]fault.FieldError, warnings *[]string) {
+func screen(n *node, v any, path []string, unknown *[]fault.FieldError, warnings *[]string) {
 	switch val := v.(type) {
 	case map[string]any:
 		if n == nil || !n.allows("object") {
 			return
 		}
 		for _, k := range sortedKeys(val) {
-			at := joinPointer(ptr, k)
+			sub := append(path, k)
+			at := func() string { return joinPointer("/spec", sub...) }
 			if c := n.prop(k); c != nil {
 				q := fault.Truncate(k, 64)
 				switch {
 				case c.removed:
 					delete(val, k)
-					*warnings = append(*warnings, fmt.Sprintf("%s: field %q was removed from the kind's schema; the value was dropped", at, q))
+					*warnings = append(*warnings, fmt.Sprintf("%s: field %q was removed from the kind's schema; the value was dropped", at(), q))
 					continue
 				case c.deprecated:
-					*warnings = append(*warnings, fmt.Sprintf("%s: field %q is deprecated", at, q))
+					*warnings = append(*warnings, fmt.Sprintf("%s: field %q is deprecated", at(), q))
 				}
 				if _, current := n.props[k]; !current {
-					*warnings = append(*warnings, fmt.Sprintf("%s: field %q was renamed to %q; the value is stored under the new name", at, q, n.aliasOf[k]))
+					*warnings = append(*warnings, fmt.Sprintf("%s: field %q was renamed to %q; the value is stored under the new name", at(), q, n.aliasOf[k]))
 				}
-				screen(c, val[k], at, unknown, warnings)
+				screen(c, val[k], sub, unknown, warnings)
 				continue
 			}
 			if n.addl != nil {
-				screen(n.addl, val[k], at, unknown, warnings)
+				screen(n.addl, val[k], sub, unknown, warnings)
 				continue
 			}
 			if n.addlOpen || n.preserve {
 				continue
 			}
-			*unknown = append(*unknown, fault.FieldError{Field: at, Message: fmt.Sprintf("unknown field %q: the kind's schema does not define it", fault.Truncate(k, 64))})
+			*unknown = append(*unknown, fault.FieldError{Field: at(), Message: fmt.Sprintf("unknown field %q: the kind's schema does not define it", fault.Truncate(k, 64))})
 		}
 	case []any:
 		if n == nil || n.items == nil || !n.allows("array") {
 			return
 		}
 		for i, e := range val {
-			screen(n.items, e, joinPointer(ptr, strconv.Itoa(i)), unknown, warnings)
+			screen(n.items, e, append(path, strconv.Itoa(i)), unknown, warnings)
 		}
 	}
 }
 
 // resolveAliases is step 2 of Admit, in place: it stores every renamed field under its canonical
 // name. old is the correlated stored value (nil on create), used by the conflict rule.
-func resolveAliases(n *node, v any, old any, ptr string) []fault.FieldError {
+func resolveAliases(n *node, v any, old any, path []string) []fault.FieldError {
+	if n == nil || !n.aliasesBelow {
+		return nil
+	}
 	var errs []fault.FieldError
 	switch val := v.(type) {
 	case map[string]any:
@@ -161,7 +165,7 @@ func resolveAliases(n *node, v any, old any, ptr string) []fault.FieldError {
 				}
 				if conflict {
 					for _, k := range changed {
-						errs = append(errs, fault.FieldError{Field: joinPointer(ptr, k), Message: fmt.Sprintf(
+						errs = append(errs, fault.FieldError{Field: joinPointer("/spec", append(path, k)...), Message: fmt.Sprintf(
 							"%q is one field under several names (renamed from %v) and they were set to different values; send one of them", fault.Truncate(name, 64), c.aliases)})
 					}
 					continue
@@ -178,7 +182,7 @@ func resolveAliases(n *node, v any, old any, ptr string) []fault.FieldError {
 			if oldObj != nil {
 				o = oldObj[k]
 			}
-			errs = append(errs, resolveAliases(n.child(k), val[k], o, joinPointer(ptr, k))...)
+			errs = append(errs, resolveAliases(n.child(k), val[k], o, append(path, k))...)
 		}
 	case []any:
 		if n == nil || n.items == nil || !n.allows("array") {
@@ -192,7 +196,7 @@ func resolveAliases(n *node, v any, old any, ptr string) []fault.FieldError {
 			} else if i < len(oldArr) {
 				o = oldArr[i]
 			}
-			errs = append(errs, resolveAliases(n.items, e, o, joinPointer(ptr, strconv.Itoa(i)))...)
+			errs = append(errs, resolveAliases(n.items, e, o, append(path, strconv.Itoa(i)))...)
 		}
 	}
 	return errs
@@ -243,27 +247,8 @@ func unchanged(n *node, at []string, nv, ov any) bool {
 
 // findByKeys finds the item of list whose list map keys equal item's.
 func findByKeys(list []any, item any, keys []string) (any, bool) {
-	im, ok := item.(map[string]any)
-	if !ok {
-		return nil, false
-	}
-	for _, cand := range list {
-		cm, ok := cand.(map[string]any)
-		if !ok {
-			continue
-		}
-		match := true
-		for _, k := range keys {
-			a, aok := im[k]
-			b, bok := cm[k]
-			if !aok || !bok || !equalJSON(a, b) {
-				match = false
-				break
-			}
-		}
-		if match {
-			return cand, true
-		}
+	if i, ok := firstWithKeys(list, item, keys); ok {
+		return list[i], true
 	}
 	return nil, false
 }

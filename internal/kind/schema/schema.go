@@ -72,6 +72,30 @@ type node struct {
 	hasDefault  bool
 	def         any
 	listMapKeys []string
+	// aliasesBelow says this node or a descendant declares x-aliases, so the write pipeline
+	// can skip alias resolution for the (usual) subtrees without renames.
+	aliasesBelow bool
+	// mapListsBelow says this node or a descendant is an x-list-map-keys list, whose keys
+	// Admit and Violations check for uniqueness.
+	mapListsBelow bool
+}
+
+// markBelow sets aliasesBelow and mapListsBelow bottom-up and returns them for n.
+func markBelow(n *node) (aliases, mapLists bool) {
+	if n == nil {
+		return false, false
+	}
+	aliases, mapLists = len(n.aliasOf) > 0, len(n.listMapKeys) > 0
+	children := []*node{n.addl, n.items}
+	for _, c := range n.props {
+		children = append(children, c)
+	}
+	for _, c := range children {
+		a, m := markBelow(c)
+		aliases, mapLists = aliases || a, mapLists || m
+	}
+	n.aliasesBelow, n.mapListsBelow = aliases, mapLists
+	return aliases, mapLists
 }
 
 func (n *node) allows(t string) bool {
@@ -170,6 +194,7 @@ func Parse(doc []byte) (*Schema, error) {
 	if len(p.errs) > 0 {
 		return nil, refuse(p.errs...)
 	}
+	markBelow(root)
 	s := &Schema{doc: obj, root: root}
 	s.assertFormats, _ = obj["x-assert-formats"].(bool)
 
@@ -296,11 +321,13 @@ func (s *Schema) checkDefault(c *jsonschema.Compiler, n *node) []fault.FieldErro
 	if err != nil {
 		return []fault.FieldError{{Field: at, Message: "the default cannot be checked: " + fault.Truncate(err.Error(), 200)}}
 	}
+	// Present fills nested defaults into a default (top-down), so that is the value to check.
+	def := present(n, deepCopy(n.def))
 	var out []fault.FieldError
-	for _, v := range unknownKeys(n, n.def, "", nil) {
+	for _, v := range unknownKeys(n, def, "", nil) {
 		out = append(out, fault.FieldError{Field: at, Message: fmt.Sprintf("the default holds %s, which the schema does not define", describePointer(v.Instance))})
 	}
-	if err := sub.Validate(n.def); err != nil {
+	if err := sub.Validate(def); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
 			for _, l := range flatten(ve, nil) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -123,20 +124,89 @@ type finding struct {
 
 // failures validates v fully with the compiled schema.
 func (s *Schema) failures(v any) []failure {
+	out := mapListDuplicates(s.root, v, nil, nil)
 	err := s.compiled.Validate(v)
 	if err == nil {
-		return nil
+		return out
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return []failure{{findings: []finding{{Violation: Violation{Instance: "/spec", Keyword: "type", Message: fault.Truncate(err.Error(), 200)}}}}}
+		return append(out, failure{findings: []finding{{Violation: Violation{Instance: "/spec", Keyword: "type", Message: fault.Truncate(err.Error(), 200)}}}})
 	}
-	var out []failure
 	for _, l := range leaves(ve, nil) {
 		schemaPtr, in := ownerOf(l)
 		out = append(out, failure{at: l.InstanceLocation, inCombinator: in, findings: findingsOf(l, "/spec", schemaPtr)})
 	}
 	return out
+}
+
+// mapListDuplicates reports items of x-list-map-keys lists whose keys repeat an earlier item's:
+// the keys identify an item when old and new lists are correlated, so they must be unique. The
+// list is the owner (a container constraint, like uniqueItems).
+func mapListDuplicates(n *node, v any, path []string, out []failure) []failure {
+	if n == nil || !n.mapListsBelow {
+		return out
+	}
+	switch val := v.(type) {
+	case map[string]any:
+		if n == nil || !n.allows("object") {
+			return out
+		}
+		for _, k := range sortedKeys(val) {
+			if c := n.child(k); c != nil {
+				out = mapListDuplicates(c, val[k], append(path, k), out)
+			}
+		}
+	case []any:
+		if n == nil || n.items == nil || !n.allows("array") {
+			return out
+		}
+		if len(n.listMapKeys) > 0 {
+			var findings []finding
+			for j := 1; j < len(val); j++ {
+				if first, ok := firstWithKeys(val[:j], val[j], n.listMapKeys); ok {
+					findings = append(findings, finding{Violation: Violation{
+						Instance: joinPointer("/spec", append(path, strconv.Itoa(j))...), Schema: n.ptr, Keyword: "x-list-map-keys",
+						Message: fmt.Sprintf("x-list-map-keys: item %d has the same %s as item %d", j, strings.Join(n.listMapKeys, ", "), first),
+					}, constraint: "x-list-map-keys (unique keys)"})
+				}
+			}
+			if len(findings) > 0 {
+				out = append(out, failure{at: slices.Clone(path), findings: findings})
+			}
+		}
+		for i, e := range val {
+			out = mapListDuplicates(n.items, e, append(path, strconv.Itoa(i)), out)
+		}
+	}
+	return out
+}
+
+// firstWithKeys returns the index of the first item of list with the same list map keys as item.
+func firstWithKeys(list []any, item any, keys []string) (int, bool) {
+	im, ok := item.(map[string]any)
+	if !ok {
+		return 0, false
+	}
+	for i, cand := range list {
+		cm, ok := cand.(map[string]any)
+		if !ok {
+			continue
+		}
+		match := true
+		for _, k := range keys {
+			a, aok := im[k]
+			b, bok := cm[k]
+			if !aok || !bok || !equalJSON(a, b) {
+				match = false
+				break
+			}
+		}
+		if match {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // leaves collects the failing keywords of a validation error tree. Groups and allOf are expanded

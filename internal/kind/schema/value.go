@@ -222,6 +222,9 @@ func equalJSON(a, b any) bool {
 // badNumbers returns the pointers (below prefix) of numbers the validator cannot process safely:
 // text that is not a JSON number or has an exponent beyond ±maxExponent.
 func badNumbers(v any, prefix string, out []string) []string {
+	if allNumbersFine(v) {
+		return out
+	}
 	switch v := v.(type) {
 	case map[string]any:
 		for k, e := range v {
@@ -286,4 +289,33 @@ func jsonType(v any) string {
 		return "number"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// allNumbersFine is the allocation-free fast path of badNumbers: true if every number in v can
+// be processed.
+func allNumbersFine(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			if !allNumbersFine(e) {
+				return false
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if !allNumbersFine(e) {
+				return false
+			}
+		}
+	case string, bool, nil:
+	default:
+		t, ok := numberText(v)
+		if !ok {
+			return false
+		}
+		if _, ok := parseDecimal(t); !ok {
+			return false
+		}
+	}
+	return true
 }
