@@ -32,7 +32,7 @@ type replica struct {
 	res   *resource.Service
 }
 
-func newReplica(t *testing.T, url string) *replica {
+func newReplica(t testing.TB, url string) *replica {
 	t.Helper()
 	d, err := db.Open(context.Background(), db.Options{URL: url, MaxConns: 16})
 	require.NoError(t, err)
@@ -43,7 +43,7 @@ func newReplica(t *testing.T, url string) *replica {
 	return &replica{d: d, kinds: k, res: r}
 }
 
-func setup(t *testing.T) *replica {
+func setup(t testing.TB) *replica {
 	t.Helper()
 	url := pgtest.NewDatabaseURL(t)
 	r := newReplica(t, url)
