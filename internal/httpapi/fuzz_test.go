@@ -41,8 +41,14 @@ func FuzzOrgBodies(f *testing.F) {
 		{"/v1/orgs", `{"metadata":{"name":"acme"}}`},
 		{"/v1/nodes", `{"metadata":{"name":"fuzz"},"spec":{"org":"acme"}}`},
 		{"/v1/orgs/acme/groups", `{"metadata":{"name":"fuzz"}}`},
+		{"/v1/kinds/Db", `{"scope":"org","schema":{"type":"object","required":["engine"],"properties":{"engine":{"type":"string","enum":["pg","my"]},"size":{"type":"integer","maximum":100},"tags":{"type":"array","items":{"type":"string"}},"old":{"type":"string","x-removed":true},"name":{"type":"string","x-aliases":["title"]},"extra":{"type":"object","x-preserve-unknown-fields":true}}}}`},
+		{"/v1/orgs/acme/resources/Db", `{"metadata":{"name":"fuzz"},"spec":{"engine":"pg","size":5}}`},
 	} {
-		r, _ := http.NewRequest("POST", srv.URL+setup.path, bytes.NewReader([]byte(setup.body)))
+		method := "POST"
+		if strings.HasPrefix(setup.path, "/v1/kinds/") {
+			method = "PUT"
+		}
+		r, _ := http.NewRequest(method, srv.URL+setup.path, bytes.NewReader([]byte(setup.body)))
 		r.Header.Set("Authorization", "Bearer "+secret)
 		resp, err := http.DefaultClient.Do(r)
 		if err != nil || resp.StatusCode != 201 {
@@ -57,6 +63,10 @@ func FuzzOrgBodies(f *testing.F) {
 		`{"metadata":{"name":"a"}}`, `{"metadata":{"name":"a","labels":{"k":"v"}},"spec":{"n":1e999}}`,
 		`{"spec":[]}`, `{"metadata":{"labels":{"":""}}}`, `{"metadata":{"name":"a\u0000b"}}`, `null`, `[]`, `"x"`,
 		`{"metadata":{"annotations":{"a":"\ud800"}}}`, `{"spec":{"a":"\u0000"}}`,
+		`{"spec":{"engine":"pg","size":1.0,"title":"x","old":"y","extra":{"z":[1]}}}`, `{"spec":{"size":1e10000000}}`,
+		`{"scope":"org","schema":{"type":"object","properties":{"a":{"type":"integer","default":1}}}}`,
+		`{"schema":{"type":"object","required":["engine"],"properties":{"engine":{"type":"integer"}}},"acknowledge":[{"path":"/properties/engine","rule":"x"}]}`,
+		`{"schema":{"$ref":"#/x"}}`, `{"schema":{"type":"object","properties":{"a":{"type":"string","pattern":"(("}}}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -66,6 +76,8 @@ func FuzzOrgBodies(f *testing.F) {
 			{"POST", "/v1/nodes"}, {"PUT", "/v1/nodes/fuzz"}, {"PATCH", "/v1/nodes/fuzz"},
 			{"POST", "/v1/orgs/acme/groups"}, {"PUT", "/v1/orgs/acme/groups/fuzz"}, {"PATCH", "/v1/orgs/acme/groups/fuzz"},
 			{"POST", "/v1/nodes:apply"},
+			{"POST", "/v1/orgs/acme/resources/Db"}, {"PUT", "/v1/orgs/acme/resources/Db/fuzz"}, {"PATCH", "/v1/orgs/acme/resources/Db/fuzz"},
+			{"PUT", "/v1/kinds/Fz?dryRun=true"}, {"PUT", "/v1/kinds/Db?dryRun=true"},
 		} {
 			r, _ := http.NewRequest(req.method, srv.URL+req.path, bytes.NewReader(body))
 			r.Header.Set("Authorization", "Bearer "+secret)
