@@ -75,6 +75,8 @@ type Config struct {
 	SaltLegacyClients string
 	// SaltRenderTimeout bounds a Salt-facing pillar render (default 10s).
 	SaltRenderTimeout time.Duration
+	// WatchBookmarkInterval is how often a watch stream sends a BOOKMARK (default 30s).
+	WatchBookmarkInterval time.Duration
 	// Ready, when set, is called with the listener's address once the server accepts requests.
 	Ready func(addr net.Addr)
 }
@@ -259,6 +261,22 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	go retentionLoop(sweepCtx, d, cfg, logger)
 	go selectorSyncLoop(sweepCtx, d, logger)
 
+	// One change poller per replica serves every watch of it. It LISTENs for changes when
+	// sessions are available and polls once a second regardless. Its context ends with the
+	// server's, before the HTTP shutdown, so open watch streams end instead of holding the
+	// shutdown up.
+	resources := resource.NewService(d)
+	var listenChanges func(context.Context) (*db.Session, error)
+	if sessionURL != "" {
+		listenChanges = func(ctx context.Context) (*db.Session, error) {
+			return db.OpenSession(ctx, sessionURL, d.Schema(), "strata watch")
+		}
+	}
+	hub := resource.NewHub(resources, listenChanges, logger)
+	hubCtx, stopHub := context.WithCancel(ctx)
+	defer stopHub()
+	go hub.Run(hubCtx)
+
 	latest := migrations.Latest()
 	saltLegacy, err := httpapi.ParseSaltLegacyClients(cfg.SaltLegacyClients)
 	if err != nil {
@@ -274,13 +292,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			}
 			return tfstate.DefaultMaxStateBytes
 		}(),
-		Tokens:            tokens,
-		Resources:         resource.NewService(d),
-		Pillars:           pillars,
-		State:             state,
-		SaltLegacyClients: saltLegacy,
-		SaltRenderTimeout: cfg.SaltRenderTimeout,
-		Version:           cfg.Version,
+		Tokens:                tokens,
+		Resources:             resources,
+		Watch:                 hub,
+		WatchBookmarkInterval: cfg.WatchBookmarkInterval,
+		Pillars:               pillars,
+		State:                 state,
+		SaltLegacyClients:     saltLegacy,
+		SaltRenderTimeout:     cfg.SaltRenderTimeout,
+		Version:               cfg.Version,
 		Ready: func(ctx context.Context) ([]string, error) {
 			if err := d.Ping(ctx); err != nil {
 				return nil, fmt.Errorf("database: %w", err)
@@ -392,6 +412,9 @@ func (c *Config) validate() error {
 	}
 	if c.ChangesRetention < 0 || c.AuditRetention < 0 {
 		return fmt.Errorf("--changes-retention and --audit-retention must be 0 (keep forever) or a positive duration")
+	}
+	if c.WatchBookmarkInterval < 0 {
+		return fmt.Errorf("--watch-bookmark-interval must be positive")
 	}
 	if c.KeepVersions < 0 {
 		return fmt.Errorf("--keep-versions %d: must be 0 (keep all) or more", c.KeepVersions)
