@@ -47,10 +47,11 @@ type Change struct {
 func EventFor(c Change, sel metadata.Selector) (string, bool) {
 	now := sel.Matches(c.Object.Metadata.Labels)
 	switch c.Type {
-	case "ADDED":
-		return "ADDED", now
-	case "DELETED":
-		return "DELETED", now
+	case "ADDED", "DELETED":
+		if !now {
+			return "", false
+		}
+		return c.Type, true
 	}
 	before := c.PrevLabels == nil || sel.Matches(c.PrevLabels)
 	switch {
