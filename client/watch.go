@@ -115,4 +115,3 @@ func (w *Watcher) Close() error { return w.body.Close() }
 // IsGone reports whether err is a 410: a watch's resourceVersion is older than the server
 // keeps changes for.
 func IsGone(err error) bool { return statusIs(err, http.StatusGone) }
-

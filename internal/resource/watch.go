@@ -538,4 +538,3 @@ func ParseResourceVersion(field, raw string) (int64, error) {
 	}
 	return n, nil
 }
-
