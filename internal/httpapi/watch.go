@@ -86,11 +86,9 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, k *resource.Kind
 	}
 	defer sub.Close()
 
+	// The server's ReadTimeout does not reach here (net/http clears the read deadline once
+	// the request is read); its WriteTimeout would, and each write below moves it.
 	rc := http.NewResponseController(w)
-	// The server's ReadTimeout would end the connection's background read and with it the
-	// request's context minutes into the stream; a watch reads no body, so it has no read
-	// deadline.
-	_ = rc.SetReadDeadline(time.Time{})
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
