@@ -46,7 +46,7 @@ INSERT INTO strata.changes (resource_version, kind, name, type, object) VALUES (
 COMMIT;
 SQL
 	sed 's/strata.next_resource_version()/nextval('"'"'strata.resource_version_seq'"'"')/' "$work/ordered.sql" >"$work/plain.sql"
-	for round in 1 2 3; do
+	for round in $(seq 1 "${ROUNDS:-3}"); do
 		for s in ordered plain; do
 			tps=$(pgbench -n -T "$secs" -c 8 -j 2 -f "$work/$s.sql" "$pg" 2>&1 | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
 			lat=$(pgbench -n -T 5 -c 8 -j 2 -f "$work/$s.sql" "$pg" 2>&1 | sed -n 's/^latency average = //p')
