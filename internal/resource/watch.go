@@ -404,6 +404,9 @@ func (s *Subscription) Next(ctx context.Context) (Change, error) {
 			return c, nil
 		}
 		if !s.live {
+			if err := ctx.Err(); err != nil {
+				return Change{}, err
+			}
 			if err := s.catchUp(ctx); err != nil {
 				return Change{}, err
 			}
@@ -445,12 +448,17 @@ func (s *Subscription) catchUp(ctx context.Context) error {
 		compacted int64
 		batch     []Change
 	)
-	err := h.svc.db.ReadTx(ctx, func(tx *db.Tx) error {
-		if err := tx.QueryRow(ctx, watchQ.Get("WatchCompacted")).Scan(&compacted); err != nil {
+	// The read is bounded (Batch rows by index) and is not cut by ctx: callers pass a ctx
+	// with a short deadline to wait for the next change (a watch's bookmark timer), and a
+	// query cancelled half-way costs its pooled connection.
+	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err := h.svc.db.ReadTx(readCtx, func(tx *db.Tx) error {
+		if err := tx.QueryRow(readCtx, watchQ.Get("WatchCompacted")).Scan(&compacted); err != nil {
 			return err
 		}
 		var err error
-		batch, err = readChanges(ctx, tx, watchQ.Get("WatchCatchUp"), s.cursor, head, s.kind, s.org, h.Batch)
+		batch, err = readChanges(readCtx, tx, watchQ.Get("WatchCatchUp"), s.cursor, head, s.kind, s.org, h.Batch)
 		return err
 	})
 	if err != nil {

@@ -276,6 +276,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	hubCtx, stopHub := context.WithCancel(ctx)
 	defer stopHub()
 	go hub.Run(hubCtx)
+	// As for the pillar cache: start without a readiness warning when the subscription
+	// comes up promptly (one connection).
+	for deadline := time.Now().Add(5 * time.Second); listenChanges != nil && !hub.Listening() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	latest := migrations.Latest()
 	saltLegacy, err := httpapi.ParseSaltLegacyClients(cfg.SaltLegacyClients)
@@ -311,6 +316,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			}
 			if st := state.Readiness(ctx); !st.PGClientsExcluded || st.UnprotectedLocks > 0 {
 				warnings = append(warnings, "terraform state: "+st.Detail)
+			}
+			if listenChanges != nil && !hub.Listening() {
+				warnings = append(warnings, "watch: not subscribed to change notifications; events arrive by the once-a-second poll until it is again")
 			}
 			if pillarCache != nil {
 				// Not subscribed means invalidations may be missed: not ready (renders are
