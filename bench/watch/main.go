@@ -118,7 +118,9 @@ func main() {
 	}
 	slices.Sort(fromAck)
 	slices.Sort(fromSend)
-	pct := func(d []time.Duration, p float64) time.Duration { return d[int(p*float64(len(d)-1))].Round(10 * time.Microsecond) }
+	pct := func(d []time.Duration, p float64) time.Duration {
+		return d[int(p*float64(len(d)-1))].Round(10 * time.Microsecond)
+	}
 	fmt.Printf("watchers %d, writes %d (%d writers): writes took %v (%.0f/s); %d events delivered in %v = %.0f events/s\n",
 		*watchers, *n, *c, wrote.Round(time.Millisecond), float64(*n)/wrote.Seconds(), total, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds())
 	fmt.Printf("latency write acknowledged -> event (lower bound): p50 %v  p99 %v  max %v\n", pct(fromAck, .5), pct(fromAck, .99), pct(fromAck, 1))

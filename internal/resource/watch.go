@@ -255,10 +255,12 @@ func (h *Hub) poll(ctx context.Context) error {
 		h.mu.Lock()
 		if compacted > h.head {
 			// Changes this poller never read were pruned (it was away longer than the
-			// retention): every subscriber may have missed some, so each is told to list
-			// again, and the poller goes on from the compaction point.
+			// retention): every subscriber behind the compaction point may have missed
+			// some, so each is told to list again, and the poller goes on from there.
 			for s := range h.subs {
-				h.endLocked(s, goneError(s.cursor, compacted))
+				if s.cursor < compacted {
+					h.endLocked(s, goneError(s.cursor, compacted))
+				}
 			}
 			h.head = compacted
 		}
