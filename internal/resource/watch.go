@@ -406,9 +406,6 @@ func (s *Subscription) Next(ctx context.Context) (Change, error) {
 			return c, nil
 		}
 		if !s.live {
-			if err := ctx.Err(); err != nil {
-				return Change{}, err
-			}
 			if err := s.catchUp(ctx); err != nil {
 				return Change{}, err
 			}
@@ -446,6 +443,9 @@ func (s *Subscription) catchUp(ctx context.Context) error {
 		return nil
 	}
 	h.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	var (
 		compacted int64
 		batch     []Change
