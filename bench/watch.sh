@@ -46,11 +46,15 @@ INSERT INTO strata.changes (resource_version, kind, name, type, object) VALUES (
 COMMIT;
 SQL
 	sed 's/strata.next_resource_version()/nextval('"'"'strata.resource_version_seq'"'"')/' "$work/ordered.sql" >"$work/plain.sql"
+	# Alternating runs, so that a disturbance from other work on the machine hits both.
 	for round in $(seq 1 "${ROUNDS:-3}"); do
-		for s in ordered plain; do
-			tps=$(pgbench -n -T "$secs" -c 8 -j 2 -f "$work/$s.sql" "$pg" 2>&1 | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
-			lat=$(pgbench -n -T 5 -c 8 -j 2 -f "$work/$s.sql" "$pg" 2>&1 | sed -n 's/^latency average = //p')
-			echo "round $round  $s: $tps tps (8 clients, ${secs}s); latency average $lat (5s run)"
+		for c in 1 8; do
+			for s in ordered plain; do
+				out=$(pgbench -n -T "$secs" -c $c -j $((c < 2 ? 1 : 2)) -f "$work/$s.sql" "$pg" 2>&1)
+				tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")
+				lat=$(sed -n 's/^latency average = //p' <<<"$out")
+				echo "round $round  $c clients  $s: $tps tps, latency average $lat"
+			done
 		done
 	done
 	;;
