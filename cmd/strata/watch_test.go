@@ -6,12 +6,16 @@ package main_test
 // must be exactly the changes log after the list's version: in order, no gap, no duplicate.
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +26,7 @@ import (
 
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/pgtest"
 )
 
 var watchLogQuery = db.MustParseQueries(fstest.MapFS{"q.sql": {Data: []byte(`
@@ -192,4 +197,57 @@ func TestWatchResumeAcrossReplicas(t *testing.T) {
 	require.ErrorContains(t, exactly(want, dropped), "gap")
 	repeated := append(append([]seen{}, got[:partA]...), got[partA-1:]...)
 	require.ErrorContains(t, exactly(want, repeated), "duplicate")
+}
+
+// TestWatchEndsOnShutdown: SIGTERM ends open watch streams with an ERROR event (503: resume
+// elsewhere) instead of holding the graceful shutdown until its timeout; the CLI's
+// `strata watch org -o json` prints the events as JSON lines meanwhile.
+func TestWatchEndsOnShutdown(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	token := "strata_" + strings.Repeat("watchShutdownToken", 3)
+	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token, "STRATA_DATABASE_URL=" + pgtest.NewDatabaseURL(t)},
+		"--data-dir", dataDir(t), "--shutdown-timeout", "50s")
+	c, err := client.New(s.url, token, nil)
+	require.NoError(t, err)
+	_, err = c.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "before"}})
+	require.NoError(t, err)
+
+	cmd := exec.CommandContext(ctx, binary, "watch", "org", "-o", "json", "--server", s.url, "--token", token)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	lines := bufio.NewScanner(stdout)
+	require.True(t, lines.Scan(), "the CLI prints the current org")
+	var ev client.Event
+	require.NoError(t, json.Unmarshal(lines.Bytes(), &ev))
+	require.Equal(t, "ADDED before", ev.Type+" "+ev.Object.Metadata.Name)
+
+	w, err := c.Orgs().Watch(ctx, client.WatchOptions{})
+	require.NoError(t, err)
+	defer w.Close()
+	ev, err = w.Next()
+	require.NoError(t, err)
+	require.Equal(t, "before", ev.Object.Metadata.Name)
+	_, err = c.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "during"}})
+	require.NoError(t, err)
+	require.True(t, lines.Scan())
+	require.NoError(t, json.Unmarshal(lines.Bytes(), &ev))
+	require.Equal(t, "ADDED during", ev.Type+" "+ev.Object.Metadata.Name)
+
+	s.stop(t)
+	for {
+		ev, err = w.Next()
+		if err != nil {
+			break
+		}
+		require.True(t, ev.Type == client.EventBookmark || ev.Object.Metadata.Name == "during", "%+v", ev)
+	}
+	var ce *client.Error
+	require.ErrorAs(t, err, &ce, "the stream ends with an ERROR event")
+	require.Equal(t, http.StatusServiceUnavailable, ce.Status)
+	require.NotContains(t, s.stderr.String(), "graceful shutdown incomplete", "no stream held the shutdown up")
+	err = cmd.Wait()
+	require.Error(t, err, "the CLI reports the ended stream")
 }

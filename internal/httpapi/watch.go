@@ -128,12 +128,13 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, k *resource.Kind
 	for {
 		nctx, cancel := context.WithDeadline(ctx, next)
 		c, err := sub.Next(nctx)
+		waited := nctx.Err() != nil // before cancel, which sets it too
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // the client went away
 			}
-			if nctx.Err() != nil {
+			if waited {
 				if err := bookmark(); err != nil {
 					return nil
 				}
