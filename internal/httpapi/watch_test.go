@@ -25,11 +25,13 @@ import (
 
 // watchBundle is an API with a change poller, served with short server timeouts.
 type watchBundle struct {
-	srv    *httptest.Server
-	admin  *client.Client
-	db     *db.DB
-	tokens *auth.Service
-	secret string
+	// stopHub stops the change poller, as a shutting-down replica does.
+	stopHub func()
+	srv     *httptest.Server
+	admin   *client.Client
+	db      *db.DB
+	tokens  *auth.Service
+	secret  string
 }
 
 // watchSetup serves the API with a hub, a bookmark interval and the server's read and
@@ -57,7 +59,7 @@ func watchSetup(t *testing.T, bookmark, timeout time.Duration) *watchBundle {
 	t.Cleanup(func() { cancel(); <-done })
 	c, err := client.New(srv.URL, secret, nil)
 	require.NoError(t, err)
-	return &watchBundle{srv: srv, admin: c, db: d, tokens: tokens, secret: secret}
+	return &watchBundle{stopHub: cancel, srv: srv, admin: c, db: d, tokens: tokens, secret: secret}
 }
 
 // next returns the next event that is not a BOOKMARK.
@@ -278,4 +280,34 @@ func authed(t *testing.T, b *watchBundle, path string) *http.Request {
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+b.secret)
 	return req
+}
+
+// TestWatchEndsWithErrorEvent: when the replica's poller stops (shutdown), an open stream
+// ends with an ERROR event carrying a 503 problem document, which the client returns as an
+// *Error, rather than staying open.
+func TestWatchEndsWithErrorEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := watchSetup(t, 50*time.Millisecond, time.Minute)
+	w, err := b.admin.Orgs().Watch(ctx, client.WatchOptions{})
+	require.NoError(t, err)
+	defer w.Close()
+	ev, err := w.Next()
+	require.NoError(t, err)
+	require.Equal(t, client.EventBookmark, ev.Type)
+	b.stopHub()
+	for n := 0; ; n++ {
+		ev, err = w.Next()
+		if err != nil {
+			break
+		}
+		require.Equal(t, client.EventBookmark, ev.Type)
+		require.Less(t, n, 1000, "the stream goes on sending bookmarks instead of ending")
+	}
+	var ce *client.Error
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, http.StatusServiceUnavailable, ce.Status)
+	require.Equal(t, httpapi.ProblemTypeBase+"unavailable", ce.Problem.Type)
+	_, err = w.Next()
+	require.ErrorIs(t, err, io.EOF, "nothing follows the ERROR event")
 }
