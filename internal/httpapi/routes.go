@@ -50,13 +50,14 @@ type Options struct {
 	// SaltRenderTimeout bounds a Salt-facing render (DefaultSaltRenderTimeout when zero).
 	SaltRenderTimeout time.Duration
 	State             *tfstate.Service
+	Ready             Readiness
+	Version           string
+
 	// Watch is the replica's change poller; nil answers ?watch=true with 503.
 	Watch *resource.Hub
 	// WatchBookmarkInterval is how often a watch sends a BOOKMARK
 	// (DefaultWatchBookmarkInterval when zero).
 	WatchBookmarkInterval time.Duration
-	Ready                 Readiness
-	Version               string
 }
 
 // API is the HTTP handler of a strata replica.
@@ -72,38 +73,38 @@ type API struct {
 	saltLegacy  []netip.Prefix
 	saltTimeout time.Duration
 	state       *tfstate.Service
-	watch       *resource.Hub
+	ready       Readiness
+	version     string
+	handler     http.Handler
+	mux         *http.ServeMux
+
+	watch *resource.Hub
 	// bookmarkInterval is how often a watch sends a BOOKMARK.
 	bookmarkInterval time.Duration
-	ready            Readiness
-	version          string
-	handler          http.Handler
-	mux              *http.ServeMux
 }
 
 // New builds the API and its routes.
 func New(opts Options) *API {
 	a := &API{
-		logger:           opts.Logger,
-		registry:         opts.Registry,
-		maxBody:          opts.MaxBodyBytes,
-		maxState:         opts.MaxStateBytes,
-		tokens:           opts.Tokens,
-		resources:        opts.Resources,
-		pillars:          opts.Pillars,
-		saltLegacy:       opts.SaltLegacyClients,
-		saltTimeout:      opts.SaltRenderTimeout,
-		state:            opts.State,
-		watch:            opts.Watch,
-		bookmarkInterval: opts.WatchBookmarkInterval,
-		ready:            opts.Ready,
-		version:          opts.Version,
+		logger:      opts.Logger,
+		registry:    opts.Registry,
+		maxBody:     opts.MaxBodyBytes,
+		maxState:    opts.MaxStateBytes,
+		tokens:      opts.Tokens,
+		resources:   opts.Resources,
+		pillars:     opts.Pillars,
+		saltLegacy:  opts.SaltLegacyClients,
+		saltTimeout: opts.SaltRenderTimeout,
+		state:       opts.State,
+		ready:       opts.Ready,
+		version:     opts.Version,
+	}
+	a.watch, a.bookmarkInterval = opts.Watch, opts.WatchBookmarkInterval
+	if a.bookmarkInterval <= 0 {
+		a.bookmarkInterval = DefaultWatchBookmarkInterval
 	}
 	if a.logger == nil {
 		a.logger = slog.Default()
-	}
-	if a.bookmarkInterval <= 0 {
-		a.bookmarkInterval = DefaultWatchBookmarkInterval
 	}
 	if a.saltTimeout <= 0 {
 		a.saltTimeout = DefaultSaltRenderTimeout

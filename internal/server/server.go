@@ -297,15 +297,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			}
 			return tfstate.DefaultMaxStateBytes
 		}(),
-		Tokens:                tokens,
-		Resources:             resources,
+		Tokens:            tokens,
+		Resources:         resources,
+		Pillars:           pillars,
+		State:             state,
+		SaltLegacyClients: saltLegacy,
+		SaltRenderTimeout: cfg.SaltRenderTimeout,
+		Version:           cfg.Version,
+
 		Watch:                 hub,
 		WatchBookmarkInterval: cfg.WatchBookmarkInterval,
-		Pillars:               pillars,
-		State:                 state,
-		SaltLegacyClients:     saltLegacy,
-		SaltRenderTimeout:     cfg.SaltRenderTimeout,
-		Version:               cfg.Version,
 		Ready: func(ctx context.Context) ([]string, error) {
 			if err := d.Ping(ctx); err != nil {
 				return nil, fmt.Errorf("database: %w", err)
