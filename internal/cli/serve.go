@@ -142,6 +142,7 @@ With --database-url it uses that database; several replicas may share one.`,
 	f.DurationVar(&cfg.AuditRetention, "audit-retention", envDuration("STRATA_AUDIT_RETENTION", server.DefaultAuditRetention), "how long audit log entries are kept, 0 keeps them forever (env STRATA_AUDIT_RETENTION)")
 	f.StringVar(&cfg.SaltLegacyClients, "salt-legacy-clients", os.Getenv("STRATA_SALT_LEGACY_CLIENTS"), "addresses or CIDR prefixes (comma-separated) that may render pillars at /v1/salt/pillar without a token, for Salt 3005 and older; empty: none (env STRATA_SALT_LEGACY_CLIENTS)")
 	f.DurationVar(&cfg.SaltRenderTimeout, "salt-render-timeout", envDuration("STRATA_SALT_RENDER_TIMEOUT", 10*time.Second), "longest Salt-facing pillar render; past it Salt gets an error it records in _errors (env STRATA_SALT_RENDER_TIMEOUT)")
+	f.DurationVar(&cfg.WatchBookmarkInterval, "watch-bookmark-interval", envDuration("STRATA_WATCH_BOOKMARK_INTERVAL", 30*time.Second), "how often a watch stream sends a BOOKMARK event carrying the resourceVersion it is complete through (env STRATA_WATCH_BOOKMARK_INTERVAL)")
 	f.StringVar(&logLevel, "log-level", envOr("STRATA_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env STRATA_LOG_LEVEL)")
 	f.DurationVar(&shutdown, "shutdown-timeout", envDuration("STRATA_SHUTDOWN_TIMEOUT", 30*time.Second), "how long in-flight requests may take to finish on SIGINT/SIGTERM (env STRATA_SHUTDOWN_TIMEOUT)")
 	migrationLockTimeout(f, &lockWait)

@@ -324,6 +324,29 @@ func (d *DB) InTx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 	return interpretError(ptx.Commit(ctx))
 }
 
+// ReadTx runs fn in a REPEATABLE READ READ ONLY transaction: every statement fn runs sees
+// one snapshot of the database. Lists use it to read their items and their resourceVersion
+// from the same snapshot, which READ COMMITTED (a fresh snapshot per statement) cannot give.
+// It never waits for writers and is always rolled back (there is nothing to commit).
+//
+// When ctx carries a transaction of d (WithTx), fn joins it, as in InTx, so a read inside a
+// larger operation sees that operation's own writes.
+func (d *DB) ReadTx(ctx context.Context, fn func(tx *Tx) error) error {
+	if outer, ok := ctx.Value(txSlot{}).(*Tx); ok && outer.db == d {
+		return fn(outer)
+	}
+	ptx, err := d.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return interpretError(err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = ptx.Rollback(rctx) // also when fn panics: never pool a connection mid-transaction
+	}()
+	return fn(&Tx{tx: ptx, schema: d.schema, key: d.key, db: d})
+}
+
 // errorsIsAny reports whether err matches any of targets.
 func errorsIsAny(err error, targets ...error) bool {
 	for _, t := range targets {

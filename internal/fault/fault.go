@@ -27,6 +27,7 @@ const (
 	KindLocked                         // 423
 	KindUnavailable                    // 503
 	KindMethodNotAllowed               // 405
+	KindGone                           // 410
 )
 
 // FieldError names one offending field by JSON pointer and says why.
@@ -100,6 +101,10 @@ func NotFound(format string, args ...any) error { return New(KindNotFound, forma
 
 // Conflict says the request conflicts with the current state (exists already, stale version).
 func Conflict(format string, args ...any) error { return New(KindConflict, format, args...) }
+
+// Gone says that what was asked for existed once and is no longer kept (a watch resuming
+// from a resourceVersion older than the retained change log).
+func Gone(format string, args ...any) error { return New(KindGone, format, args...) }
 
 // Forbidden says the caller is authenticated but not allowed.
 func Forbidden(format string, args ...any) error { return New(KindForbidden, format, args...) }

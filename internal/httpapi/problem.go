@@ -44,6 +44,7 @@ var kinds = map[fault.Kind]kindInfo{
 	fault.KindLocked:             {http.StatusLocked, "locked", "Locked"},
 	fault.KindUnavailable:        {http.StatusServiceUnavailable, "unavailable", "Service unavailable"},
 	fault.KindMethodNotAllowed:   {http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"},
+	fault.KindGone:               {http.StatusGone, "gone", "Gone"},
 }
 
 // classify maps any error to a fault.Error, so the one writer below has a single input.

@@ -144,7 +144,7 @@ func parseSelector(r *http.Request) (metadata.Selector, string, error) {
 	return sel, raw, nil
 }
 
-// objList lists one page. The scope filter and the selector are bound in the query, so pages
+// objList lists one page, or serves a watch (?watch=true, watchList). The scope filter and the selector are bound in the query, so pages
 // hold only what the token may see and what matches, and the continue token is sealed to the
 // list's identity (kind, org and selector).
 func (a *API) objList(k *resource.Kind) authedHandler {
@@ -154,6 +154,18 @@ func (a *API) objList(k *resource.Kind) authedHandler {
 			return err
 		}
 		ref := kindRef(k, r, "")
+		watch, err := isWatch(r)
+		if err != nil {
+			return err
+		}
+		if watch {
+			if k.Scope == resource.ScopeOrg {
+				if err := a.orgExists(r.Context(), ref.Org); err != nil {
+					return err
+				}
+			}
+			return a.watchList(w, r, k, ref.Org, listFilter(r), sel)
+		}
 		pg, err := a.page(r, k.Plural+"\x00"+ref.Org+"\x00"+sel.String(), resource.MaxListLimit, resource.MaxListLimit)
 		if err != nil {
 			return err

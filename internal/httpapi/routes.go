@@ -56,6 +56,12 @@ type Options struct {
 	State             *tfstate.Service
 	Ready             Readiness
 	Version           string
+
+	// Watch is the replica's change poller; nil answers ?watch=true with 503.
+	Watch *resource.Hub
+	// WatchBookmarkInterval is how often a watch sends a BOOKMARK
+	// (DefaultWatchBookmarkInterval when zero).
+	WatchBookmarkInterval time.Duration
 }
 
 // API is the HTTP handler of a strata replica.
@@ -76,6 +82,10 @@ type API struct {
 	version     string
 	handler     http.Handler
 	mux         *http.ServeMux
+
+	watch *resource.Hub
+	// bookmarkInterval is how often a watch sends a BOOKMARK.
+	bookmarkInterval time.Duration
 }
 
 // New builds the API and its routes.
@@ -94,6 +104,10 @@ func New(opts Options) *API {
 		state:       opts.State,
 		ready:       opts.Ready,
 		version:     opts.Version,
+	}
+	a.watch, a.bookmarkInterval = opts.Watch, opts.WatchBookmarkInterval
+	if a.bookmarkInterval <= 0 {
+		a.bookmarkInterval = DefaultWatchBookmarkInterval
 	}
 	if a.logger == nil {
 		a.logger = slog.Default()

@@ -74,6 +74,8 @@ WHERE a.resource_id = $1 AND a.key_prefix = t.p AND a.key_name = t.n;
 -- name: ResourceStamp
 -- Writes the spec, draws the change's resourceVersion (next_resource_version serializes
 -- only from here to commit, see migration 0001) and records the change, in one statement.
+-- $5 is the schema revision the spec conforms to (NULL for kinds without a schema), $6 the
+-- object's labels before the change (NULL on create), for selector watches.
 WITH v AS (SELECT {{schema}}.next_resource_version() AS rv),
 u AS (
 	UPDATE {{schema}}.resources r SET spec = $4, schema_revision = $5, resource_version = v.rv, updated_at = now()
@@ -81,10 +83,11 @@ u AS (
 	RETURNING r.resource_version, r.kind, r.org, r.name, r.created_at, r.updated_at
 ),
 c AS (
-	INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object)
+	INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels)
 	SELECT u.resource_version, u.kind, u.org, u.name, $2,
 	       jsonb_set(jsonb_set(jsonb_set($3::jsonb, '{metadata,resourceVersion}', to_jsonb(u.resource_version::text)),
-	                 '{metadata,createdAt}', to_jsonb(u.created_at)), '{metadata,updatedAt}', to_jsonb(u.updated_at))
+	                 '{metadata,createdAt}', to_jsonb(u.created_at)), '{metadata,updatedAt}', to_jsonb(u.updated_at)),
+	       $6::jsonb
 	FROM u
 )
 SELECT resource_version, created_at, updated_at FROM u;
@@ -93,8 +96,8 @@ SELECT resource_version, created_at, updated_at FROM u;
 -- The deleted object carries the deletion's resourceVersion, as Kubernetes' DELETED events do,
 -- so a watcher can resume from it.
 WITH v AS (SELECT {{schema}}.next_resource_version() AS rv)
-INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object)
-SELECT v.rv, $1, $2, $3, 'DELETED', jsonb_set($4::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)) FROM v
+INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels)
+SELECT v.rv, $1, $2, $3, 'DELETED', jsonb_set($4::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)), $5::jsonb FROM v
 RETURNING resource_version;
 
 -- name: ResourceGet
@@ -134,7 +137,13 @@ LIMIT $4;
 -- The counts marker is a CASE: when some requirement has no object at all (one index probe
 -- each, ExistsIn / ExistsExists), the answer is {0} without counting the others, so a
 -- selector no object meets costs a few index probes and nothing else.
-SELECT (SELECT coalesce(max(resource_version), 0) FROM {{schema}}.changes), NULL::bigint[] /*counts*/
+-- The resourceVersion is the newest change the list's snapshot sees (List runs in one
+-- REPEATABLE READ snapshot, and the commit-order lock of migration 0001 makes the visible
+-- changes a gap-free prefix), or the compaction point when the log is pruned to nothing:
+-- never a version whose change the items lack.
+SELECT greatest((SELECT coalesce(max(resource_version), 0) FROM {{schema}}.changes),
+                (SELECT coalesce(max(compacted_through), 0) FROM {{schema}}.watch_compaction)),
+       NULL::bigint[] /*counts*/
 WHERE $1::int IS NOT NULL;
 
 -- name: CountIn

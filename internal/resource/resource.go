@@ -389,7 +389,15 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 	if obj.Metadata.SchemaRevision > 0 {
 		schemaRev = &obj.Metadata.SchemaRevision
 	}
-	steps = append(steps, db.Step{Query: q.Get("ResourceStamp"), Args: []any{id, changeType, body, []byte(obj.Spec), schemaRev},
+	// The labels before the change go into the change row (NULL on create), so a selector
+	// watch can tell an object that stopped matching from one that still matches.
+	var prevLabels []byte
+	if prev != nil {
+		if prevLabels, err = json.Marshal(nonNilLabels(oldLabels)); err != nil {
+			return obj, err
+		}
+	}
+	steps = append(steps, db.Step{Query: q.Get("ResourceStamp"), Args: []any{id, changeType, body, []byte(obj.Spec), schemaRev, prevLabels},
 		Scan: func(r db.Row) error { return r.Scan(&rv, &created, &updated) }})
 	if err := tx.Pipeline(ctx, steps...); err != nil {
 		return obj, fmt.Errorf("write and stamp: %w", err)
@@ -462,16 +470,38 @@ type ListOptions struct {
 
 // List returns a page of the objects of kind in org that opts.Filter and opts.Selector let
 // through, ordered by name (bytewise), and the page's last name when more follow ("" otherwise).
-func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) (client.ObjectList, string, error) {
-	out := client.ObjectList{Items: []client.Object{}}
+//
+// The page and its resourceVersion are read in one REPEATABLE READ snapshot (db.ReadTx): the
+// version is the newest change that snapshot sees, so a watch started from it receives
+// exactly the changes the items do not reflect. Read in two statements under READ COMMITTED,
+// a write committing in between could make the version cover a change the items lack, and
+// the watch would never send it.
+func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) (out client.ObjectList, last string, err error) {
+	out = client.ObjectList{Items: []client.Object{}}
 	if _, err := s.kindOf(ctx, Ref{Kind: kind, Org: org}); err != nil {
 		return out, "", err
 	}
+	err = s.db.ReadTx(ctx, func(tx *db.Tx) error {
+		out, last, err = s.listTx(ctx, tx, kind, org, opts)
+		return err
+	})
+	if err != nil {
+		return client.ObjectList{Items: []client.Object{}}, "", err
+	}
+	for i := range out.Items {
+		s.presentObject(ctx, s.db, &out.Items[i])
+	}
+	return out, last, nil
+}
+
+// listTx reads one page of List in tx.
+func (s *Service) listTx(ctx context.Context, tx *db.Tx, kind, org string, opts ListOptions) (client.ObjectList, string, error) {
+	out := client.ObjectList{Items: []client.Object{}}
 	limit := opts.Limit
 	if limit <= 0 || limit > MaxListLimit {
 		limit = MaxListLimit
 	}
-	rv, ids, err := s.drive(ctx, opts.Selector)
+	rv, ids, err := s.drive(ctx, tx, opts.Selector)
 	if err != nil {
 		return out, "", err
 	}
@@ -481,13 +511,13 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 	switch {
 	case ids == nil:
 		query, selArgs := withSelector(q.Get("ResourceList"), opts.Selector, 8, false)
-		rows, err = s.db.Query(ctx, query, append([]any{kind, org, opts.After, limit + 1, f.All, f.Names, f.Prefixes}, selArgs...)...)
+		rows, err = tx.Query(ctx, query, append([]any{kind, org, opts.After, limit + 1, f.All, f.Names, f.Prefixes}, selArgs...)...)
 	case len(ids) == 0:
 		return out, "", nil // a requirement no object meets
 	default:
 		// Read the few objects by primary key and sort them, instead of walking names.
 		query, selArgs := withSelector(q.Get("ResourceList"), opts.Selector, 8, true)
-		rows, err = s.db.Query(ctx, query, append([]any{kind, org, opts.After, limit + 1, f.All, f.Names, f.Prefixes, ids}, selArgs...)...)
+		rows, err = tx.Query(ctx, query, append([]any{kind, org, opts.After, limit + 1, f.All, f.Names, f.Prefixes, ids}, selArgs...)...)
 	}
 	if err != nil {
 		return out, "", err
@@ -525,14 +555,14 @@ const DefaultDriveLimit = 2000
 // planner cannot make this choice itself: a prepared statement's generic plan serves every
 // selector alike, and at a million objects even custom plans walked half a million names for
 // selectors that matched nothing (docs/benchmarks.md).
-func (s *Service) drive(ctx context.Context, sel metadata.Selector) (int64, []int64, error) {
+func (s *Service) drive(ctx context.Context, tx *db.Tx, sel metadata.Selector) (int64, []int64, error) {
 	limit := s.DriveLimit
 	query, args, positives := withCounts(q.Get("SelectorCounts"), sel, limit+1)
 	var (
 		rv     int64
 		counts []int64
 	)
-	if err := s.db.QueryRow(ctx, query, args...).Scan(&rv, &counts); err != nil {
+	if err := tx.QueryRow(ctx, query, args...).Scan(&rv, &counts); err != nil {
 		return 0, nil, err
 	}
 	best := -1
@@ -551,9 +581,9 @@ func (s *Service) drive(ctx context.Context, sel metadata.Selector) (int64, []in
 	var rows db.Rows
 	var err error
 	if r.Op == metadata.OpIn {
-		rows, err = s.db.Query(ctx, q.Get("LabelProbeIn"), r.Prefix, r.Name, r.Values, limit+1)
+		rows, err = tx.Query(ctx, q.Get("LabelProbeIn"), r.Prefix, r.Name, r.Values, limit+1)
 	} else {
-		rows, err = s.db.Query(ctx, q.Get("LabelProbeExists"), r.Prefix, r.Name, limit+1)
+		rows, err = tx.Query(ctx, q.Get("LabelProbeExists"), r.Prefix, r.Name, limit+1)
 	}
 	if err != nil {
 		return 0, nil, err
@@ -778,6 +808,19 @@ func deleteLocked(ctx context.Context, tx *db.Tx, id int64, last client.Object) 
 	if err != nil {
 		return err
 	}
+	prevLabels, err := json.Marshal(nonNilLabels(last.Metadata.Labels))
+	if err != nil {
+		return err
+	}
 	var rv int64
-	return tx.QueryRow(ctx, q.Get("ResourceStampDeleted"), last.Kind, last.Metadata.Org, last.Metadata.Name, body).Scan(&rv)
+	return tx.QueryRow(ctx, q.Get("ResourceStampDeleted"), last.Kind, last.Metadata.Org, last.Metadata.Name, body, prevLabels).Scan(&rv)
+}
+
+// nonNilLabels makes absent labels the empty object, so a change row's prev_labels is NULL
+// only for creations (and rows older releases wrote).
+func nonNilLabels(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }

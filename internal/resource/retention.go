@@ -18,7 +18,10 @@ var retentionQ = db.MustParseQueries(retentionFS, "retention.sql")
 // per statement, so a large backlog never holds one long transaction or one huge lock set.
 // It returns how many rows it deleted. The changes log is what watch resumes from, so the retention must be
 // longer than any watcher's expected absence; a watcher that comes back after it is told its
-// resourceVersion is too old and lists again (Kubernetes' 410 Gone).
+// resourceVersion is too old and lists again (Kubernetes' 410 Gone). The compaction point
+// that 410 is decided by (watch_compaction, migration 0012) is advanced by a trigger in the
+// transaction of each deleting statement, so it is never behind what is gone, whoever
+// deletes.
 //
 // Several replicas may sweep at once: they take the same oldest rows, one waits for the
 // other's row locks and then finds them gone, so the work is wasted at worst, never wrong.

@@ -76,6 +76,8 @@ type Config struct {
 	SaltLegacyClients string
 	// SaltRenderTimeout bounds a Salt-facing pillar render (default 10s).
 	SaltRenderTimeout time.Duration
+	// WatchBookmarkInterval is how often a watch stream sends a BOOKMARK (default 30s).
+	WatchBookmarkInterval time.Duration
 	// Ready, when set, is called with the listener's address once the server accepts requests.
 	Ready func(addr net.Addr)
 }
@@ -270,6 +272,26 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	go retentionLoop(sweepCtx, d, cfg, logger)
 	go selectorSyncLoop(sweepCtx, d, logger)
 
+	// One change poller per replica serves every watch of it. It LISTENs for changes when
+	// sessions are available and polls once a second regardless. Its context ends with the
+	// server's, before the HTTP shutdown, so open watch streams end instead of holding the
+	// shutdown up.
+	var listenChanges func(context.Context) (*db.Session, error)
+	if sessionURL != "" {
+		listenChanges = func(ctx context.Context) (*db.Session, error) {
+			return db.OpenSession(ctx, sessionURL, d.Schema(), "strata watch")
+		}
+	}
+	hub := resource.NewHub(resources, listenChanges, logger)
+	hubCtx, stopHub := context.WithCancel(ctx)
+	defer stopHub()
+	go hub.Run(hubCtx)
+	// As for the pillar cache: start without a readiness warning when the subscription
+	// comes up promptly (one connection).
+	for deadline := time.Now().Add(5 * time.Second); listenChanges != nil && !hub.Listening() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+
 	latest := migrations.Latest()
 	saltLegacy, err := httpapi.ParseSaltLegacyClients(cfg.SaltLegacyClients)
 	if err != nil {
@@ -293,6 +315,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		SaltLegacyClients: saltLegacy,
 		SaltRenderTimeout: cfg.SaltRenderTimeout,
 		Version:           cfg.Version,
+
+		Watch:                 hub,
+		WatchBookmarkInterval: cfg.WatchBookmarkInterval,
 		Ready: func(ctx context.Context) ([]string, error) {
 			if err := d.Ping(ctx); err != nil {
 				return nil, fmt.Errorf("database: %w", err)
@@ -303,6 +328,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			}
 			if st := state.Readiness(ctx); !st.PGClientsExcluded || st.UnprotectedLocks > 0 {
 				warnings = append(warnings, "terraform state: "+st.Detail)
+			}
+			if listenChanges != nil && !hub.Listening() {
+				warnings = append(warnings, "watch: not subscribed to change notifications; events arrive by the once-a-second poll until it is again")
 			}
 			if pillarCache != nil {
 				// Not subscribed means invalidations may be missed: not ready (renders are
@@ -404,6 +432,9 @@ func (c *Config) validate() error {
 	}
 	if c.ChangesRetention < 0 || c.AuditRetention < 0 {
 		return fmt.Errorf("--changes-retention and --audit-retention must be 0 (keep forever) or a positive duration")
+	}
+	if c.WatchBookmarkInterval < 0 {
+		return fmt.Errorf("--watch-bookmark-interval must be positive")
 	}
 	if c.KeepVersions < 0 {
 		return fmt.Errorf("--keep-versions %d: must be 0 (keep all) or more", c.KeepVersions)

@@ -1,0 +1,550 @@
+package resource
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/auth"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/metadata"
+)
+
+//go:embed watch.sql
+var watchFS embed.FS
+
+var watchQ = db.MustParseQueries(watchFS, "watch.sql")
+
+// Change is one row of the changes log, as a watch delivers it.
+type Change struct {
+	RV   int64
+	Type string // ADDED, MODIFIED or DELETED
+	Kind string
+	Org  string
+	Name string
+	// Object is the object after the change (the last object, for DELETED).
+	Object client.Object
+	// PrevLabels are the labels before the change: nil for ADDED, and for changes an older
+	// release recorded (which did not keep them).
+	PrevLabels map[string]string
+}
+
+// EventFor returns the type of the event a watch with selector sel sends for c, and false
+// when it sends none. Without requirements every change is sent as it is. With a selector an
+// object that starts matching is ADDED, one that stops matching is DELETED (with the current
+// object), one that matches before and after is MODIFIED, and one that matches neither is
+// not sent. When the labels before a modification are unknown (a change an older release
+// recorded) the object is taken to have matched: a consumer then gets MODIFIED or DELETED,
+// and a level-based consumer handles a DELETED of something it never had.
+func EventFor(c Change, sel metadata.Selector) (string, bool) {
+	now := sel.Matches(c.Object.Metadata.Labels)
+	switch c.Type {
+	case "ADDED", "DELETED":
+		if !now {
+			return "", false
+		}
+		return c.Type, true
+	}
+	before := c.PrevLabels == nil || sel.Matches(c.PrevLabels)
+	switch {
+	case now && before:
+		return "MODIFIED", true
+	case now:
+		return "ADDED", true
+	case before:
+		return "DELETED", true
+	}
+	return "", false
+}
+
+// Watch defaults.
+const (
+	// DefaultWatchBuffer is how many events a watcher may lag behind its replica's poller
+	// before it is ended (it then resumes from the last version it received).
+	DefaultWatchBuffer = 1024
+	// DefaultWatchPollInterval is the fallback poll of the changes log when no notification
+	// arrives (a lost LISTEN session, or none configured).
+	DefaultWatchPollInterval = time.Second
+	// DefaultWatchBatch bounds the changes one poll or catch-up read returns.
+	DefaultWatchBatch = 500
+	// watchStartTimeout bounds how long a watch waits for the replica's poller to start.
+	watchStartTimeout = 10 * time.Second
+)
+
+// ErrWatchStopped ends every watch of a Hub that stops (the replica shuts down).
+var ErrWatchStopped = fault.New(fault.KindUnavailable, "the server is shutting down; resume the watch from the last resourceVersion received on another replica")
+
+// Hub is the one change poller of a replica. It reads the changes log in resourceVersion
+// order — woken by the NOTIFY every insert into it sends (migration 0012), and once a second
+// regardless — and fans each change out to the subscriptions of its kind and org. Watchers
+// thus cost one query per change batch per replica, not one query loop each.
+//
+// Correctness does not depend on notifications: the commit-order lock of migration 0001
+// makes the visible changes a gap-free prefix of the versions, so reading "after the last
+// version read" never skips a change, and a lost notification only delays events by a poll.
+// A subscriber that falls Buffer events behind is ended (Err says so) instead of holding the
+// poller up; its consumer resumes from the last version it received, as in Kubernetes.
+type Hub struct {
+	svc    *Service
+	open   func(context.Context) (*db.Session, error)
+	logger *slog.Logger
+
+	// Buffer, PollInterval and Batch are DefaultWatchBuffer, DefaultWatchPollInterval and
+	// DefaultWatchBatch unless changed before Run.
+	Buffer       int
+	PollInterval time.Duration
+	Batch        int
+
+	wake      chan struct{}
+	ready     chan struct{}
+	listening atomic.Bool
+
+	mu      sync.Mutex
+	head    int64 // every change up to head has been fanned out
+	stopped bool
+	subs    map[*Subscription]struct{}
+}
+
+// NewHub returns the change poller of s's database. open opens a dedicated session to
+// LISTEN on; nil polls only (a transaction-mode pooler with sessions turned off).
+func NewHub(s *Service, open func(context.Context) (*db.Session, error), logger *slog.Logger) *Hub {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Hub{
+		svc: s, open: open, logger: logger,
+		Buffer: DefaultWatchBuffer, PollInterval: DefaultWatchPollInterval, Batch: DefaultWatchBatch,
+		wake: make(chan struct{}, 1), ready: make(chan struct{}), subs: map[*Subscription]struct{}{},
+	}
+}
+
+// Head is the version every change up to which the poller has fanned out.
+func (h *Hub) Head() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.head
+}
+
+// Listening reports whether the poller is subscribed to change notifications (when not, it
+// still polls every PollInterval).
+func (h *Hub) Listening() bool { return h.listening.Load() }
+
+// Run polls until ctx ends, then ends every subscription with ErrWatchStopped.
+func (h *Hub) Run(ctx context.Context) {
+	defer h.stop()
+	backoff := 100 * time.Millisecond
+	for {
+		var head int64
+		err := h.svc.db.QueryRow(ctx, watchQ.Get("WatchHead")).Scan(&head)
+		if err == nil {
+			h.mu.Lock()
+			h.head = head
+			h.mu.Unlock()
+			close(h.ready)
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		h.logger.WarnContext(ctx, "watch: reading the newest change failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	if h.open != nil {
+		go h.listen(ctx)
+	}
+	ticker := time.NewTicker(h.PollInterval)
+	defer ticker.Stop()
+	for {
+		if err := h.poll(ctx); err != nil && ctx.Err() == nil {
+			h.logger.WarnContext(ctx, "watch: polling the changes log failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.wake:
+		case <-ticker.C:
+		}
+	}
+}
+
+// listen keeps a session LISTENing on "<schema>.changes" until ctx ends, reconnecting after
+// a loss (the pattern of the pillar cache), and wakes the poller on every notification.
+func (h *Hub) listen(ctx context.Context) {
+	channel := h.svc.db.Schema() + ".changes"
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		s, err := h.open(ctx)
+		if err == nil {
+			err = s.Listen(ctx, channel)
+		}
+		if err == nil {
+			h.listening.Store(true)
+			backoff = 100 * time.Millisecond
+			h.poke() // changes committed while unsubscribed were not announced
+			for {
+				if _, err = s.WaitForNotification(ctx); err != nil {
+					break
+				}
+				h.poke()
+			}
+		}
+		h.listening.Store(false)
+		if s != nil {
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			_ = s.Close(closeCtx)
+			cancel()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		h.logger.WarnContext(ctx, "watch: not subscribed to change notifications; polling every "+h.PollInterval.String()+" until it is again", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// poke wakes the poller without blocking (one pending wake-up is enough).
+func (h *Hub) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// poll reads and fans out every change after head, a batch at a time.
+func (h *Hub) poll(ctx context.Context) error {
+	for {
+		h.mu.Lock()
+		head := h.head
+		h.mu.Unlock()
+		var (
+			compacted int64
+			batch     []Change
+		)
+		err := h.svc.db.ReadTx(ctx, func(tx *db.Tx) error {
+			if err := tx.QueryRow(ctx, watchQ.Get("WatchCompacted")).Scan(&compacted); err != nil {
+				return err
+			}
+			var err error
+			batch, err = readChanges(ctx, tx, watchQ.Get("WatchPoll"), head, h.Batch)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for i := range batch {
+			h.svc.presentObject(ctx, h.svc.db, &batch[i].Object)
+		}
+		h.mu.Lock()
+		if compacted > h.head {
+			// Changes this poller never read were pruned (it was away longer than the
+			// retention): every subscriber behind the compaction point may have missed
+			// some, so each is told to list again, and the poller goes on from there.
+			for s := range h.subs {
+				if s.cursor < compacted {
+					h.endLocked(s, goneError(s.cursor, compacted))
+				}
+			}
+			h.head = compacted
+		}
+		for _, c := range batch {
+			if c.RV <= h.head {
+				continue
+			}
+			for s := range h.subs {
+				if s.kind != c.Kind || s.org != c.Org || c.RV <= s.cursor {
+					continue
+				}
+				select {
+				case s.ch <- c:
+					s.cursor = c.RV
+				default:
+					h.endLocked(s, fault.New(fault.KindUnavailable,
+						"the watch fell more than %d events behind and was ended; resume it from the last resourceVersion received", h.Buffer))
+				}
+			}
+			h.head = c.RV
+		}
+		h.mu.Unlock()
+		if len(batch) < h.Batch {
+			return nil
+		}
+	}
+}
+
+// endLocked removes s with err; h.mu is held.
+func (h *Hub) endLocked(s *Subscription, err error) {
+	if _, ok := h.subs[s]; !ok {
+		return
+	}
+	delete(h.subs, s)
+	s.err = err
+	close(s.ch)
+}
+
+// stop ends every subscription; later ones fail at once.
+func (h *Hub) stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopped = true
+	for s := range h.subs {
+		h.endLocked(s, ErrWatchStopped)
+	}
+}
+
+func goneError(from, compacted int64) error {
+	return fault.Gone("resourceVersion %d is too old: the changes log keeps only changes after %d; list again and watch from the list's resourceVersion", from, compacted)
+}
+
+// readChanges reads change rows (WatchPoll or WatchCatchUp with args).
+func readChanges(ctx context.Context, tx *db.Tx, query *db.Query, args ...any) ([]Change, error) {
+	rows, err := tx.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Change
+	for rows.Next() {
+		var (
+			c         Change
+			obj, prev []byte
+		)
+		if err := rows.Scan(&c.RV, &c.Type, &c.Kind, &c.Org, &c.Name, &obj, &prev); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(obj, &c.Object); err != nil {
+			return nil, fmt.Errorf("change %d: %w", c.RV, err)
+		}
+		if prev != nil {
+			if err := json.Unmarshal(prev, &c.PrevLabels); err != nil {
+				return nil, fmt.Errorf("change %d: prev_labels: %w", c.RV, err)
+			}
+			if c.PrevLabels == nil { // JSON null
+				c.PrevLabels = map[string]string{}
+			}
+		}
+		if c.Object.Metadata.Labels == nil {
+			c.Object.Metadata.Labels = map[string]string{}
+		}
+		if c.Object.Metadata.Annotations == nil {
+			c.Object.Metadata.Annotations = map[string]string{}
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Subscription is one watcher's feed of the changes of one kind in one org, after a
+// resourceVersion: first the backlog read from the log up to what the poller had processed,
+// then the poller's live feed, with neither a gap nor a duplicate at the hand-off. It is not
+// safe for concurrent use; Close may be called from any goroutine.
+type Subscription struct {
+	h         *Hub
+	kind, org string
+
+	// cursor: before the hand-off, the version the backlog has been read through (owned by
+	// the reader); after it, the last version queued to ch (guarded by h.mu).
+	cursor int64
+	// delivered is the version of the last change Next returned (or the start).
+	delivered int64
+	live      bool
+	backlog   []Change
+
+	ch  chan Change
+	err error // set before ch is closed
+}
+
+// Subscribe starts a feed of the changes of kind in org (org "" for global kinds) after
+// version from. It fails with 410 (fault.KindGone) when from is older than the retained
+// changes log.
+func (h *Hub) Subscribe(ctx context.Context, kind, org string, from int64) (*Subscription, error) {
+	timer := time.NewTimer(watchStartTimeout)
+	defer timer.Stop()
+	select {
+	case <-h.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-timer.C:
+		return nil, fault.New(fault.KindUnavailable, "the change poller of this replica has not started (is the database reachable?)")
+	}
+	var compacted int64
+	if err := h.svc.db.QueryRow(ctx, watchQ.Get("WatchCompacted")).Scan(&compacted); err != nil {
+		return nil, err
+	}
+	if from < compacted {
+		return nil, goneError(from, compacted)
+	}
+	return &Subscription{h: h, kind: kind, org: org, cursor: from, delivered: from, ch: make(chan Change, h.Buffer)}, nil
+}
+
+// Next returns the next change, in resourceVersion order. It returns ctx's error when ctx
+// ends first (the subscription stays usable), and the reason the feed ended otherwise: 410
+// when its backlog was pruned, 503 when it fell too far behind or the replica stops.
+func (s *Subscription) Next(ctx context.Context) (Change, error) {
+	for {
+		if len(s.backlog) > 0 {
+			c := s.backlog[0]
+			s.backlog = s.backlog[1:]
+			s.delivered = c.RV
+			return c, nil
+		}
+		if !s.live {
+			if err := s.catchUp(ctx); err != nil {
+				return Change{}, err
+			}
+			continue
+		}
+		select {
+		case c, ok := <-s.ch:
+			if !ok {
+				return Change{}, s.err
+			}
+			s.delivered = c.RV
+			return c, nil
+		case <-ctx.Done():
+			return Change{}, ctx.Err()
+		}
+	}
+}
+
+// catchUp reads the next part of the backlog, or hands over to the live feed when the
+// backlog reaches what the poller has processed. The hand-off happens under the poller's
+// lock, at a moment when the backlog has been read exactly through the poller's head, so the
+// first live change is the one after the last backlog change.
+func (s *Subscription) catchUp(ctx context.Context) error {
+	h := s.h
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		return ErrWatchStopped
+	}
+	head := h.head
+	if s.cursor >= head {
+		h.subs[s] = struct{}{}
+		s.live = true
+		h.mu.Unlock()
+		return nil
+	}
+	h.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var (
+		compacted int64
+		batch     []Change
+	)
+	// The read is bounded (Batch rows by index) and is not cut by ctx: callers pass a ctx
+	// with a short deadline to wait for the next change (a watch's bookmark timer), and a
+	// query cancelled half-way costs its pooled connection.
+	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err := h.svc.db.ReadTx(readCtx, func(tx *db.Tx) error {
+		if err := tx.QueryRow(readCtx, watchQ.Get("WatchCompacted")).Scan(&compacted); err != nil {
+			return err
+		}
+		var err error
+		batch, err = readChanges(readCtx, tx, watchQ.Get("WatchCatchUp"), s.cursor, head, s.kind, s.org, h.Batch)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if s.cursor < compacted {
+		return goneError(s.cursor, compacted)
+	}
+	for i := range batch {
+		h.svc.presentObject(ctx, h.svc.db, &batch[i].Object)
+	}
+	s.backlog = batch
+	if len(batch) == h.Batch {
+		s.cursor = batch[len(batch)-1].RV
+	} else {
+		s.cursor = head
+	}
+	return nil
+}
+
+// Progress is the version through which every change of the subscription has been returned
+// by Next: the poller's head when the subscriber has caught up and consumed everything
+// queued, otherwise the last change returned. A BOOKMARK carries it, so a consumer resuming
+// from a bookmark misses nothing.
+func (s *Subscription) Progress() int64 {
+	if !s.live {
+		if len(s.backlog) == 0 {
+			return max(s.delivered, s.cursor)
+		}
+		return s.delivered
+	}
+	s.h.mu.Lock()
+	defer s.h.mu.Unlock()
+	if _, ok := s.h.subs[s]; ok && len(s.ch) == 0 {
+		return max(s.h.head, s.delivered)
+	}
+	return s.delivered
+}
+
+// Close ends the subscription.
+func (s *Subscription) Close() {
+	s.h.mu.Lock()
+	defer s.h.mu.Unlock()
+	delete(s.h.subs, s)
+}
+
+// ListSnapshot reads every object of kind in org that filter and sel let through, all pages
+// in one snapshot, and the resourceVersion of that snapshot: what a watch without a
+// resourceVersion sends as ADDED before the changes after that version. It holds all objects
+// in memory (a watch of a million objects should start from a list's resourceVersion).
+func (s *Service) ListSnapshot(ctx context.Context, kind, org string, filter auth.Filter, sel metadata.Selector) (client.ObjectList, error) {
+	out := client.ObjectList{Items: []client.Object{}}
+	if _, err := s.kindOf(ctx, Ref{Kind: kind, Org: org}); err != nil {
+		return out, err
+	}
+	err := s.db.ReadTx(ctx, func(tx *db.Tx) error {
+		opts := ListOptions{Limit: MaxListLimit, Filter: filter, Selector: sel}
+		for {
+			page, last, err := s.listTx(ctx, tx, kind, org, opts)
+			if err != nil {
+				return err
+			}
+			out.Items = append(out.Items, page.Items...)
+			out.ResourceVersion = page.ResourceVersion
+			if last == "" {
+				return nil
+			}
+			opts.After = last
+		}
+	})
+	if err != nil {
+		return client.ObjectList{Items: []client.Object{}}, err
+	}
+	for i := range out.Items {
+		s.presentObject(ctx, s.db, &out.Items[i])
+	}
+	return out, nil
+}
+
+// ParseResourceVersion reads a resourceVersion a client sent: a positive decimal integer.
+func ParseResourceVersion(field, raw string) (int64, error) {
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || n < 1 {
+		return 0, fault.Invalid(field, "resourceVersion must be a positive decimal integer this server issued, not %q", fault.Truncate(raw, 40))
+	}
+	return n, nil
+}
