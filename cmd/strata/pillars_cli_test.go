@@ -74,7 +74,7 @@ func TestPillarCLI(t *testing.T) {
 	write("tree/db/init.sls", "postgres:\n  port: 5432\n")
 	out := run("pillar", "import", tree, "--org", "acme", "--dry-run")
 	require.Contains(t, out, "dry run")
-	_, _, err = cliStreams(t, env, "node", "get", "db01")
+	_, _, err := cliStreams(t, env, "node", "get", "db01")
 	require.Error(t, err, "a dry run creates nothing")
 	run("pillar", "import", tree, "--org", "acme")
 	require.NoError(t, json.Unmarshal([]byte(run("-o", "json", "pillar", "render", "db01")), &pillar))
