@@ -194,3 +194,54 @@ func (s *Session) WaitForNotification(ctx context.Context) (Notification, error)
 	}
 	return Notification{Channel: n.Channel, Payload: n.Payload, PID: n.PID}, nil
 }
+
+// Listener says what a Subscribe loop does at each step.
+type Listener struct {
+	// Subscribed is called with true once the session LISTENs (notifications sent while
+	// unsubscribed were missed: a subscriber catches up here) and with false when it is lost.
+	Subscribed func(on bool)
+	// Notify is called for every notification.
+	Notify func()
+	// Lost is called with the reason whenever the subscription is lost or cannot be made,
+	// before the next attempt.
+	Lost func(err error)
+}
+
+// Subscribe keeps a session from open LISTENing on channel until ctx ends, reconnecting after
+// a loss (backing off from 100 ms to 5 s), and tells l. It is the one LISTEN loop strata has:
+// the pillar render cache's invalidations and the watch poller's wake-ups both run on it.
+func Subscribe(ctx context.Context, open func(context.Context) (*Session, error), channel string, l Listener) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		s, err := open(ctx)
+		if err == nil {
+			err = s.Listen(ctx, channel)
+		}
+		if err == nil {
+			l.Subscribed(true)
+			backoff = 100 * time.Millisecond
+			for {
+				if _, err = s.WaitForNotification(ctx); err != nil {
+					break
+				}
+				l.Notify()
+			}
+		}
+		l.Subscribed(false)
+		if s != nil {
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			_ = s.Close(closeCtx)
+			cancel()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		l.Lost(err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/stratahq/strata/internal/db"
 )
@@ -86,39 +85,11 @@ func (c *Cache) Stats() (hits, misses int64) { return c.hits.Load(), c.misses.Lo
 // Listen keeps a session LISTENing on the invalidation channel until ctx ends, reconnecting
 // after a loss; open opens a fresh session. Each (re)subscription starts the cache empty.
 func (c *Cache) Listen(ctx context.Context, open func(context.Context) (*db.Session, error), schema string, logger *slog.Logger) {
-	channel := schema + ".pillars"
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		s, err := open(ctx)
-		if err == nil {
-			err = s.Listen(ctx, channel)
-		}
-		if err == nil {
-			c.setSubscribed(true)
-			backoff = 100 * time.Millisecond
-			for {
-				_, err = s.WaitForNotification(ctx)
-				if err != nil {
-					break
-				}
-				c.Invalidate()
-			}
-		}
-		c.setSubscribed(false)
-		if s != nil {
-			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_ = s.Close(closeCtx)
-			cancel()
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		logger.WarnContext(ctx, "pillar cache unsubscribed; renders are computed until it subscribes again", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+	db.Subscribe(ctx, open, schema+".pillars", db.Listener{
+		Subscribed: c.setSubscribed,
+		Notify:     c.Invalidate,
+		Lost: func(err error) {
+			logger.WarnContext(ctx, "pillar cache unsubscribed; renders are computed until it subscribes again", "err", err)
+		},
+	})
 }

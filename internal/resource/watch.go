@@ -183,41 +183,18 @@ func (h *Hub) Run(ctx context.Context) {
 // listen keeps a session LISTENing on "<schema>.changes" until ctx ends, reconnecting after
 // a loss (the pattern of the pillar cache), and wakes the poller on every notification.
 func (h *Hub) listen(ctx context.Context) {
-	channel := h.svc.db.Schema() + ".changes"
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		s, err := h.open(ctx)
-		if err == nil {
-			err = s.Listen(ctx, channel)
-		}
-		if err == nil {
-			h.listening.Store(true)
-			backoff = 100 * time.Millisecond
-			h.poke() // changes committed while unsubscribed were not announced
-			for {
-				if _, err = s.WaitForNotification(ctx); err != nil {
-					break
-				}
-				h.poke()
+	db.Subscribe(ctx, h.open, h.svc.db.Schema()+".changes", db.Listener{
+		Subscribed: func(on bool) {
+			h.listening.Store(on)
+			if on {
+				h.poke() // changes committed while unsubscribed were not announced
 			}
-		}
-		h.listening.Store(false)
-		if s != nil {
-			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_ = s.Close(closeCtx)
-			cancel()
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		h.logger.WarnContext(ctx, "watch: not subscribed to change notifications; polling every "+h.PollInterval.String()+" until it is again", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+		},
+		Notify: h.poke,
+		Lost: func(err error) {
+			h.logger.WarnContext(ctx, "watch: not subscribed to change notifications; polling every "+h.PollInterval.String()+" until it is again", "err", err)
+		},
+	})
 }
 
 // poke wakes the poller without blocking (one pending wake-up is enough).

@@ -3,9 +3,10 @@ package compat
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -127,14 +128,7 @@ func quote(v any) string {
 	return fault.Truncate(canon(v), 80)
 }
 
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 func asMap(v any) map[string]any {
 	if m, ok := v.(map[string]any); ok {

@@ -17,10 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -399,14 +399,7 @@ func (p *parser) fail(ptr, format string, args ...any) {
 	p.errs = append(p.errs, fault.FieldError{Field: ptr, Message: fmt.Sprintf(format, args...)})
 }
 
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 // flag reads an optional boolean keyword.
 func (p *parser) flag(obj map[string]any, ptr, kw string) bool {
