@@ -1,11 +1,15 @@
 package main_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -60,6 +64,22 @@ spec: {engine: mysql}
 	require.Contains(t, out, "Database/main applied")
 	require.Contains(t, out, "Database/spare applied")
 	require.Contains(t, run("get", "Database", "--org", "acme", "-l", "env=prod"), "main")
+
+	// strata watch resolves the user kind through the registry and streams its objects.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	watch := exec.CommandContext(ctx, binary, "watch", "Database", "--org", "acme", "-l", "env=prod", "-o", "json")
+	watch.Env = append(os.Environ(), env...)
+	stdout, err := watch.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, watch.Start())
+	lines := bufio.NewScanner(stdout)
+	require.True(t, lines.Scan(), "the CLI prints the current objects")
+	var ev client.Event
+	require.NoError(t, json.Unmarshal(lines.Bytes(), &ev))
+	require.Equal(t, "ADDED main Database", ev.Type+" "+ev.Object.Metadata.Name+" "+ev.Object.Kind)
+	cancel()
+	_ = watch.Wait()
 
 	// A type change: kind diff exits 1 and prints the way forward; kind apply is refused.
 	bad := write("bad.yaml", strings.Replace(readFile(t, v1), "size: {type: integer, maximum: 100}", "size: {type: string}", 1))
