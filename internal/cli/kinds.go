@@ -259,9 +259,11 @@ func newKindRegistryCmd(g *globals) *cobra.Command {
 }
 
 // objectsFor returns the client of kind's objects: the built-in kinds by their nouns (org,
-// node, group, singular or plural, any case), every other name as a user kind, whose scope
-// the registry says.
-func objectsFor(ctx context.Context, c *client.Client, kind, org string) (*client.Resources, string, error) {
+// node, group, singular or plural, any case), every other name as a user kind — inside org
+// when one is given, global otherwise. It does not ask the registry for the kind's scope (that
+// would need kinds:read on top of the objects' own scope); a kind used at the wrong scope is a
+// 404 from the server that names the right path.
+func objectsFor(_ context.Context, c *client.Client, kind, org string) (*client.Resources, string, error) {
 	switch strings.ToLower(kind) {
 	case "org", "orgs":
 		return c.Orgs(), "Org", nil
@@ -273,17 +275,7 @@ func objectsFor(ctx context.Context, c *client.Client, kind, org string) (*clien
 		}
 		return c.Groups(org), "Group", nil
 	}
-	k, err := c.Kind(ctx, kind)
-	if err != nil {
-		return nil, "", err
-	}
-	if k.Scope == "global" {
-		return c.Objects(k.Name, ""), k.Name, nil
-	}
-	if org == "" {
-		return nil, "", fmt.Errorf("kind %s lives in orgs: give --org", k.Name)
-	}
-	return c.Objects(k.Name, org), k.Name, nil
+	return c.Objects(kind, org), kind, nil
 }
 
 func newGetCmd(g *globals) *cobra.Command {

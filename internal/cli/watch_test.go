@@ -10,7 +10,7 @@ import (
 )
 
 // TestResourcesFor: the kinds watch knows, in any case, singular or plural, with --org only
-// where the kind lives in an org; other names are looked up in the kind registry.
+// where the kind lives in an org; other names are user kinds.
 func TestResourcesFor(t *testing.T) {
 	t.Parallel()
 	c, err := client.New("http://127.0.0.1:1", "t", nil)
@@ -19,7 +19,7 @@ func TestResourcesFor(t *testing.T) {
 		{"org", "", ""}, {"Orgs", "", ""}, {"NODE", "", ""}, {"nodes", "", ""},
 		{"group", "acme", ""}, {"Groups", "acme", ""},
 		{"group", "", "give --org"}, {"node", "acme", "--org does not apply"},
-		{"widget", "", "/v1/kinds/widget"}, // other names are user kinds: the registry is asked
+		{"Widget", "", ""}, {"Widget", "acme", ""}, // other names are user kinds (global, or in --org)
 	} {
 		r, err := resourcesFor(context.Background(), c, tc.kind, tc.org)
 		if tc.err != "" {
