@@ -263,6 +263,9 @@ func newKindRegistryCmd(g *globals) *cobra.Command {
 // when one is given, global otherwise. It does not ask the registry for the kind's scope (that
 // would need kinds:read on top of the objects' own scope); a kind used at the wrong scope is a
 // 404 from the server that names the right path.
+//
+// The built-in nouns are matched case-insensitively; the registry refuses user kinds whose
+// names fold to them (kind.ValidateKindName), so no user kind is shadowed.
 func objectsFor(_ context.Context, c *client.Client, kind, org string) (*client.Resources, string, error) {
 	switch strings.ToLower(kind) {
 	case "org", "orgs":

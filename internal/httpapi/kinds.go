@@ -174,11 +174,11 @@ func (a *API) kindRevisions(w http.ResponseWriter, r *http.Request, p *auth.Prin
 }
 
 func (a *API) kindRevision(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
-	n, err := strconv.Atoi(r.PathValue("n"))
+	n, err := strconv.ParseInt(r.PathValue("n"), 10, 32) // revisions are int4 in the registry
 	if err != nil || n < 1 {
 		return fault.Invalid("n", "a revision is a positive integer, not %q", truncateParam(r.PathValue("n")))
 	}
-	rev, err := a.kinds.Revision(r.Context(), r.PathValue("kind"), n)
+	rev, err := a.kinds.Revision(r.Context(), r.PathValue("kind"), int(n))
 	if err != nil {
 		return err
 	}

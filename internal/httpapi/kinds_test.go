@@ -70,6 +70,8 @@ func TestUserKindOverHTTP(t *testing.T) {
 	require.JSONEq(t, `{"size":80,"old":"x","tier":"standard"}`, string(sel.Items[0].Spec))
 	require.Equal(t, 1, sel.Items[0].Metadata.SchemaRevision)
 
+	problem(t, raw.do(t, "GET", "/v1/kinds/Db/revisions/2147483648", b.secret, nil), 400, "validation")
+	problem(t, raw.do(t, "GET", "/v1/kinds/Db/revisions/9", b.secret, nil), 404, "not-found")
 	// The other scope's path and built-in kinds are 404s that say where to go.
 	problem(t, raw.do(t, "GET", "/v1/resources/Db", b.secret, nil), 404, "not-found")
 	problem(t, raw.do(t, "GET", "/v1/orgs/acme/resources/Node", b.secret, nil), 404, "not-found")

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -63,9 +64,16 @@ var kindNameRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`)
 
 // ValidateKindName checks a user kind's name: an upper-case letter, then letters and digits,
 // at most 63 characters, as Kubernetes kinds are written ("Database", "DnsZone").
+//
+// Names that fold to a built-in kind's noun (org, orgs, node, nodes, group, groups) are
+// refused too: the CLI and people read those as the built-in kinds.
 func ValidateKindName(name string) error {
 	if !kindNameRE.MatchString(name) {
 		return fault.Invalid("kind", "kind %q must start with an upper-case letter and continue with letters and digits (at most 63), e.g. \"Database\"", fault.Truncate(name, 80))
+	}
+	switch strings.ToLower(name) {
+	case "org", "orgs", "node", "nodes", "group", "groups":
+		return fault.Invalid("kind", "kind %q is reserved: it names a built-in kind", name)
 	}
 	return nil
 }
@@ -143,10 +151,19 @@ func (s *Service) lookup(ctx context.Context, qr db.Querier, name string, fresh 
 		return current{}, err
 	}
 	c.at = s.now()
-	s.mu.Lock()
-	s.current[name] = c
-	s.mu.Unlock()
+	s.remember(name, c)
 	return c, nil
+}
+
+// remember caches what the registry said of kind, unless a newer revision is known already:
+// a read whose snapshot predates a registration must not put the old revision back.
+func (s *Service) remember(name string, c current) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.current[name]; ok && old.rev > c.rev {
+		return
+	}
+	s.current[name] = c
 }
 
 // revision returns the compiled schema of one revision; revisions are immutable, so they
@@ -203,34 +220,10 @@ func (s *Service) UserKind(ctx context.Context, name string) (string, error) {
 // parts ratchet). It returns the spec to store, the revision it conforms to and warnings
 // for the client.
 func (s *Service) Admit(ctx context.Context, tx *db.Tx, kind string, spec, prev json.RawMessage) (json.RawMessage, int, []string, error) {
-	// The key stays held to the end of the transaction, so the revision read under it stays
-	// current: a batch of writes of one kind locks and reads once.
-	v, err := tx.Memo(admitKey{kind}, func() (any, error) {
-		var c current
-		steps := []db.Step{
-			{Query: q.Get("KindLockShared"), Args: []any{s.db.Schema(), kind}, Scan: func(r db.Row) error { var v any; return r.Scan(&v) }},
-			{Query: q.Get("KindCurrent"), Args: []any{kind}, Scan: func(r db.Row) error { return r.Scan(&c.scope, &c.builtin, &c.rev) }},
-		}
-		if s.skipWriteLock {
-			steps = steps[1:]
-		}
-		err := tx.Pipeline(ctx, steps...)
-		if errors.Is(err, db.ErrNotFound) {
-			return nil, fault.NotFound("kind %q is not registered", fault.Truncate(kind, 80))
-		}
-		if err != nil {
-			return nil, err
-		}
-		c.at = s.now()
-		s.mu.Lock()
-		s.current[kind] = c
-		s.mu.Unlock()
-		return c, nil
-	})
+	c, err := s.lockedCurrent(ctx, tx, kind)
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	c := v.(current)
 	sch, err := s.revision(ctx, tx, kind, c.rev)
 	if err != nil {
 		return nil, 0, nil, err
@@ -256,6 +249,36 @@ func (s *Service) Admit(ctx context.Context, tx *db.Tx, kind string, spec, prev 
 	return raw, c.rev, warnings, nil
 }
 
+// lockedCurrent takes kind's key shared in tx and reads its current revision, once per
+// transaction: the key stays held to the end of the transaction, so the revision read under
+// it stays current, and a batch of writes of one kind locks and reads once.
+func (s *Service) lockedCurrent(ctx context.Context, tx *db.Tx, kind string) (current, error) {
+	v, err := tx.Memo(admitKey{kind}, func() (any, error) {
+		var c current
+		steps := []db.Step{
+			{Query: q.Get("KindLockShared"), Args: []any{s.db.Schema(), kind}, Scan: func(r db.Row) error { var v any; return r.Scan(&v) }},
+			{Query: q.Get("KindCurrent"), Args: []any{kind}, Scan: func(r db.Row) error { return r.Scan(&c.scope, &c.builtin, &c.rev) }},
+		}
+		if s.skipWriteLock {
+			steps = steps[1:]
+		}
+		err := tx.Pipeline(ctx, steps...)
+		if errors.Is(err, db.ErrNotFound) {
+			return nil, fault.NotFound("kind %q is not registered", fault.Truncate(kind, 80))
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.at = s.now()
+		s.remember(kind, c)
+		return c, nil
+	})
+	if err != nil {
+		return current{}, err
+	}
+	return v.(current), nil
+}
+
 // Present runs the read pipeline of kind's current revision on a stored spec: aliases
 // mapped to canonical names, tombstoned fields hidden, current defaults filled into absent
 // fields. Reads never fail: when the registry cannot be read, the spec is returned as stored.
@@ -264,7 +287,17 @@ func (s *Service) Admit(ctx context.Context, tx *db.Tx, kind string, spec, prev 
 // transaction never waits for a second pooled connection (with every connection held by such
 // transactions, that wait would never end).
 func (s *Service) Present(ctx context.Context, qr db.Querier, kind string, spec json.RawMessage) json.RawMessage {
-	c, err := s.lookup(ctx, qr, kind, false)
+	var (
+		c   current
+		err error
+	)
+	if tx, ok := qr.(*db.Tx); ok {
+		// Inside a write: the object is presented by the revision the write will be judged
+		// by (the kind's key taken now, as Admit would), not by a cached one.
+		c, err = s.lockedCurrent(ctx, tx, kind)
+	} else {
+		c, err = s.lookup(ctx, qr, kind, false)
+	}
 	if err != nil {
 		return spec
 	}
@@ -403,6 +436,9 @@ func (s *Service) EnsureBuiltin(ctx context.Context) error {
 // 409 whose problem document carries the report. Built-in kinds evolve with strata
 // releases and cannot be registered through the API.
 func (s *Service) Register(ctx context.Context, actor auth.AuditActor, name string, req client.KindRequest, dryRun bool) (client.KindResult, error) {
+	if slices.Contains(Builtin, name) {
+		return client.KindResult{}, fault.Conflict("%s is a built-in kind: its schema evolves with strata releases, not through the API", name)
+	}
 	if err := ValidateKindName(name); err != nil {
 		return client.KindResult{}, err
 	}
@@ -424,6 +460,10 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 	canonical, err := encode(next.Doc())
 	if err != nil {
 		return res, err
+	}
+	if bytes.Contains(canonical, []byte(`\u0000`)) {
+		// PostgreSQL's jsonb cannot store the NUL character.
+		return res, fault.UnprocessableFields("invalid kind", []fault.FieldError{{Field: "/schema", Message: "must not contain the NUL character (\\u0000), which PostgreSQL cannot store"}})
 	}
 	acks := make([]compat.Ack, 0, len(req.Acknowledge))
 	for _, a := range req.Acknowledge {
@@ -494,9 +534,7 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 		return res, err
 	}
 	if !dryRun && !res.Unchanged {
-		s.mu.Lock()
-		delete(s.current, name)
-		s.mu.Unlock()
+		s.remember(name, current{scope: res.Scope, rev: res.Revision, builtin: builtin, at: s.now()})
 	}
 	return res, nil
 }

@@ -223,6 +223,12 @@ func TestScopeIsFixed(t *testing.T) {
 	require.Equal(t, fault.KindConflict, fault.KindOf(err))
 	_, err = register(t, r, "zone", "global", `{"type":"object"}`)
 	require.Equal(t, fault.KindInvalid, fault.KindOf(err), "kind names are CamelCase")
+	for _, reserved := range []string{"Nodes", "Orgs", "Groups"} {
+		_, err = register(t, r, reserved, "global", `{"type":"object"}`)
+		require.Equal(t, fault.KindInvalid, fault.KindOf(err), "%s names a built-in kind", reserved)
+	}
+	_, err = register(t, r, "Nul", "global", `{"type":"object","properties":{"a":{"type":"string","description":"x\u0000y"}}}`)
+	require.Equal(t, fault.KindUnprocessable, fault.KindOf(err), "%v", err)
 	// Objects of a global kind have no org.
 	_, err = r.res.Create(context.Background(), resource.Ref{Kind: "Zone", Name: "z1"}, obj(`{}`))
 	require.NoError(t, err)
@@ -380,4 +386,27 @@ func TestWriteDuringScanControl(t *testing.T) {
 	werr, fractional := writeDuringScan(t, true)
 	require.NoError(t, werr)
 	require.Equal(t, []string{"db=1.5"}, fractional)
+}
+
+// TestOrgDeleteCoversUserKinds: objects of user kinds inside an org keep the org from being
+// deleted (409 counting them) and go with it on a cascade, so a new org of the same name
+// never inherits them.
+func TestOrgDeleteCoversUserKinds(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ctx := context.Background()
+	_, err := register(t, r, "Database", "org", `{"type":"object","properties":{"secret":{"type":"string"}}}`)
+	require.NoError(t, err)
+	_, err = r.res.Create(ctx, ref("main"), obj(`{"secret":"tenant-a"}`))
+	require.NoError(t, err)
+	org := resource.Ref{Kind: resource.KindOrg, Name: "acme"}
+	err = r.res.Delete(ctx, org, "", false)
+	require.Equal(t, fault.KindConflict, fault.KindOf(err), "%v", err)
+	require.ErrorContains(t, err, "1 objects of other kinds")
+	require.NoError(t, r.res.Delete(ctx, org, "", true))
+	_, err = r.res.Create(ctx, org, client.Object{})
+	require.NoError(t, err)
+	list, _, err := r.res.List(ctx, "Database", "acme", resource.ListOptions{Filter: auth.Filter{All: true}})
+	require.NoError(t, err)
+	require.Empty(t, list.Items, "the new acme inherits nothing")
 }

@@ -258,21 +258,26 @@ func GroupSelector(obj client.Object) (metadata.Selector, error) {
 	return metadata.ParseSelector(s.Selector)
 }
 
-// orgBeforeDelete refuses to delete an org that still has nodes or groups (409), or, with
-// cascade, deletes them first, each with its own DELETED change so watchers see them go.
-// The org's row lock (taken by Delete) keeps new nodes and groups out meanwhile.
+// orgBeforeDelete refuses to delete an org that still has nodes, groups or objects of user
+// kinds (409), or, with cascade, deletes them first, each with its own DELETED change so
+// watchers see them go. Left behind, objects of user kinds would reappear in a new org of
+// the same name. The org's row lock (taken by Delete) keeps new objects out meanwhile.
 func orgBeforeDelete(ctx context.Context, s *Service, tx *db.Tx, id int64, org client.Object, cascade bool) error {
-	var nodes, groups int64
-	if err := tx.QueryRow(ctx, q.Get("OrgDependents"), org.Metadata.Name, KindNode, KindGroup).Scan(&nodes, &groups); err != nil {
+	var nodes, groups, others int64
+	if err := tx.QueryRow(ctx, q.Get("OrgDependents"), org.Metadata.Name, KindNode, KindGroup).Scan(&nodes, &groups, &others); err != nil {
 		return err
 	}
-	if nodes+groups == 0 {
+	if nodes+groups+others == 0 {
 		return nil
 	}
 	if !cascade {
-		return fault.Conflict("org %q still has %d nodes and %d groups: delete them first, or delete the org with ?cascade=true to delete them with it", org.Metadata.Name, nodes, groups)
+		what := fmt.Sprintf("%d nodes and %d groups", nodes, groups)
+		if others > 0 {
+			what = fmt.Sprintf("%d nodes, %d groups and %d objects of other kinds", nodes, groups, others)
+		}
+		return fault.Conflict("org %q still has %s: delete them first, or delete the org with ?cascade=true to delete them with it", org.Metadata.Name, what)
 	}
-	rows, err := tx.Query(ctx, q.Get("OrgDependentsLock"), org.Metadata.Name, KindNode, KindGroup)
+	rows, err := tx.Query(ctx, q.Get("OrgDependentsLock"), org.Metadata.Name, KindNode)
 	if err != nil {
 		return err
 	}

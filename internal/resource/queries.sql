@@ -180,13 +180,16 @@ USING {{schema}}.resources g
 WHERE m.node_id = $1 AND g.id = m.group_id AND g.kind = $3 AND g.org <> $2;
 
 -- name: OrgDependents
+-- What lives in an org: its nodes (spec.org), its groups, and the objects of user kinds inside
+-- orgs (every object whose org column names it that is not a group).
 SELECT (SELECT count(*) FROM {{schema}}.resources WHERE kind = $2 AND spec ->> 'org' = $1),
-       (SELECT count(*) FROM {{schema}}.resources WHERE kind = $3 AND org = $1);
+       (SELECT count(*) FROM {{schema}}.resources WHERE kind = $3 AND org = $1),
+       (SELECT count(*) FROM {{schema}}.resources WHERE kind <> $3 AND org = $1);
 
 -- name: OrgDependentsLock
--- Locks an org's groups and nodes for a cascading delete (ResourceGetByID then reads them).
+-- Locks everything in an org for a cascading delete (ResourceGetByID then reads them).
 SELECT r.id FROM {{schema}}.resources r
-WHERE (r.kind = $2 AND r.spec ->> 'org' = $1) OR (r.kind = $3 AND r.org = $1)
+WHERE (r.kind = $2 AND r.spec ->> 'org' = $1) OR r.org = $1
 ORDER BY r.id
 FOR UPDATE OF r;
 

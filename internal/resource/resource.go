@@ -288,7 +288,7 @@ func (s *Service) Create(ctx context.Context, ref Ref, obj client.Object) (clien
 	if err := normalize(k, ref, &obj); err != nil {
 		return client.Object{}, err
 	}
-	err = s.db.InTx(ctx, func(tx *db.Tx) error {
+	err = inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
 		obj, _, err = createTx(ctx, tx, k, ref, obj)
 		return err
 	})
@@ -296,6 +296,17 @@ func (s *Service) Create(ctx context.Context, ref Ref, obj client.Object) (clien
 		return client.Object{}, err
 	}
 	return obj, nil
+}
+
+// inTxWarning runs fn in a transaction and passes the warnings its writes gave to ctx's
+// collector only when it commits: a write that fails (or is retried) warns about nothing.
+func inTxWarning(ctx context.Context, d *db.DB, fn func(ctx context.Context, tx *db.Tx) error) error {
+	wctx, take := CollectWarnings(ctx)
+	err := d.InTx(wctx, func(tx *db.Tx) error { return fn(wctx, tx) })
+	if err == nil {
+		addWarnings(ctx, take())
+	}
+	return err
 }
 
 // createTx inserts a normalized object in tx and returns it as stored, with its row id.
@@ -686,7 +697,7 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 		return client.Object{}, err
 	}
 	var out client.Object
-	err = s.db.InTx(ctx, func(tx *db.Tx) error {
+	err = inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
 		id, cur, err := lockForWrite(ctx, tx, ref, expected)
 		if err != nil {
 			return err
