@@ -28,6 +28,9 @@ var watchTestQueries = db.MustParseQueries(fstest.MapFS{"w.sql": {Data: []byte(`
 SELECT resource_version, type, name FROM {{schema}}.changes
 WHERE kind = $1 AND resource_version > $2 ORDER BY resource_version;
 
+-- name: TestDropChangesAfter
+DELETE FROM {{schema}}.changes WHERE resource_version > $1;
+
 -- name: TestPrevLabels
 SELECT type, prev_labels FROM {{schema}}.changes WHERE kind = $1 AND name = $2 ORDER BY resource_version;
 `)}}, "w.sql")
@@ -407,4 +410,51 @@ func TestListResourceVersionIsItsSnapshot(t *testing.T) {
 		}
 		require.Equal(t, want, got, "the list at resourceVersion %d", rv)
 	}
+}
+
+// TestWatchPollerBehindPrune: when changes the poller never read are pruned before it reads
+// them (it was away longer than the retention), the subscribers behind the compaction point
+// are ended with 410 — they may have missed changes — and the poller goes on from there: a
+// subscription from the compaction point receives the next change.
+func TestWatchPollerBehindPrune(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	h := startHub(t, b, nil)
+	start := h.Head()
+	sub, err := h.Subscribe(ctx, resource.KindOrg, "", start)
+	require.NoError(t, err)
+	defer sub.Close()
+	expired, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = sub.Next(expired) // live: nothing to catch up
+	require.ErrorIs(t, err, context.Canceled)
+
+	// Two orgs created and their changes pruned in one transaction: the poller, woken by
+	// the commit, finds the compaction point past everything it has read.
+	var last int64
+	require.NoError(t, b.db.InTx(ctx, func(tx *db.Tx) error {
+		txCtx := db.WithTx(ctx, tx)
+		for _, n := range []string{"a", "b"} {
+			o, err := b.svc.Create(txCtx, org(n), client.Object{})
+			if err != nil {
+				return err
+			}
+			last, _ = strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
+		}
+		_, err := tx.Exec(ctx, watchTestQueries.Get("TestDropChangesAfter"), start)
+		return err
+	}))
+	waitCtx, done := context.WithTimeout(ctx, time.Minute)
+	defer done()
+	_, err = sub.Next(waitCtx)
+	require.Equal(t, fault.KindGone, fault.KindOf(err), "%v", err)
+
+	later, err := h.Subscribe(ctx, resource.KindOrg, "", last)
+	require.NoError(t, err, "the compaction point misses nothing")
+	defer later.Close()
+	o, err := b.svc.Create(ctx, org("c"), client.Object{})
+	require.NoError(t, err)
+	got := collect(t, later, 1)
+	require.Equal(t, o.Metadata.ResourceVersion, strconv.FormatInt(got[0].RV, 10))
 }
