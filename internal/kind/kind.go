@@ -85,7 +85,10 @@ type Service struct {
 
 	mu       sync.Mutex
 	compiled map[revKey]*schema.Schema
-	current  map[string]current
+	// inert revisions have nothing for the read pipeline to do (no default, alias or
+	// tombstone anywhere): reads return the stored spec without decoding it.
+	inert   map[revKey]bool
+	current map[string]current
 
 	// Test hooks (export_test.go): skipWriteLock drops the writes' shared key, afterScan
 	// runs between a registration's scan and its insert.
@@ -110,7 +113,7 @@ type current struct {
 
 // NewService returns the registry over d.
 func NewService(d *db.DB) *Service {
-	return &Service{db: d, now: time.Now, compiled: map[revKey]*schema.Schema{}, current: map[string]current{}}
+	return &Service{db: d, now: time.Now, compiled: map[revKey]*schema.Schema{}, inert: map[revKey]bool{}, current: map[string]current{}}
 }
 
 // decode parses JSON keeping numbers exact (json.Number).
@@ -193,8 +196,32 @@ func (s *Service) revision(ctx context.Context, qr db.Querier, kind string, rev 
 	}
 	s.mu.Lock()
 	s.compiled[k] = sch
+	s.inert[k] = !presents(sch.Doc())
 	s.mu.Unlock()
 	return sch, nil
+}
+
+// presents reports whether a schema document gives the read pipeline anything to do: a
+// default, an alias or a tombstone anywhere in it.
+func presents(v any) bool {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, c := range t {
+			if k == "default" || k == "x-aliases" || k == "x-removed" {
+				return true
+			}
+			if presents(c) {
+				return true
+			}
+		}
+	case []any:
+		for _, c := range t {
+			if presents(c) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // UserKind returns the scope ("org" or "global") of a user-defined kind; 404 when no such
@@ -303,6 +330,12 @@ func (s *Service) Present(ctx context.Context, qr db.Querier, kind string, spec 
 	}
 	sch, err := s.revision(ctx, qr, kind, c.rev)
 	if err != nil {
+		return spec
+	}
+	s.mu.Lock()
+	inert := s.inert[revKey{kind, c.rev}]
+	s.mu.Unlock()
+	if inert {
 		return spec
 	}
 	v, err := decode(spec)
