@@ -370,21 +370,18 @@ func (s *Service) List(ctx context.Context) ([]client.KindInfo, error) {
 
 // Get returns one kind with its current schema.
 func (s *Service) Get(ctx context.Context, name string) (client.KindInfo, error) {
-	ks, err := s.List(ctx)
+	k := client.KindInfo{Name: name}
+	err := s.db.QueryRow(ctx, q.Get("KindGet"), name).Scan(&k.Scope, &k.Builtin, &k.Revision, &k.CreatedAt, &k.UpdatedAt)
+	if errors.Is(err, db.ErrNotFound) {
+		return k, fault.NotFound("kind %q is not registered", fault.Truncate(name, 80))
+	}
 	if err != nil {
-		return client.KindInfo{}, err
+		return k, err
 	}
-	for _, k := range ks {
-		if k.Name == name {
-			rev, err := s.Revision(ctx, name, k.Revision)
-			if err != nil {
-				return k, err
-			}
-			k.Schema = rev.Schema
-			return k, nil
-		}
-	}
-	return client.KindInfo{}, fault.NotFound("kind %q is not registered", fault.Truncate(name, 80))
+	k.CreatedAt, k.UpdatedAt = k.CreatedAt.UTC(), k.UpdatedAt.UTC()
+	rev, err := s.Revision(ctx, name, k.Revision)
+	k.Schema = rev.Schema
+	return k, err
 }
 
 // Revisions returns every revision of a kind, oldest first.

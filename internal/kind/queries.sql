@@ -14,6 +14,11 @@ SELECT k.scope, k.builtin, k.current_revision
 FROM {{schema}}.kinds k
 WHERE k.name = $1;
 
+-- name: KindGet
+SELECT scope, builtin, current_revision, created_at, updated_at
+FROM {{schema}}.kinds
+WHERE name = $1;
+
 -- name: KindRevisionGet
 SELECT schema, report, created_by, created_at
 FROM {{schema}}.kind_revisions

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/kind/schema"
 )
 
 // maxExponent bounds the decimal exponent handed to big.Rat: "1e999999999" would otherwise make
@@ -120,8 +121,9 @@ func writeCanon(b *strings.Builder, v any, depth int) {
 	}
 }
 
-// equal reports whether two decoded JSON values are equal as JSON.
-func equal(a, b any) bool { return canon(a) == canon(b) }
+// equal reports whether two decoded JSON values are equal as JSON (schema.Equal: the same
+// comparison ratcheting uses).
+func equal(a, b any) bool { return schema.Equal(a, b) }
 
 // quote renders a value for a message, shortened so a huge default does not flood the report.
 func quote(v any) string {
@@ -163,9 +165,7 @@ func stringSet(v any) map[string]bool {
 }
 
 // escapeToken escapes one JSON pointer reference token (RFC 6901).
-func escapeToken(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
+func escapeToken(s string) string { return schema.PointerToken(s) }
 
 func unescapeToken(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")

@@ -14,7 +14,10 @@ import (
 // bool, nil and json.Number; float64 and Go integers are tolerated so that a caller decoding
 // without UseNumber does not crash the pipelines).
 
-// pointerToken escapes one JSON pointer reference token (RFC 6901).
+// PointerToken escapes one JSON pointer reference token (RFC 6901).
+func PointerToken(tok string) string { return pointerToken(tok) }
+
+// pointerToken implements PointerToken.
 func pointerToken(tok string) string {
 	if !strings.ContainsAny(tok, "~/") {
 		return tok
@@ -161,8 +164,12 @@ func (d decimal) integerText() string {
 	return s
 }
 
-// equalJSON is DeepEqual for decoded JSON: objects compare key by key regardless of order and
-// numbers compare numerically, so 1 and 1.0 (or json.Number and float64) are equal.
+// Equal is DeepEqual for decoded JSON: objects compare key by key regardless of order and
+// numbers compare numerically, so 1 and 1.0 (or json.Number and float64) are equal. Ratcheting
+// and the compatibility diff (package compat) both compare values with it.
+func Equal(a, b any) bool { return equalJSON(a, b) }
+
+// equalJSON implements Equal.
 func equalJSON(a, b any) bool {
 	switch a := a.(type) {
 	case map[string]any:
