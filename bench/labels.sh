@@ -24,8 +24,6 @@ trap cleanup EXIT
 go build -o "$work/strata" ./cmd/strata
 go build -o "$work/labels" ./bench/labels
 start_strata "$work"
-pg="postgresql://strata@/strata?host=$work/data/pg-socket&port=5432&sslmode=disable"
-psql() { command psql -X -q -v ON_ERROR_STOP=1 "$pg" "$@"; }
 
 case "$mode" in
 patch)

@@ -1,7 +1,8 @@
 # Shared by the bench scripts (source it): start_strata DIR starts "$DIR/strata serve" on the
 # embedded default with its data in DIR/data, listening on a free loopback port, waits until
-# it is ready and sets pid, addr, server (http://addr) and token (the admin token). The caller
-# stops it (kill -TERM "$pid") in its cleanup.
+# it is ready and sets pid, addr, server (http://addr), token (the admin token) and pg (a URL
+# of its embedded PostgreSQL over the unix socket, which psql below uses). The caller stops it
+# (kill -TERM "$pid") in its cleanup.
 start_strata() {
 	"$1/strata" serve --data-dir "$1/data" --listen 127.0.0.1:0 2>"$1/serve.log" &
 	pid=$!
@@ -14,4 +15,8 @@ start_strata() {
 	[ -n "$addr" ] || { echo "strata did not start"; cat "$1/serve.log"; exit 1; }
 	server="http://$addr"
 	token=$(cat "$1/data/admin-token")
+	pg="postgresql://strata@/strata?host=$1/data/pg-socket&port=5432&sslmode=disable"
 }
+
+# psql runs psql on the started strata's database, stopping at the first error.
+psql() { command psql -X -q -v ON_ERROR_STOP=1 "$pg" "$@"; }

@@ -30,8 +30,6 @@ trap cleanup EXIT
 
 go build -o "$work/strata" ./cmd/strata
 start_strata "$work"
-pg="postgresql://strata@/strata?host=$work/data/pg-socket&port=5432&sslmode=disable"
-psql() { command psql -X -q -v ON_ERROR_STOP=1 "$pg" "$@"; }
 
 echo "== loading the anchor (schema uyuni) and the same shape into strata's tables (selectors=${SELECTORS:-0})"
 psql -f "$anchors/anchor-uyuni-pillars.sql" >/dev/null

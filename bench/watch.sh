@@ -20,8 +20,6 @@ trap cleanup EXIT
 
 go build -o "$work/strata" ./cmd/strata
 start_strata "$work"
-pg="postgresql://strata@/strata?host=$work/data/pg-socket&port=5432&sslmode=disable"
-psql() { command psql -X -q -v ON_ERROR_STOP=1 "$pg" "$@"; }
 echo "fsync=$(psql -At -c 'SHOW fsync') synchronous_commit=$(psql -At -c 'SHOW synchronous_commit') wal_sync_method=$(psql -At -c 'SHOW wal_sync_method')"
 
 case "$mode" in
