@@ -6,10 +6,15 @@
 // also cached for a few seconds (CacheTTL), which is how long a revocation may take to
 // reach other replicas.
 //
-// A scope is "admin" or family:verb:name, e.g. orgs:read:acme, pillars:render:*,
-// projects:write:net, state:read-outputs:net, state:force-unlock:net, kinds:register:*.
-// Allows decides whether a principal's scopes grant one (family, verb, name); the
-// implications between verbs are listed in impliedVerbs.
+// A scope is "admin" or family:verb:name, e.g. orgs:read:acme, pillars:render:node/*,
+// projects:write:net, state:read-outputs:net, state:force-unlock:net, kinds:register:*,
+// orgs:attach:acme. Allows decides whether a principal's scopes grant one (family, verb,
+// name); the implications between verbs are listed in impliedVerbs.
+//
+// The families whose things are of several target kinds (pillars: the global layer, orgs,
+// groups and nodes; resources: objects inside an org and global objects) name the target
+// kind in the scope's name (pillars:write:node/web*, resources:read:org/acme), so that one
+// name never grants two kinds of target: see targets.go.
 package auth
 
 import (
@@ -48,13 +53,16 @@ const CacheTTL = 10 * time.Second
 var Families = []string{"orgs", "groups", "nodes", "pillars", "projects", "state", "kinds", "resources", "tokens", "audit"}
 
 // Verbs are the verbs scopes name; "*" grants every verb.
-var Verbs = []string{"read", "read-outputs", "write", "delete", "render", "lock", "force-unlock", "register", "credentials", "*"}
+var Verbs = []string{"read", "read-outputs", "write", "delete", "render", "lock", "force-unlock", "register", "credentials", "attach", "*"}
 
 // outputsOnlyFamilies are the families the read-outputs verb applies to: only Terraform
 // state has root outputs to show apart from the rest of a document.
 var outputsOnlyFamilies = []string{"state", "*"}
 
-var scopeNameRE = regexp.MustCompile(`^(\*|[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}\*?)$`)
+// attachFamilies are the families the attach verb applies to: only an org has things placed
+// in it by writes of other kinds (a node's spec.org).
+var attachFamilies = []string{"orgs", "*"}
+
 
 // Scope is one parsed grant.
 type Scope struct {
@@ -92,8 +100,11 @@ func ParseScope(s string) (Scope, error) {
 	if sc.Verb == "read-outputs" && !contains(outputsOnlyFamilies, sc.Family) {
 		return Scope{}, fmt.Errorf("scope %q: verb read-outputs applies only to the state family (state:read-outputs:<project>)", s)
 	}
-	if !scopeNameRE.MatchString(sc.Name) {
-		return Scope{}, fmt.Errorf("scope %q: name must be *, a name, or a prefix ending in *", s)
+	if sc.Verb == "attach" && !contains(attachFamilies, sc.Family) {
+		return Scope{}, fmt.Errorf("scope %q: verb attach applies only to the orgs family (orgs:attach:<org>: may place objects in the org)", s)
+	}
+	if err := checkScopeName(sc.Family, sc.Name); err != nil {
+		return Scope{}, fmt.Errorf("scope %q: %v", s, err)
 	}
 	return sc, nil
 }
@@ -113,9 +124,11 @@ func contains(list []string, s string) bool {
 // never the reverse: read-outputs grants nothing else, which is its point. Lock grants read
 // but never write: a lock only keeps others out. force-unlock and credentials are never
 // implied: they override other people's work or hand out database access, so they are
-// granted by name only.
+// granted by name only. attach (may place objects in an org: create or move a node into it,
+// or out of it) is implied by write, and grants nothing else: it is what a node operator
+// needs of an org without the right to change or delete the org.
 var impliedVerbs = map[string][]string{
-	"write":  {"read", "lock", "delete"},
+	"write":  {"read", "lock", "delete", "attach"},
 	"delete": {"read"},
 	"lock":   {"read"},
 	"render": {"read"},

@@ -65,3 +65,12 @@ LIMIT $4;
 INSERT INTO {{schema}}.server_keys (name, key) VALUES ($1, $2)
 ON CONFLICT (name) DO UPDATE SET key = {{schema}}.server_keys.key
 RETURNING key;
+
+-- name: TokenScopesAll
+-- The tokens the scope migration looks at: every one not revoked.
+SELECT id, name, scopes FROM {{schema}}.tokens WHERE revoked_at IS NULL ORDER BY created_at, id;
+
+-- name: TokenScopesSwap
+-- Compare-and-set: only the replica that sees the old scopes still stored rewrites them, so
+-- replicas starting together migrate (and audit) each token once.
+UPDATE {{schema}}.tokens SET scopes = $2 WHERE id = $1 AND scopes = $3;

@@ -289,12 +289,13 @@ func TestNodeApply(t *testing.T) {
 	_, sum = applyAnswer(t, apply(b.admin, change))
 	require.Equal(t, client.ApplySummary{Lines: 5, Unchanged: 5}, sum, "the changes, applied again, change nothing")
 
-	// Authorization, line by line: nodes:write:web* may write web… nodes only, and a line
-	// with groups needs groups:write on the node's org too.
+	// Authorization, line by line: nodes:write:web* may write web… nodes only (and place
+	// them in acme with orgs:attach:acme), and a line with groups needs groups:write on the
+	// node's org too.
 	sys := auth.AuditActor{Actor: "test"}
-	_, webOnly, err := b.tokens.Create(ctx, sys, auth.CreateParams{Name: "web-writer", Scopes: []string{"nodes:write:web*"}})
+	_, webOnly, err := b.tokens.Create(ctx, sys, auth.CreateParams{Name: "web-writer", Scopes: []string{"nodes:write:web*", "orgs:attach:acme"}})
 	require.NoError(t, err)
-	_, webGroups, err := b.tokens.Create(ctx, sys, auth.CreateParams{Name: "web-grouper", Scopes: []string{"nodes:write:web*", "groups:write:acme"}})
+	_, webGroups, err := b.tokens.Create(ctx, sys, auth.CreateParams{Name: "web-grouper", Scopes: []string{"nodes:write:web*", "orgs:attach:acme", "groups:write:acme"}})
 	require.NoError(t, err)
 	_, noNodes, err := b.tokens.Create(ctx, sys, auth.CreateParams{Name: "org-reader", Scopes: []string{"orgs:read:*", "groups:write:acme"}})
 	require.NoError(t, err)

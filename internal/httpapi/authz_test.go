@@ -160,7 +160,7 @@ func TestEveryRouteIsAuthorized(t *testing.T) {
 	ctx := context.Background()
 	require.Equal(t, 201, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"acme"}}`)).status)
 	require.Equal(t, 200, b.do(t, "POST", "/v1/state/net/default", b.admin, strings.NewReader(stateV1)).status)
-	_, other, err := b.tokens.Create(ctx, auth.AuditActor{Actor: "test"}, auth.CreateParams{Name: "other", Scopes: []string{"*:*:other"}})
+	_, other, err := b.tokens.Create(ctx, auth.AuditActor{Actor: "test"}, auth.CreateParams{Name: "other", Scopes: []string{"*:*:other", "resources:*:global/other", "resources:*:org/other", "pillars:*:org/other", "pillars:*:node/other"}})
 	require.NoError(t, err)
 	// What the scoped token may see, after the invisible names in list order, and more
 	// invisible things after it, so every list has a page after the first.

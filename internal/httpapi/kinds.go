@@ -37,18 +37,18 @@ func (a *API) userKindRoutes() []route {
 	)
 	org, glob := resource.ScopeOrg, resource.ScopeGlobal
 	return []route{
-		{pattern: "GET " + orgColl, family: fam, verb: "read", param: "org", handler: a.userKind(org, a.objList)},
-		{pattern: "POST " + orgColl, family: fam, verb: "write", param: "org", handler: withWarnings(a.userKind(org, a.objCreate))},
-		{pattern: "GET " + orgItem, family: fam, verb: "read", param: "org", handler: a.userKind(org, a.objGet)},
-		{pattern: "PUT " + orgItem, family: fam, verb: "write", param: "org", handler: withWarnings(a.userKind(org, a.objPut))},
-		{pattern: "PATCH " + orgItem, family: fam, verb: "write", param: "org", handler: withWarnings(a.userKind(org, a.objPatch))},
-		{pattern: "DELETE " + orgItem, family: fam, verb: "delete", param: "org", handler: a.userKind(org, a.objDelete)},
-		{pattern: "GET " + globColl, family: fam, verb: "read", source: listed, handler: a.userKind(glob, a.objList)},
-		{pattern: "POST " + globColl, family: fam, verb: "write", source: fromBody, handler: withWarnings(a.userKind(glob, a.objCreate))},
-		{pattern: "GET " + globItem, family: fam, verb: "read", param: "name", handler: a.userKind(glob, a.objGet)},
-		{pattern: "PUT " + globItem, family: fam, verb: "write", param: "name", handler: withWarnings(a.userKind(glob, a.objPut))},
-		{pattern: "PATCH " + globItem, family: fam, verb: "write", param: "name", handler: withWarnings(a.userKind(glob, a.objPatch))},
-		{pattern: "DELETE " + globItem, family: fam, verb: "delete", param: "name", handler: a.userKind(glob, a.objDelete)},
+		{pattern: "GET " + orgColl, family: fam, verb: "read", param: "org", target: "org", handler: a.userKind(org, a.objList)},
+		{pattern: "POST " + orgColl, family: fam, verb: "write", param: "org", target: "org", handler: withWarnings(a.userKind(org, a.objCreate))},
+		{pattern: "GET " + orgItem, family: fam, verb: "read", param: "org", target: "org", handler: a.userKind(org, a.objGet)},
+		{pattern: "PUT " + orgItem, family: fam, verb: "write", param: "org", target: "org", handler: withWarnings(a.userKind(org, a.objPut))},
+		{pattern: "PATCH " + orgItem, family: fam, verb: "write", param: "org", target: "org", handler: withWarnings(a.userKind(org, a.objPatch))},
+		{pattern: "DELETE " + orgItem, family: fam, verb: "delete", param: "org", target: "org", handler: a.userKind(org, a.objDelete)},
+		{pattern: "GET " + globColl, family: fam, verb: "read", source: listed, target: "global", handler: a.userKind(glob, a.objList)},
+		{pattern: "POST " + globColl, family: fam, verb: "write", source: fromBody, target: "global", handler: withWarnings(a.userKind(glob, a.objCreate))},
+		{pattern: "GET " + globItem, family: fam, verb: "read", param: "name", target: "global", handler: a.userKind(glob, a.objGet)},
+		{pattern: "PUT " + globItem, family: fam, verb: "write", param: "name", target: "global", handler: withWarnings(a.userKind(glob, a.objPut))},
+		{pattern: "PATCH " + globItem, family: fam, verb: "write", param: "name", target: "global", handler: withWarnings(a.userKind(glob, a.objPatch))},
+		{pattern: "DELETE " + globItem, family: fam, verb: "delete", param: "name", target: "global", handler: a.userKind(glob, a.objDelete)},
 	}
 }
 

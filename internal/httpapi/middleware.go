@@ -17,6 +17,7 @@ import (
 
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/resource"
 )
 
 // statusRecorder remembers the status and size of a response for logs and metrics.
@@ -145,7 +146,9 @@ func (a *API) authedLimit(limit int64, h func(w http.ResponseWriter, r *http.Req
 		if slot, ok := r.Context().Value(principalSlot{}).(*principalHolder); ok {
 			slot.p = p
 		}
-		r = r.WithContext(auth.WithPrincipal(r.Context(), p))
+		// The principal also authorizes what bodies reach beyond the path (a node's spec.org,
+		// a member of another org): the generic write path asks it (resource.Reference).
+		r = r.WithContext(resource.WithAuthorizer(auth.WithPrincipal(r.Context(), p), p))
 		return h(w, r, p)
 	})
 }

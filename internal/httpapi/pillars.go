@@ -28,7 +28,7 @@ var pillarTargets = []struct {
 	{"/v1/orgs/{org}/pillars", "org", func(r *http.Request) pillar.Target {
 		return pillar.Target{Kind: "org", Org: r.PathValue("org")}
 	}},
-	{"/v1/orgs/{org}/groups/{group}/pillars", "org", func(r *http.Request) pillar.Target {
+	{"/v1/orgs/{org}/groups/{group}/pillars", "org/group", func(r *http.Request) pillar.Target {
 		return pillar.Target{Kind: "group", Org: r.PathValue("org"), Group: r.PathValue("group")}
 	}},
 	{"/v1/nodes/{node}/pillars", "node", func(r *http.Request) pillar.Target {
@@ -37,8 +37,10 @@ var pillarTargets = []struct {
 }
 
 // pillarRoutes are the routes of pillar rows (four targets alike), the merged render and the
-// shared merge setting.
+// shared merge setting. Their scopes name the target kind: pillars:write:node/web01,
+// pillars:read:org/acme, pillars:write:group/acme/web, pillars:read:global.
 func (a *API) pillarRoutes() []route {
+	r0 := &http.Request{} // the target kind of a row's routes does not depend on the request
 	var rs []route
 	for _, pt := range pillarTargets {
 		pt := pt
@@ -46,7 +48,9 @@ func (a *API) pillarRoutes() []route {
 			x := route{pattern: method + " " + pt.prefix + suffix, family: "pillars", verb: verb, param: pt.param,
 				handler: func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error { return h(w, r, pt.target(r), p) }}
 			if pt.param == "" {
-				x.source, x.name = fixedName, "global"
+				x.source, x.name = fixedName, pillar.Global.ScopeName()
+			} else {
+				x.target = pt.target(r0).Kind
 			}
 			return x
 		}
@@ -60,8 +64,8 @@ func (a *API) pillarRoutes() []route {
 		)
 	}
 	return append(rs,
-		route{pattern: "GET /v1/nodes/{node}/pillar", family: "pillars", verb: "render", param: "node", handler: a.pillarRender},
-		route{pattern: "GET /v1/salt/pillar/{minion}", family: "pillars", verb: "render", source: byHandler, salt: true},
+		route{pattern: "GET /v1/nodes/{node}/pillar", family: "pillars", verb: "render", param: "node", target: "node", handler: a.pillarRender},
+		route{pattern: "GET /v1/salt/pillar/{minion}", family: "pillars", verb: "render", source: byHandler, salt: true, target: "node"},
 		route{pattern: "POST /v1/salt/credentials", family: "pillars", verb: "credentials", source: fixedName, name: "*", handler: a.saltCredentials},
 		route{pattern: "POST /v1/pillars:import", family: "pillars", verb: "write", source: byHandler, handler: a.pillarImport, stateBody: true},
 		route{pattern: "GET /v1/pillar-settings", family: "pillars", verb: "read", source: fixedName, name: "*", handler: a.pillarSettingsGet},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
@@ -41,7 +42,7 @@ func (a *API) serveRoute(rt route) http.Handler {
 	return a.authedLimit(limit, func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 		switch rt.source {
 		case fromPath:
-			if err := p.Check(rt.family, rt.verb, r.PathValue(rt.param)); err != nil {
+			if err := p.Check(rt.family, rt.verb, rt.scopeName(pathName(r, rt.param))); err != nil {
 				return err
 			}
 		case fromBody:
@@ -49,7 +50,7 @@ func (a *API) serveRoute(rt route) http.Handler {
 			if err != nil {
 				return err
 			}
-			if err := p.Check(rt.family, rt.verb, name); err != nil {
+			if err := p.Check(rt.family, rt.verb, rt.scopeName(name)); err != nil {
 				return err
 			}
 		case fixedName:
@@ -57,10 +58,32 @@ func (a *API) serveRoute(rt route) http.Handler {
 				return err
 			}
 		case listed:
-			r = r.WithContext(context.WithValue(r.Context(), filterSlot{}, p.ListFilter(rt.family, rt.verb)))
+			f := p.ListFilter(rt.family, rt.verb)
+			if rt.target != "" {
+				f = p.ListFilterTarget(rt.family, rt.verb, rt.target)
+			}
+			r = r.WithContext(context.WithValue(r.Context(), filterSlot{}, f))
 		}
 		return rt.handler(w, r, p)
 	})
+}
+
+// pathName is the value of the path parameters params names, joined with "/".
+func pathName(r *http.Request, params string) string {
+	names := strings.Split(params, "/")
+	for i, n := range names {
+		names[i] = r.PathValue(n)
+	}
+	return strings.Join(names, "/")
+}
+
+// scopeName is the name the route's scopes check for name: target/name for the families
+// whose scopes name a target kind.
+func (rt route) scopeName(name string) string {
+	if rt.target == "" {
+		return name
+	}
+	return auth.TargetName(rt.target, name)
 }
 
 // peekName decodes the (size-limited) JSON body as an object, as the create handler will,

@@ -163,8 +163,14 @@ type route struct {
 	family  string
 	verb    string
 	source  nameSource
-	param   string
-	name    string
+	// param is the path parameter naming what is authorized; parameters joined with "/"
+	// ("org/group") name it together (group/acme/web).
+	param string
+	name  string
+	// target is the target kind of a family whose scopes name one (auth.TargetKinds): the
+	// name checked is target/<name> ("node/web01"), and lists filter by the scopes of that
+	// target kind only.
+	target string
 	handler func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error
 	// salt routes are Salt's: they authenticate and fail in the way Salt can see (serveSalt).
 	salt bool

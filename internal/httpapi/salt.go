@@ -45,7 +45,7 @@ func (a *API) serveSalt(rt route) http.Handler {
 		if err != nil {
 			return fail("authentication", err)
 		}
-		if err := p.Check(rt.family, rt.verb, minion); err != nil {
+		if err := p.Check(rt.family, rt.verb, rt.scopeName(minion)); err != nil {
 			return fail("authorization", err)
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), a.saltTimeout)

@@ -64,7 +64,7 @@ func TestSaltRender(t *testing.T) {
 	require.Contains(t, errText, "authentication")
 	_, errText = saltSees(t, b.do(t, "GET", "/v1/salt/pillar/web01", "strata_not-a-token-at-all-not-a-token-at-all1", nil))
 	require.Contains(t, errText, "authentication")
-	_, other, err := b.tokens.Create(ctx, auth.AuditActor{Actor: "test"}, auth.CreateParams{Name: "other", Scopes: []string{"pillars:render:db*"}})
+	_, other, err := b.tokens.Create(ctx, auth.AuditActor{Actor: "test"}, auth.CreateParams{Name: "other", Scopes: []string{"pillars:render:node/db*"}})
 	require.NoError(t, err)
 	_, errText = saltSees(t, b.do(t, "GET", "/v1/salt/pillar/web01", other, nil))
 	require.Contains(t, errText, "authorization")

@@ -64,17 +64,10 @@ func (t Target) String() string {
 	return "global"
 }
 
-// ScopeName is the name pillar scopes check for the target: "global", the org (org and group
-// targets) or the node.
-func (t Target) ScopeName() string {
-	switch t.Kind {
-	case "org", "group":
-		return t.Org
-	case "node":
-		return t.Node
-	}
-	return "global"
-}
+// ScopeName is the name pillar scopes check for the target, its target kind first (the
+// grammar of internal/auth): "global", org/<org>, group/<org>/<group> or node/<node>, so a
+// grant for nodes web* never reaches an org called webshop.
+func (t Target) ScopeName() string { return t.String() }
 
 var categoryRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 

@@ -28,10 +28,13 @@ func OrgKind() *Kind {
 }
 
 // NodeKind describes nodes: Salt minions, named by their minion id, each in one org
-// (spec.org, required, an existing org).
+// (spec.org, required, an existing org). Placing a node in an org, or taking it out of one,
+// needs orgs:attach on that org besides nodes:write on the node: the node's org decides which
+// org and group pillars it renders.
 func NodeKind() *Kind {
 	return &Kind{Name: KindNode, Plural: "nodes", Param: "node", Scope: ScopeGlobal, Family: "nodes",
-		ValidateName: ValidateNodeName, Prepare: nodePrepare, AfterWrite: nodeAfterWrite}
+		ValidateName: ValidateNodeName, Prepare: nodePrepare, AfterWrite: nodeAfterWrite,
+		References: []Reference{{Member: "org", Kind: KindOrg, Family: "orgs", Verb: "attach"}}}
 }
 
 // GroupKind describes groups: named sets of an org's nodes, with a priority (spec.priority,

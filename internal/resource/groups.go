@@ -30,6 +30,11 @@ func lockMembership(ctx context.Context, tx *db.Tx, org, group, node string) (gr
 	if err != nil {
 		return 0, 0, err
 	}
+	if nodeOrg != org && !CanRead(ctx, "nodes", node) {
+		// A node of another org the caller cannot read answers as a node that does not exist:
+		// naming its org would reveal another org's inventory.
+		return 0, 0, notFound(Ref{Kind: KindNode, Name: node})
+	}
 	if nodeOrg != org {
 		return 0, 0, fault.New(fault.KindUnprocessable, "node %q belongs to org %q, not %q: a node can only be a member of its own org's groups", fault.Truncate(node, 80), fault.Truncate(nodeOrg, 80), fault.Truncate(org, 80))
 	}

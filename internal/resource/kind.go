@@ -44,6 +44,9 @@ type Kind struct {
 	// other rows, for example to check that a node's org exists, and lock them so the check
 	// still holds at commit). prev is the stored object on replace and patch, nil on create.
 	Prepare func(ctx context.Context, tx *db.Tx, obj *client.Object, prev *client.Object) error
+	// References are the spec members that name objects of other kinds, each with the
+	// scope a writer needs on the named object when a write sets or changes it (checkReferences).
+	References []Reference
 	// AfterWrite runs in the same transaction once the row is written (id is its row id),
 	// for consequences such as dropping memberships a move made invalid.
 	AfterWrite func(ctx context.Context, tx *db.Tx, id int64, obj client.Object, prev *client.Object) error

@@ -293,3 +293,13 @@ SELECT group_id, selector FROM {{schema}}.group_selectors WHERE requirements IS 
 -- Only while the selector is still the text that was parsed.
 UPDATE {{schema}}.group_selectors SET requirements = $3
 WHERE group_id = $1 AND selector = $2 AND requirements IS NULL;
+
+-- name: NamesMatch
+-- Whether any resource of kind $1 ('' : any kind but $4 and $5) in no org has the name $2, or,
+-- with $3, a name starting with $2: the scope migration's evidence of what a legacy scope
+-- name was meant for.
+SELECT EXISTS (
+	SELECT 1 FROM {{schema}}.resources
+	WHERE org = ''
+	  AND (kind = $1 OR ($1 = '' AND kind <> $4 AND kind <> $5))
+	  AND (name = $2 OR ($3 AND starts_with(name, $2))));

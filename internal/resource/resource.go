@@ -316,6 +316,9 @@ func createTx(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, obj client.Objec
 			return obj, 0, err
 		}
 	}
+	if err := checkReferences(ctx, k, obj, nil); err != nil {
+		return obj, 0, err
+	}
 	if k.Prepare != nil {
 		if err := k.Prepare(ctx, tx, &obj, nil); err != nil {
 			return obj, 0, err
@@ -725,6 +728,9 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 
 // updateTx writes a normalized obj over cur, the stored object whose row (id) tx has locked.
 func updateTx(ctx context.Context, tx *db.Tx, k *Kind, id int64, cur, obj client.Object) (client.Object, error) {
+	if err := checkReferences(ctx, k, obj, &cur); err != nil {
+		return obj, err
+	}
 	if k.Prepare != nil {
 		if err := k.Prepare(ctx, tx, &obj, &cur); err != nil {
 			return obj, err

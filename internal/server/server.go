@@ -266,6 +266,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := kinds.EnsureBuiltin(ctx); err != nil {
 		return err
 	}
+	// Tokens written before scopes named their target kind (pillars:write:web*) are
+	// rewritten to what they were meant for (pillars:write:node/web*); each is logged and
+	// audited once, whichever replica gets there first.
+	migrated, err := tokens.MigrateScopes(ctx, resources.NamesMatch)
+	for _, m := range migrated {
+		logger.Warn("token scopes migrated to target-qualified names", "token", m.TokenID, "name", m.Name, "from", m.From, "to", m.To, "notes", m.Notes)
+	}
+	if err != nil {
+		return fmt.Errorf("migrate token scopes: %w", err)
+	}
 
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
