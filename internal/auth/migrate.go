@@ -129,22 +129,29 @@ func migrateTokenScopes(ctx context.Context, scopes []string, match NameMatcher)
 			add(raw) // still grants the plain families by name
 			families = []string{"pillars", "resources"}
 		}
-		var made []string
-		var why string
+		var made, whys []string
 		for _, f := range families {
 			names, reason, err := meantFor(ctx, f, name, scopes, match)
 			if err != nil {
 				return nil, nil, err
 			}
-			why = reason
+			if len(families) > 1 {
+				reason = f + ": " + reason
+			}
+			whys = append(whys, reason)
 			for _, n := range names {
 				made = append(made, f+":"+verb+":"+n)
 			}
 		}
+		fresh := false
 		for _, s := range made {
+			fresh = fresh || !contains(scopes, s)
 			add(s)
 		}
-		notes = append(notes, fmt.Sprintf("%s → %s (%s)", raw, strings.Join(made, ", "), why))
+		if !fresh {
+			continue // a *: scope this migration has already extended
+		}
+		notes = append(notes, fmt.Sprintf("%s → %s (%s)", raw, strings.Join(made, ", "), strings.Join(whys, "; ")))
 	}
 	return to, notes, nil
 }
