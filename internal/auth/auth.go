@@ -63,7 +63,6 @@ var outputsOnlyFamilies = []string{"state", "*"}
 // in it by writes of other kinds (a node's spec.org).
 var attachFamilies = []string{"orgs", "*"}
 
-
 // Scope is one parsed grant.
 type Scope struct {
 	Admin  bool

@@ -24,6 +24,10 @@ func newTokenCmd(g *globals) *cobra.Command {
 
 Scopes are "admin" or family:verb:name, for example orgs:read:acme, orgs:write:*,
 pillars:render:*, projects:write:net, state:write:net, state:force-unlock:net.
+Pillar and resource scopes name their target kind: pillars:write:node/web*,
+pillars:read:org/acme, pillars:write:group/acme/*, pillars:read:global,
+resources:write:org/acme, resources:read:global/tenant1. A node operator placing
+nodes in org acme also needs orgs:attach:acme (docs/api.md).
 
 state:read-outputs:PROJECT is for terraform_remote_state in other configurations: the
 token reads the project's states with their root outputs (sensitive ones included) and no

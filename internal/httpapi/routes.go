@@ -170,7 +170,7 @@ type route struct {
 	// target is the target kind of a family whose scopes name one (auth.TargetKinds): the
 	// name checked is target/<name> ("node/web01"), and lists filter by the scopes of that
 	// target kind only.
-	target string
+	target  string
 	handler func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error
 	// salt routes are Salt's: they authenticate and fail in the way Salt can see (serveSalt).
 	salt bool
