@@ -133,3 +133,49 @@ func TestCacheUnsubscribedServesNothing(t *testing.T) {
 	require.Eventually(t, func() bool { return a.cache.Ready() == nil }, 10*time.Second, 10*time.Millisecond, "it subscribes again")
 	require.Equal(t, "2", a.port(t), "nothing cached before the loss is served after it")
 }
+
+// TestCacheInvalidatedByPlainSQL: migration 0010 promises that any writer of the tables a
+// render reads invalidates every replica's cache, not only strata's API (whose writes also
+// touch resources). Labels and static memberships changed with plain SQL through replica B,
+// touching no other table, change replica A's render.
+func TestCacheInvalidatedByPlainSQL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabaseURL(t)
+	a, b := newReplica(t, url), newReplica(t, url)
+	_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	require.NoError(t, err)
+	_, err = b.res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", nil))
+	require.NoError(t, err)
+	_, err = b.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, client.Object{Spec: json.RawMessage(`{"selector":"role=web"}`)})
+	require.NoError(t, err)
+	_, err = b.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "zz"}, client.Object{Spec: json.RawMessage(`{"priority": 9}`)})
+	require.NoError(t, err)
+	_, _, err = b.svc.Put(ctx, pillar.Global, "app", obj(t, `{"port": 1}`), "", "t")
+	require.NoError(t, err)
+	_, _, err = b.svc.Put(ctx, pillar.Target{Kind: "group", Org: "acme", Group: "web"}, "app", obj(t, `{"port": 3}`), "", "t")
+	require.NoError(t, err)
+	_, _, err = b.svc.Put(ctx, pillar.Target{Kind: "group", Org: "acme", Group: "zz"}, "app", obj(t, `{"port": 4}`), "", "t")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		require.Equal(t, "1", a.port(t))
+		hits, _ := a.cache.Stats()
+		require.Equal(t, "1", a.port(t))
+		hits2, _ := a.cache.Stats()
+		return hits2 == hits+1
+	}, 5*time.Second, 10*time.Millisecond, "renders are served from the cache")
+
+	sql := func(want, text string) {
+		t.Helper()
+		_, err := b.db.Exec(ctx, &db.Query{Name: "plain", Text: text})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return a.port(t) == want }, 5*time.Second, 5*time.Millisecond, text)
+	}
+	sql("3", `INSERT INTO {{schema}}.labels (resource_id, key_name, value)
+		SELECT id, 'role', 'web' FROM {{schema}}.resources WHERE kind = 'Node' AND name = 'web01'`)
+	sql("4", `INSERT INTO {{schema}}.group_members (group_id, node_id)
+		SELECT g.id, n.id FROM {{schema}}.resources g, {{schema}}.resources n
+		WHERE g.kind = 'Group' AND g.name = 'zz' AND n.kind = 'Node' AND n.name = 'web01'`)
+	sql("3", `DELETE FROM {{schema}}.group_members`)
+	sql("1", `DELETE FROM {{schema}}.labels`)
+}
