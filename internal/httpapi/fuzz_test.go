@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -39,6 +40,7 @@ func FuzzOrgBodies(f *testing.F) {
 	srv, secret := fuzzServer(f)
 	for _, setup := range []struct{ path, body string }{
 		{"/v1/orgs", `{"metadata":{"name":"acme"}}`},
+		{"/v1/orgs", `{"metadata":{"name":"other"}}`},
 		{"/v1/nodes", `{"metadata":{"name":"fuzz"},"spec":{"org":"acme"}}`},
 		{"/v1/orgs/acme/groups", `{"metadata":{"name":"fuzz"}}`},
 		{"/v1/kinds/Db", `{"scope":"org","schema":{"type":"object","required":["engine"],"properties":{"engine":{"type":"string","enum":["pg","my"]},"size":{"type":"integer","maximum":100},"tags":{"type":"array","items":{"type":"string"}},"old":{"type":"string","x-removed":true},"name":{"type":"string","x-aliases":["title"]},"extra":{"type":"object","x-preserve-unknown-fields":true}}}}`},
@@ -56,7 +58,10 @@ func FuzzOrgBodies(f *testing.F) {
 		}
 		resp.Body.Close()
 	}
+	// A node operator of acme: whatever its bodies say, no node of its may end up in other.
+	operator := fuzzToken(f, srv.URL, secret, `{"name":"operator","scopes":["nodes:write:*","orgs:attach:acme","groups:write:acme","resources:write:org/acme"]}`)
 	for _, seed := range []string{
+		`{"spec":{"org":"other"}}`, `{"metadata":{"name":"fuzz"},"spec":{"org":"other"}}`, `{"spec":{"org":"other","org ":"acme"}}`,
 		`{"metadata":{"name":"n"},"spec":{"org":"acme"}}`, `{"spec":{"org":"acme","x":[1]}}`, `{"spec":{"priority":3,"selector":"a in (b)"}}`,
 		`{"spec":{"selector":"a>1"}}`, `{"metadata":{"labels":{"strata.io/x":"y"}}}`, `{"spec":{"org":null}}`,
 		`{"metadata":{"name":"x"},"spec":{"org":"acme"},"groups":["fuzz","nope"]}` + "\n" + `{"metadata":{"name":"y"}}`,
@@ -79,19 +84,49 @@ func FuzzOrgBodies(f *testing.F) {
 			{"POST", "/v1/orgs/acme/resources/Db"}, {"PUT", "/v1/orgs/acme/resources/Db/fuzz"}, {"PATCH", "/v1/orgs/acme/resources/Db/fuzz"},
 			{"PUT", "/v1/kinds/Fz?dryRun=true"}, {"PUT", "/v1/kinds/Db?dryRun=true"},
 		} {
-			r, _ := http.NewRequest(req.method, srv.URL+req.path, bytes.NewReader(body))
-			r.Header.Set("Authorization", "Bearer "+secret)
-			resp, err := http.DefaultClient.Do(r)
-			if err != nil {
-				t.Fatal(err)
+			for _, tok := range []string{operator, secret} {
+				r, _ := http.NewRequest(req.method, srv.URL+req.path, bytes.NewReader(body))
+				r.Header.Set("Authorization", "Bearer "+tok)
+				resp, err := http.DefaultClient.Do(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode >= 500 || bytes.Contains(b, []byte(`"status":5`)) {
+					t.Fatalf("%s %s with %q: %d %s", req.method, req.path, body, resp.StatusCode, b)
+				}
+				if tok == operator && strings.HasPrefix(req.path, "/v1/nodes") && resp.StatusCode < 300 && bytes.Contains(b, []byte(`"org":"other"`)) {
+					t.Fatalf("the operator of acme placed a node in other: %s %s with %q: %s", req.method, req.path, body, b)
+				}
 			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode >= 500 || bytes.Contains(b, []byte(`"status":5`)) {
-				t.Fatalf("%s %s with %q: %d %s", req.method, req.path, body, resp.StatusCode, b)
+			// The admin's writes may move fuzz into other; put it back for the next operator request.
+			r, _ := http.NewRequest("PUT", srv.URL+"/v1/nodes/fuzz", strings.NewReader(`{"spec":{"org":"acme"}}`))
+			r.Header.Set("Authorization", "Bearer "+secret)
+			if resp, err := http.DefaultClient.Do(r); err == nil {
+				resp.Body.Close()
 			}
 		}
 	})
+}
+
+// fuzzToken creates a token through the API and returns its secret.
+func fuzzToken(f *testing.F, base, admin, body string) string {
+	f.Helper()
+	r, _ := http.NewRequest("POST", base+"/v1/tokens", strings.NewReader(body))
+	r.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil || resp.StatusCode != 201 {
+		f.Fatalf("create token: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+	var tok struct {
+		Secret string `json:"secret"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil {
+		f.Fatal(err)
+	}
+	return tok.Secret
 }
 
 // FuzzLabelSelector sends arbitrary label selectors to the lists: the answer is a 200 or a
