@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/db/migrations"
 	"github.com/stratahq/strata/internal/pgtest"
@@ -117,3 +119,39 @@ func TestOlderReleaseRefusesIncompatibleSchema(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestStartMigratesLegacyScopes: a token stored by a release before target-qualified scope
+// names (pillars:read:web* beside nodes:write:web*) works for what it was meant for once a
+// replica has started: its pillar scope now names nodes, and the rewrite is audited.
+func TestStartMigratesLegacyScopes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabaseURL(t)
+	d, err := db.Open(ctx, db.Options{URL: url, MaxConns: 2, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	_, err = d.Migrate(ctx)
+	require.NoError(t, err)
+	secret := auth.NewSecret()
+	h := sha256.Sum256([]byte(secret))
+	_, err = d.Exec(ctx, &db.Query{Name: "legacy", Text: `INSERT INTO {{schema}}.tokens (id, name, secret_hash, scopes, created_by)
+		VALUES ('tok_legacy', 'legacy', $1, $2, 'test')`}, h[:], []string{"nodes:write:web*", "pillars:read:web*"})
+	require.NoError(t, err)
+
+	base, err := startServer(t, url)
+	require.NoError(t, err)
+	req, err := http.NewRequest("GET", base+"/v1/nodes/web01/pillars", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 404, resp.StatusCode, "authorized by the migrated node/web* scope: the node does not exist")
+
+	var scopes []string
+	require.NoError(t, d.QueryRow(ctx, &db.Query{Name: "scopes", Text: `SELECT scopes FROM {{schema}}.tokens WHERE id = 'tok_legacy'`}).Scan(&scopes))
+	require.Equal(t, []string{"nodes:write:web*", "pillars:read:node/web*"}, scopes)
+	var n int
+	require.NoError(t, d.QueryRow(ctx, &db.Query{Name: "audit", Text: `SELECT count(*) FROM {{schema}}.audit_log WHERE action = 'token.scopes.migrate' AND target = 'tok_legacy'`}).Scan(&n))
+	require.Equal(t, 1, n)
+}
