@@ -57,6 +57,9 @@ type KindReport struct {
 	// Against lists the revisions the schema was compared with: the latest and every older
 	// one stored objects still reference.
 	Against []int `json:"against"`
+	// Filtered: the reader may not read every object of the kind, so the impacts list only
+	// the objects it may read (and count only those) and Scanned is 0.
+	Filtered bool `json:"filtered,omitempty"`
 }
 
 // KindResult answers a registration.

@@ -199,3 +199,58 @@ func TestScopeNamesNameTheirTarget(t *testing.T) {
 	require.Equal(t, 200, r.status)
 	require.Contains(t, string(r.body), `"acme"`)
 }
+
+// TestKindRegistrationIsNoOracle is finding 2: with only kinds:write:Db, dry-run registrations
+// adding pattern constraints reported which stored objects (of every org) they would affect,
+// and stored revision reports listed them to any kinds:read token. A change that needs the
+// data is refused to a token that cannot read every object, decided from the schemas alone;
+// reports show only readable objects. Seen failing before the fix (the dry run answered 200
+// naming victim/vmain).
+func TestKindRegistrationIsNoOracle(t *testing.T) {
+	t.Parallel()
+	b := setupIsolation(t)
+	must := func(status int, method, path, body string) []byte {
+		t.Helper()
+		r := b.do(t, method, path, b.admin, strings.NewReader(body))
+		require.Equal(t, status, r.status, "%s %s: %s", method, path, r.body)
+		return r.body
+	}
+	must(201, "PUT", "/v1/kinds/Db", `{"scope":"org","schema":{"type":"object","properties":{"password":{"type":"string"}}}}`)
+	must(201, "POST", "/v1/orgs/victim/resources/Db", `{"metadata":{"name":"vmain"},"spec":{"password":"`+victimSecret+`"}}`)
+	must(201, "POST", "/v1/orgs/acme/resources/Db", `{"metadata":{"name":"amain"},"spec":{"password":"acme-pw"}}`)
+	tight := `{"schema":{"type":"object","properties":{"password":{"type":"string","pattern":"^v"}}}}`
+
+	kw := b.token(t, "kind-writer", "kinds:write:Db", "resources:*:org/acme")
+	for _, pattern := range []string{"^v", "^a", "^zzz"} { // affecting victim's, acme's, nobody's: one answer
+		r := b.do(t, "PUT", "/v1/kinds/Db?dryRun=true", kw, strings.NewReader(strings.Replace(tight, "^v", pattern, 1)))
+		p := problem(t, r, 403, "forbidden")
+		require.Contains(t, p.Detail, "resources:read:org/*")
+		requireNoVictim(t, "dry run", r.body)
+	}
+	problem(t, b.do(t, "PUT", "/v1/kinds/Db", kw, strings.NewReader(tight)), 403, "forbidden")
+	// A change that needs no data is the kind writer's to make.
+	r := b.do(t, "PUT", "/v1/kinds/Db?dryRun=true", kw, strings.NewReader(`{"schema":{"type":"object","properties":{"password":{"type":"string"},"note":{"type":"string"}}}}`))
+	require.Equal(t, 200, r.status, string(r.body))
+	requireNoVictim(t, "additive dry run", r.body)
+	require.Contains(t, string(r.body), `"scanned":0`)
+
+	// A token that may read every object gets the whole report.
+	all := b.token(t, "kind-admin", "kinds:write:Db", "resources:read:*")
+	r = b.do(t, "PUT", "/v1/kinds/Db?dryRun=true", all, strings.NewReader(tight))
+	require.Equal(t, 200, r.status, string(r.body))
+	require.Contains(t, string(r.body), "acme/amain")
+
+	// Stored reports: registered by the admin, read by acme's reader.
+	body := must(201, "PUT", "/v1/kinds/Db", strings.Replace(tight, "^v", "^x", 1))
+	require.Contains(t, string(body), "victim/vmain")
+	reader := b.token(t, "kind-reader", "kinds:read:Db", "resources:read:org/acme")
+	for _, path := range []string{"/v1/kinds/Db/revisions/2", "/v1/kinds/Db/revisions"} {
+		r := b.do(t, "GET", path, reader, nil)
+		require.Equal(t, 200, r.status, string(r.body))
+		requireNoVictim(t, path, r.body)
+		require.Contains(t, string(r.body), "acme/amain")
+		require.Contains(t, string(r.body), `"filtered":true`)
+	}
+	r = b.do(t, "GET", "/v1/kinds/Db/revisions/2", b.admin, nil)
+	require.Contains(t, string(r.body), "victim/vmain", "the admin reads the whole report")
+}

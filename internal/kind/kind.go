@@ -410,7 +410,21 @@ func (s *Service) Revisions(ctx context.Context, name string) ([]client.KindRevi
 	if len(out) == 0 {
 		return nil, fault.NotFound("kind %q is not registered", fault.Truncate(name, 80))
 	}
+	scope, err := s.scopeOf(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	vis := visibilityOf(ctx)
+	for i := range out {
+		out[i].Report = vis.filterReport(scope, out[i].Report)
+	}
 	return out, nil
+}
+
+// scopeOf returns a registered kind's scope ("org" or "global").
+func (s *Service) scopeOf(ctx context.Context, name string) (string, error) {
+	c, err := s.lookup(ctx, s.db, name, false)
+	return c.scope, err
 }
 
 // Revision returns one revision of a kind.
@@ -425,8 +439,15 @@ func (s *Service) Revision(ctx context.Context, name string, n int) (client.Kind
 		return r, err
 	}
 	r.Schema, r.CreatedAt = doc, r.CreatedAt.UTC()
-	err = json.Unmarshal(report, &r.Report)
-	return r, err
+	if err := json.Unmarshal(report, &r.Report); err != nil {
+		return r, err
+	}
+	scope, err := s.scopeOf(ctx, name)
+	if err != nil {
+		return r, err
+	}
+	r.Report = visibilityOf(ctx).filterReport(scope, r.Report)
+	return r, nil
 }
 
 // BuiltinSchema returns the schema strata ships for a built-in kind.
@@ -539,7 +560,7 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 			res.Revision, res.Unchanged = cur.rev, true
 			return nil
 		}
-		report, err := s.check(ctx, tx, name, cur.rev, next, acks)
+		report, err := s.check(ctx, tx, name, cur, next, acks, visibilityOf(ctx))
 		if err != nil {
 			return err
 		}
@@ -621,24 +642,38 @@ func underSchema(err error) error {
 // still reference, runs the data-aware checks the changes need over the stored objects, and
 // decides. The caller holds the kind's key exclusively, so the scan sees every object that
 // will ever have been written under the revisions it diffs against.
-func (s *Service) check(ctx context.Context, tx *db.Tx, name string, latestRev int, next *schema.Schema, acks []compat.Ack) (client.KindReport, error) {
+//
+// A caller who may not read every object of the kind (vis) is judged without looking at the
+// data at all, so that neither the report nor the verdict can reveal objects of orgs it
+// cannot read: against every older revision instead of the ones objects still use, and a
+// change that needs the data-aware check is a 403 naming the scope it needs — decided from
+// the schemas alone, before any object is read.
+func (s *Service) check(ctx context.Context, tx *db.Tx, name string, cur current, next *schema.Schema, acks []compat.Ack, vis visibility) (client.KindReport, error) {
+	latestRev := cur.rev
+	blind := !vis.all(cur.scope)
 	against := []int{latestRev}
-	rows, err := tx.Query(ctx, q.Get("KindLiveRevisions"), name)
-	if err != nil {
-		return client.KindReport{}, err
-	}
 	var live []int
-	for rows.Next() {
-		var r int
-		if err := rows.Scan(&r); err != nil {
-			rows.Close()
+	if blind {
+		for r := latestRev - 1; r >= 1; r-- {
+			live = append(live, r)
+		}
+	} else {
+		rows, err := tx.Query(ctx, q.Get("KindLiveRevisions"), name)
+		if err != nil {
 			return client.KindReport{}, err
 		}
-		live = append(live, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return client.KindReport{}, err
+		for rows.Next() {
+			var r int
+			if err := rows.Scan(&r); err != nil {
+				rows.Close()
+				return client.KindReport{}, err
+			}
+			live = append(live, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return client.KindReport{}, err
+		}
 	}
 	sort.Sort(sort.Reverse(sort.IntSlice(live)))
 	for _, r := range live {
@@ -672,8 +707,20 @@ func (s *Service) check(ctx context.Context, tx *db.Tx, name string, latestRev i
 		plain[i] = c.change
 		scan = scan || c.change.Check != compat.NoCheck
 	}
+	if scan && blind {
+		var need string
+		for _, c := range changes {
+			if c.change.Check != compat.NoCheck {
+				need = c.change.Rule + " at " + c.change.Field
+				break
+			}
+		}
+		return client.KindReport{}, fault.Forbidden("this schema change of %s (%s) is checked against every stored object, and token %q may not read all of them: it needs scope resources:read:%s (or resources:read:*); changes that need no data (new optional fields, descriptions, defaults) need only kinds:write",
+			name, need, vis.p.Name, auth.TargetName(cur.scope, "*"))
+	}
 	impacts := map[int]compat.Impact{}
 	scanned := 0
+	var err error
 	if scan {
 		if scanned, err = s.scan(ctx, tx, name, next, plain, impacts); err != nil {
 			return client.KindReport{}, err
