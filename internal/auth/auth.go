@@ -183,6 +183,8 @@ type Principal struct {
 	TokenID string
 	Name    string
 	Scopes  []Scope
+	// ExpiresAt is the token's expiry (nil: none), for long requests that re-check it.
+	ExpiresAt *time.Time
 }
 
 // IsAdmin reports whether the principal holds the admin scope.
@@ -319,6 +321,7 @@ func (s *Service) Verify(ctx context.Context, secret string) (*Principal, error)
 	if expires != nil && !now.Before(*expires) {
 		return nil, ErrUnauthenticated
 	}
+	p.ExpiresAt = expires
 	for _, raw := range scopes {
 		sc, err := ParseScope(raw)
 		if err != nil {

@@ -74,3 +74,9 @@ SELECT id, name, scopes FROM {{schema}}.tokens WHERE revoked_at IS NULL ORDER BY
 -- Compare-and-set: only the replica that sees the old scopes still stored rewrites them, so
 -- replicas starting together migrate (and audit) each token once.
 UPDATE {{schema}}.tokens SET scopes = $2 WHERE id = $1 AND scopes = $3;
+
+-- name: TokenStillValid
+-- Whether a token a long request verified is still in force: not revoked, not expired by the
+-- database's clock.
+SELECT EXISTS (SELECT 1 FROM {{schema}}.tokens
+               WHERE id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()));

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/db/migrations"
+	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/server"
 )
 
@@ -143,6 +144,7 @@ With --database-url it uses that database; several replicas may share one.`,
 	f.StringVar(&cfg.SaltLegacyClients, "salt-legacy-clients", os.Getenv("STRATA_SALT_LEGACY_CLIENTS"), "addresses or CIDR prefixes (comma-separated) that may render pillars at /v1/salt/pillar without a token, for Salt 3005 and older; empty: none (env STRATA_SALT_LEGACY_CLIENTS)")
 	f.DurationVar(&cfg.SaltRenderTimeout, "salt-render-timeout", envDuration("STRATA_SALT_RENDER_TIMEOUT", 10*time.Second), "longest Salt-facing pillar render; past it Salt gets an error it records in _errors (env STRATA_SALT_RENDER_TIMEOUT)")
 	f.DurationVar(&cfg.WatchBookmarkInterval, "watch-bookmark-interval", envDuration("STRATA_WATCH_BOOKMARK_INTERVAL", 30*time.Second), "how often a watch stream sends a BOOKMARK event carrying the resourceVersion it is complete through (env STRATA_WATCH_BOOKMARK_INTERVAL)")
+	f.DurationVar(&cfg.WatchMaxDuration, "watch-max-duration", envDuration("STRATA_WATCH_MAX_DURATION", httpapi.DefaultWatchMaxDuration), "the shortest lifetime of a watch stream: each ends cleanly after a random duration in [d, 2d) and its client resumes from its last resourceVersion (env STRATA_WATCH_MAX_DURATION)")
 	f.StringVar(&logLevel, "log-level", envOr("STRATA_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env STRATA_LOG_LEVEL)")
 	f.DurationVar(&shutdown, "shutdown-timeout", envDuration("STRATA_SHUTDOWN_TIMEOUT", 30*time.Second), "how long in-flight requests may take to finish on SIGINT/SIGTERM (env STRATA_SHUTDOWN_TIMEOUT)")
 	migrationLockTimeout(f, &lockWait)

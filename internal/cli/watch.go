@@ -42,7 +42,10 @@ changes; with it, the changes after that version (a list's resourceVersion, or t
 With -l, an object that stops matching the selector is shown as DELETED and one that starts
 matching as ADDED. -o json prints each event as one JSON line ({"type": …, "object": …});
 the table shows EVENT, NAME, LABELS and RESOURCE VERSION. BOOKMARK events are shown in json
-only. A version older than the server's change history fails with HTTP 410: list again.`,
+only. A version older than the server's change history fails with HTTP 410: list again.
+When the server ends a stream after its lifetime (--watch-max-duration), watch resumes
+from the last resourceVersion it printed, without a gap or a repeat; a revoked or expired
+token ends it with the server's 401.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch g.output {
@@ -62,17 +65,33 @@ only. A version older than the server's change history fails with HTTP 410: list
 			if err != nil {
 				return err
 			}
-			defer w.Close()
+			defer func() { w.Close() }()
 			if g.output != "json" {
 				fmt.Fprintf(g.stdout, "%-9s %-32s %-40s %s\n", "EVENT", "NAME", "LABELS", "RESOURCE VERSION")
 			}
+			last := rv
 			for {
 				ev, err := w.Next()
 				if err != nil {
-					if errors.Is(err, io.EOF) || cmd.Context().Err() != nil {
+					if cmd.Context().Err() != nil {
 						return nil
 					}
-					return err
+					if !errors.Is(err, io.EOF) {
+						return err
+					}
+					// The server ended the stream cleanly (its lifetime, --watch-max-duration):
+					// resume after the last version seen, so nothing is missed or repeated.
+					w.Close()
+					if w, err = r.Watch(cmd.Context(), client.WatchOptions{ResourceVersion: last, LabelSelector: selector}); err != nil {
+						if cmd.Context().Err() != nil {
+							return nil
+						}
+						return err
+					}
+					continue
+				}
+				if v := ev.Object.Metadata.ResourceVersion; v != "" {
+					last = v
 				}
 				if err := printEvent(g, ev); err != nil {
 					return err

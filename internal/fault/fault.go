@@ -28,6 +28,9 @@ const (
 	KindUnavailable                    // 503
 	KindMethodNotAllowed               // 405
 	KindGone                           // 410
+	// KindTooNew: a resourceVersion beyond every committed one (504
+	// resource-version-too-large, as Kubernetes answers a watch from the future).
+	KindTooNew // 504
 )
 
 // FieldError names one offending field by JSON pointer and says why.

@@ -45,6 +45,7 @@ var kinds = map[fault.Kind]kindInfo{
 	fault.KindUnavailable:        {http.StatusServiceUnavailable, "unavailable", "Service unavailable"},
 	fault.KindMethodNotAllowed:   {http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"},
 	fault.KindGone:               {http.StatusGone, "gone", "Gone"},
+	fault.KindTooNew:             {http.StatusGatewayTimeout, "resource-version-too-large", "Resource version too large"},
 }
 
 // classify maps any error to a fault.Error, so the one writer below has a single input.

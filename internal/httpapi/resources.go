@@ -187,7 +187,7 @@ func (a *API) objList(k *resource.Kind) authedHandler {
 					return err
 				}
 			}
-			return a.watchList(w, r, k, ref.Org, listFilter(r), sel)
+			return a.watchList(w, r, p, k, ref.Org, listFilter(r), sel)
 		}
 		pg, err := a.page(r, k.Plural+"\x00"+ref.Org+"\x00"+sel.String(), resource.MaxListLimit, resource.MaxListLimit)
 		if err != nil {

@@ -62,6 +62,15 @@ type Options struct {
 	// WatchBookmarkInterval is how often a watch sends a BOOKMARK
 	// (DefaultWatchBookmarkInterval when zero).
 	WatchBookmarkInterval time.Duration
+	// WatchMaxDuration is the shortest lifetime of a watch stream; each stream gets a random
+	// one in [d, 2d) (DefaultWatchMaxDuration when zero).
+	WatchMaxDuration time.Duration
+	// WatchRecheckInterval is how often an open watch re-checks its token (auth.CacheTTL
+	// when zero).
+	WatchRecheckInterval time.Duration
+	// WatchHeadWait is how long a watch from beyond the newest committed resourceVersion
+	// waits for it before answering 504 (DefaultWatchHeadWait when zero).
+	WatchHeadWait time.Duration
 }
 
 // API is the HTTP handler of a strata replica.
@@ -86,6 +95,8 @@ type API struct {
 	watch *resource.Hub
 	// bookmarkInterval is how often a watch sends a BOOKMARK.
 	bookmarkInterval time.Duration
+	// watchMax, watchRecheck and watchHeadWait: see Options.
+	watchMax, watchRecheck, watchHeadWait time.Duration
 }
 
 // New builds the API and its routes.
@@ -108,6 +119,16 @@ func New(opts Options) *API {
 	a.watch, a.bookmarkInterval = opts.Watch, opts.WatchBookmarkInterval
 	if a.bookmarkInterval <= 0 {
 		a.bookmarkInterval = DefaultWatchBookmarkInterval
+	}
+	a.watchMax, a.watchRecheck, a.watchHeadWait = opts.WatchMaxDuration, opts.WatchRecheckInterval, opts.WatchHeadWait
+	if a.watchMax <= 0 {
+		a.watchMax = DefaultWatchMaxDuration
+	}
+	if a.watchRecheck <= 0 {
+		a.watchRecheck = auth.CacheTTL
+	}
+	if a.watchHeadWait <= 0 {
+		a.watchHeadWait = DefaultWatchHeadWait
 	}
 	if a.logger == nil {
 		a.logger = slog.Default()

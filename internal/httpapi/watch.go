@@ -3,6 +3,8 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -16,6 +18,15 @@ import (
 
 // DefaultWatchBookmarkInterval is how often a watch sends a BOOKMARK when none is configured.
 const DefaultWatchBookmarkInterval = 30 * time.Second
+
+// DefaultWatchMaxDuration is the shortest lifetime of a watch stream when none is
+// configured; each stream lives a random duration in [d, 2d), as Kubernetes spreads its
+// --min-request-timeout, so streams opened together do not all end (and reconnect) together.
+const DefaultWatchMaxDuration = 30 * time.Minute
+
+// DefaultWatchHeadWait is how long a watch from a resourceVersion beyond the newest
+// committed one waits for writes in flight before answering 504, as Kubernetes waits (3 s).
+const DefaultWatchHeadWait = 3 * time.Second
 
 // watchWriteTimeout bounds one write of a watch stream. Each write sets its own deadline, so
 // the server's WriteTimeout (which would otherwise cut every stream a few minutes in) does
@@ -54,7 +65,14 @@ func isWatch(r *http.Request) (bool, error) {
 // replica shuts down, or with an ERROR event (its object a problem document) when the
 // watcher fell too far behind or its history was pruned; the client then resumes from the
 // last version it received.
-func (a *API) watchList(w http.ResponseWriter, r *http.Request, k *resource.Kind, org string, filter auth.Filter, sel metadata.Selector) error {
+//
+// Streams follow access: every recheck interval the stream asks whether its token is still
+// in force, and ends with an ERROR event (status 401) when it was revoked or has expired. A
+// stream ends cleanly (no ERROR: the chunked answer just ends) after its lifetime, a random
+// duration in [max, 2·max); clients resume from the last resourceVersion they received. A
+// resourceVersion beyond the newest committed one waits up to the head wait for writes in
+// flight, then answers 504 resource-version-too-large with currentResourceVersion.
+func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principal, k *resource.Kind, org string, filter auth.Filter, sel metadata.Selector) error {
 	if a.watch == nil {
 		return fault.New(fault.KindUnavailable, "watch is not available on this replica")
 	}
@@ -79,6 +97,9 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, k *resource.Kind
 			return err
 		}
 		from = n
+		if err := a.awaitHead(ctx, from); err != nil {
+			return err
+		}
 	}
 	sub, err := a.watch.Subscribe(ctx, k.Name, org, from)
 	if err != nil {
@@ -125,8 +146,37 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, k *resource.Kind
 		return send(watchEvent{Type: "BOOKMARK", Object: map[string]any{
 			"kind": k.Name, "metadata": map[string]string{"resourceVersion": rv}}})
 	}
+	end := time.Now().Add(a.watchMax + rand.N(a.watchMax))
+	recheck := time.Now().Add(a.watchRecheck)
+	// due runs what is due when a wait ends or an event was handled: false ends the stream.
+	due := func() bool {
+		now := time.Now()
+		if !now.Before(end) {
+			return false // the stream's lifetime is over: end it cleanly, the client resumes
+		}
+		if !now.Before(recheck) {
+			recheck = now.Add(a.watchRecheck)
+			if err := a.stillValid(ctx, p); err != nil {
+				if ctx.Err() == nil {
+					_ = send(watchEvent{Type: "ERROR", Object: a.problemOf(r, err)})
+				}
+				return false
+			}
+		}
+		if !now.Before(next) {
+			return bookmark() == nil
+		}
+		return true
+	}
 	for {
-		nctx, cancel := context.WithDeadline(ctx, next)
+		wake := next
+		if recheck.Before(wake) {
+			wake = recheck
+		}
+		if end.Before(wake) {
+			wake = end
+		}
+		nctx, cancel := context.WithDeadline(ctx, wake)
 		c, err := sub.Next(nctx)
 		waited := nctx.Err() != nil // before cancel, which sets it too
 		cancel()
@@ -135,7 +185,7 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, k *resource.Kind
 				return nil // the client went away
 			}
 			if waited {
-				if err := bookmark(); err != nil {
+				if !due() {
 					return nil
 				}
 				continue
@@ -148,12 +198,45 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, k *resource.Kind
 				return nil
 			}
 		}
-		// Bookmarks keep their rhythm while events flow too (a busy stream of changes the
-		// selector filters out would otherwise send nothing at all).
-		if !time.Now().Before(next) {
-			if err := bookmark(); err != nil {
-				return nil
-			}
+		// Bookmarks, the token's re-check and the lifetime keep their rhythm while events
+		// flow too (a busy stream of changes the selector filters out would otherwise never
+		// wait long enough to see them due).
+		if !due() {
+			return nil
 		}
 	}
+}
+
+// awaitHead returns once the newest committed resourceVersion reaches from, waiting up to
+// the head wait for writes in flight (a client may have learnt a version from another
+// replica a moment before this one's database shows it); after that, 504.
+func (a *API) awaitHead(ctx context.Context, from int64) error {
+	deadline := time.Now().Add(a.watchHeadWait)
+	for {
+		head, err := a.resources.HeadVersion(ctx)
+		if err != nil {
+			return err
+		}
+		if head >= from {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return &fault.Error{Kind: fault.KindTooNew,
+				Detail:     fmt.Sprintf("resourceVersion %d is beyond the newest committed version %d: watch from a version a list or an event gave you, or from 0", from, head),
+				Extensions: map[string]any{"currentResourceVersion": strconv.FormatInt(head, 10)}}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(50*time.Millisecond, time.Until(deadline))):
+		}
+	}
+}
+
+// stillValid re-checks a stream's token (nothing to check without a token service).
+func (a *API) stillValid(ctx context.Context, p *auth.Principal) error {
+	if a.tokens == nil {
+		return nil
+	}
+	return a.tokens.StillValid(ctx, p)
 }

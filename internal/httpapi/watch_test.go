@@ -36,7 +36,7 @@ type watchBundle struct {
 
 // watchSetup serves the API with a hub, a bookmark interval and the server's read and
 // write timeouts set to timeout, so a stream that outlives them shows they do not cut it.
-func watchSetup(t *testing.T, bookmark, timeout time.Duration) *watchBundle {
+func watchSetup(t *testing.T, bookmark, timeout time.Duration, opts ...func(*httpapi.Options)) *watchBundle {
 	t.Helper()
 	d := pgtest.NewDB(t)
 	tokens := auth.NewService(d)
@@ -48,8 +48,12 @@ func watchSetup(t *testing.T, bookmark, timeout time.Duration) *watchBundle {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); hub.Run(ctx) }()
-	api := httpapi.New(httpapi.Options{Tokens: tokens, Resources: svc, Watch: hub, WatchBookmarkInterval: bookmark,
-		MaxBodyBytes: 64 << 10, Version: "test", Logger: quiet})
+	o := httpapi.Options{Tokens: tokens, Resources: svc, Watch: hub, WatchBookmarkInterval: bookmark,
+		MaxBodyBytes: 64 << 10, Version: "test", Logger: quiet}
+	for _, f := range opts {
+		f(&o)
+	}
+	api := httpapi.New(o)
 	srv := httptest.NewUnstartedServer(api)
 	srv.Config.WriteTimeout = timeout
 	srv.Config.ReadTimeout = timeout

@@ -517,6 +517,15 @@ func (s *Service) ListSnapshot(ctx context.Context, kind, org string, filter aut
 	return out, nil
 }
 
+// HeadVersion is the highest resourceVersion committed in the database (or the compaction
+// point of an emptied log): what a list answers now, on any replica. A watch from beyond it
+// waits for it (httpapi).
+func (s *Service) HeadVersion(ctx context.Context) (int64, error) {
+	var head int64
+	err := s.db.QueryRow(ctx, watchQ.Get("WatchHead")).Scan(&head)
+	return head, err
+}
+
 // ParseResourceVersion reads a resourceVersion a client sent: a positive decimal integer.
 func ParseResourceVersion(field, raw string) (int64, error) {
 	n, err := strconv.ParseInt(raw, 10, 64)

@@ -78,6 +78,9 @@ type Config struct {
 	SaltRenderTimeout time.Duration
 	// WatchBookmarkInterval is how often a watch stream sends a BOOKMARK (default 30s).
 	WatchBookmarkInterval time.Duration
+	// WatchMaxDuration is the shortest lifetime of a watch stream; each lives a random
+	// duration in [d, 2d) and then ends cleanly (default 30m).
+	WatchMaxDuration time.Duration
 	// Ready, when set, is called with the listener's address once the server accepts requests.
 	Ready func(addr net.Addr)
 }
@@ -328,6 +331,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 		Watch:                 hub,
 		WatchBookmarkInterval: cfg.WatchBookmarkInterval,
+		WatchMaxDuration:      cfg.WatchMaxDuration,
 		Ready: func(ctx context.Context) ([]string, error) {
 			if err := d.Ping(ctx); err != nil {
 				return nil, fmt.Errorf("database: %w", err)
@@ -445,6 +449,10 @@ func (c *Config) validate() error {
 	}
 	if c.WatchBookmarkInterval < 0 {
 		return fmt.Errorf("--watch-bookmark-interval must be positive")
+	}
+	if c.WatchMaxDuration < 0 || (c.WatchMaxDuration > 0 && c.WatchMaxDuration < time.Second) {
+		// Zero means the default; below a second every client would spend its time reconnecting.
+		return fmt.Errorf("--watch-max-duration %s: must be at least 1s", c.WatchMaxDuration)
 	}
 	if c.KeepVersions < 0 {
 		return fmt.Errorf("--keep-versions %d: must be 0 (keep all) or more", c.KeepVersions)
