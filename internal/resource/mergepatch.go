@@ -6,7 +6,58 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/stratahq/strata/internal/fault"
 )
+
+// patchMembers are the members a merge patch of an object may hold: those of client.Object
+// and, under metadata, of client.ObjectMeta — exactly what PUT's strict decoding accepts.
+var patchMembers = map[string]map[string]bool{
+	"": {"kind": true, "metadata": true, "spec": true},
+	"metadata": {"name": true, "org": true, "labels": true, "annotations": true,
+		"resourceVersion": true, "schemaRevision": true, "createdAt": true, "updatedAt": true},
+}
+
+// checkPatchMembers refuses a merge patch that names a member an object does not have, one
+// 400 entry per member, as PUT refuses unknown fields: merged blindly, a typo such as
+// "metdata" would be dropped on decoding and the patch would silently do nothing. Members of
+// spec are the kind's to judge (its schema refuses unknown fields).
+func checkPatchMembers(patch []byte) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(patch, &top); err != nil {
+		return fault.Invalid("", "the merge patch must be a JSON object: %v", err)
+	}
+	var fields []fault.FieldError
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		if !patchMembers[""][k] {
+			fields = append(fields, fault.FieldError{Field: "/" + pointerToken(k), Message: "unknown field"})
+		}
+	}
+	var meta map[string]json.RawMessage
+	if raw, ok := top["metadata"]; ok && json.Unmarshal(raw, &meta) == nil {
+		for _, k := range slices.Sorted(maps.Keys(meta)) {
+			if !patchMembers["metadata"][k] {
+				fields = append(fields, fault.FieldError{Field: "/metadata/" + pointerToken(k), Message: "unknown field"})
+			}
+		}
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.Field
+	}
+	return fault.InvalidFields("invalid request: unknown fields in the merge patch: "+strings.Join(names, ", "), fields)
+}
+
+// pointerToken escapes one JSON pointer reference token (RFC 6901).
+func pointerToken(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
 
 // MaxPatchDepth bounds nesting, so a hostile patch cannot exhaust the stack.
 const MaxPatchDepth = 100

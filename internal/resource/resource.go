@@ -259,7 +259,7 @@ func findNUL(v any, path string) (string, bool) {
 		return path, strings.ContainsRune(t, 0)
 	case map[string]any:
 		for k, c := range t {
-			p := path + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+			p := path + "/" + pointerToken(k)
 			if strings.ContainsRune(k, 0) {
 				return p, true
 			}
@@ -739,6 +739,13 @@ func updateTx(ctx context.Context, tx *db.Tx, k *Kind, id int64, cur, obj client
 	if err := admit(ctx, tx, k, &obj, &cur); err != nil {
 		return obj, err
 	}
+	if sameObject(cur, obj) {
+		// Nothing would change: as Kubernetes does, answer the stored object without a
+		// write, so no new resourceVersion, no change event for watchers and no render
+		// invalidation. Compared with what is stored, after defaults and normalization, so
+		// a write that would persist a new default or drop tombstoned data still writes.
+		return cur, nil
+	}
 	out, err := writeAndStamp(ctx, tx, id, "MODIFIED", obj, &cur)
 	if err != nil {
 		return out, err
@@ -763,13 +770,16 @@ func (s *Service) Replace(ctx context.Context, ref Ref, obj client.Object) (clie
 // annotations) and spec, under the row lock, so concurrent patches compose instead of
 // overwriting each other. A resourceVersion in the patch is a precondition.
 func (s *Service) Patch(ctx context.Context, ref Ref, patch []byte) (client.Object, error) {
+	if err := checkPatchMembers(patch); err != nil {
+		return client.Object{}, err
+	}
 	var pre struct {
 		Metadata struct {
 			ResourceVersion string `json:"resourceVersion"`
 		} `json:"metadata"`
 	}
 	if err := json.Unmarshal(patch, &pre); err != nil {
-		return client.Object{}, fault.Invalid("", "the merge patch must be a JSON object: %v", err)
+		return client.Object{}, fault.Invalid("/metadata", "the merge patch's metadata must be an object: %v", err)
 	}
 	return s.update(ctx, ref, pre.Metadata.ResourceVersion, func(cur client.Object) (client.Object, error) {
 		doc, err := json.Marshal(map[string]any{
