@@ -21,8 +21,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/pgembed"
 )
 
@@ -65,7 +67,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.server, "server", envOr("STRATA_SERVER", client.DefaultServer), "strata server URL (env STRATA_SERVER)")
+	hideDefault(pf, "server", db.Redact)
 	pf.StringVar(&g.token, "token", os.Getenv("STRATA_TOKEN"), "API token (env STRATA_TOKEN; default: <data-dir>/admin-token)")
+	hideDefault(pf, "token", maskAll)
 	pf.StringVar(&g.dataDir, "data-dir", envOr("STRATA_DATA_DIR", pgembed.DefaultDataDir()), "data directory: embedded PostgreSQL and the admin-token file (env STRATA_DATA_DIR)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
 	pf.StringVar(&g.caCert, "ca-cert", os.Getenv("STRATA_CA_CERT"), "PEM file of a CA to trust for an https --server (env STRATA_CA_CERT)")
@@ -86,6 +90,18 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 
 // extraCommands lets capability files register their command groups without editing newRoot.
 var extraCommands []func(g *globals) *cobra.Command
+
+// hideDefault masks how help shows the default of a secret-bearing flag (a token, a URL
+// that may carry a password) whose default came from the environment: help texts end up in
+// CI logs and support tickets, which is how such secrets leak. The flag's value is untouched.
+func hideDefault(fs *pflag.FlagSet, name string, mask func(string) string) {
+	if f := fs.Lookup(name); f != nil && f.DefValue != "" {
+		f.DefValue = mask(f.DefValue)
+	}
+}
+
+// maskAll hides a secret whole, its length included.
+func maskAll(string) string { return "****" }
 
 func envOr(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok && v != "" {
@@ -112,7 +128,7 @@ func (g *globals) client() (*client.Client, error) {
 	}
 	server := g.server
 	if !strings.Contains(server, "://") {
-		return nil, fmt.Errorf("--server %q: give a URL with its scheme, e.g. http://%s", server, server)
+		return nil, fmt.Errorf("--server %q: give a URL with its scheme, e.g. http://%s", db.Redact(server), db.Redact(server))
 	}
 	httpClient, err := g.httpClient()
 	if err != nil {

@@ -44,6 +44,7 @@ func lockTimeoutOption(d time.Duration) (time.Duration, error) {
 
 func (f *dbFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.databaseURL, "database-url", os.Getenv("STRATA_DATABASE_URL"), "PostgreSQL URL; empty starts the embedded cluster in <data-dir>/pg (env STRATA_DATABASE_URL)")
+	hideDefault(fs, "database-url", db.Redact)
 	fs.StringVar(&f.schema, "schema", envOr("STRATA_SCHEMA", db.DefaultSchema), "schema for strata's tables (env STRATA_SCHEMA)")
 }
 
@@ -133,6 +134,7 @@ With --database-url it uses that database; several replicas may share one.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.Listen, "listen", envOr("STRATA_LISTEN", server.DefaultListen), "HTTP listen address (env STRATA_LISTEN)")
 	f.StringVar(&cfg.SessionDatabaseURL, "session-database-url", os.Getenv("STRATA_SESSION_DATABASE_URL"), "direct or session-mode PostgreSQL URL for session features (pg-client lock exclusion, LISTEN) when --database-url is a transaction-mode pooler; \"off\" disables them (env STRATA_SESSION_DATABASE_URL)")
+	hideDefault(f, "session-database-url", db.Redact)
 	f.StringVar(&cfg.EmbeddedListen, "embedded-listen", os.Getenv("STRATA_EMBEDDED_LISTEN"), "also let the embedded PostgreSQL listen on this TCP address (password in <data-dir>/pg-password), e.g. for pg backend clients (env STRATA_EMBEDDED_LISTEN)")
 	f.StringVar(&cfg.TLSCert, "tls-cert", os.Getenv("STRATA_TLS_CERT"), "TLS certificate file (env STRATA_TLS_CERT)")
 	f.StringVar(&cfg.TLSKey, "tls-key", os.Getenv("STRATA_TLS_KEY"), "TLS key file (env STRATA_TLS_KEY)")
