@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
@@ -26,6 +27,86 @@ const applyWorkers = 3
 
 // applyBatch is how many lines of a bulk apply share one transaction.
 const applyBatch = 500
+
+// DefaultBulkBufferBytes is the default budget of input one bulk apply may hold.
+const DefaultBulkBufferBytes = 32 << 20
+
+// lineCost is what a line read and parsed but not yet applied counts against the bulk
+// budget: twice its length, for its parsed form (the spec is copied) and the garbage
+// collector's headroom over what is live, so the budget bounds the memory it costs rather
+// than only the bytes, plus a fixed part for the item itself.
+func lineCost(raw []byte) int64 { return 2*int64(len(raw)) + 512 }
+
+// bulkBudget bounds the input one bulk apply holds: lines read and parsed whose batch has
+// not been applied yet. The reader takes a line's cost before queueing it and the worker
+// gives it back after the batch commits; when the budget is spent the reader stops reading,
+// so TCP carries the back-pressure to the client whatever the body's size. Each request has
+// its own budget: memory is bounded per request, and the number of requests by the server's
+// connection limits.
+type bulkBudget struct {
+	mu   sync.Mutex
+	cond sync.Cond
+	max  int64
+	used int64
+	peak *atomic.Int64 // the largest use seen, for tests and metrics
+}
+
+func newBulkBudget(max int64, peak *atomic.Int64) *bulkBudget {
+	b := &bulkBudget{max: max, peak: peak}
+	b.cond.L = &b.mu
+	return b
+}
+
+// clamp makes a cost the budget can ever grant: a single line larger than the whole budget
+// (possible when --bulk-buffer-bytes is below --max-body-bytes) waits until nothing else is
+// held, then goes through alone.
+func (b *bulkBudget) clamp(n int64) int64 { return min(n, b.max) }
+
+// tryTake takes n when it is free now.
+func (b *bulkBudget) tryTake(n int64) bool {
+	n = b.clamp(n)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.max {
+		return false
+	}
+	b.take(n)
+	return true
+}
+
+// wait takes n, blocking until it is free.
+func (b *bulkBudget) wait(n int64) {
+	n = b.clamp(n)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.used+n > b.max {
+		b.cond.Wait()
+	}
+	b.take(n)
+}
+
+func (b *bulkBudget) take(n int64) {
+	b.used += n
+	for {
+		p := b.peak.Load()
+		if b.used <= p || b.peak.CompareAndSwap(p, b.used) {
+			return
+		}
+	}
+}
+
+func (b *bulkBudget) give(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+// applyBatchOf is a batch of lines on its way to a worker, with the budget it holds.
+type applyBatchOf struct {
+	items []resource.ApplyItem
+	cost  int64
+}
 
 // applyLine is one line of POST /v1/nodes:apply: a node, plus optionally the complete list
 // of its static group memberships (groups of its org).
@@ -91,20 +172,22 @@ func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principa
 		}
 	}()
 	lineError := func(line int, name string, err error) {
-		results <- []client.ApplyResult{{Line: line, Name: name, Result: "error", Problem: a.problemOf(r, err)}}
+		results <- []client.ApplyResult{{Line: line, Name: resultName(name), Result: "error", Problem: a.problemOf(r, err)}}
 	}
+	budget := newBulkBudget(a.bulkBuffer, &a.bulkPeak)
 	var workers sync.WaitGroup
-	queues := make([]chan []resource.ApplyItem, applyWorkers)
+	queues := make([]chan applyBatchOf, applyWorkers)
 	for i := range queues {
-		queues[i] = make(chan []resource.ApplyItem, 1)
+		queues[i] = make(chan applyBatchOf, 1)
 		workers.Add(1)
-		go func(queue chan []resource.ApplyItem) {
+		go func(queue chan applyBatchOf) {
 			defer workers.Done()
 			for batch := range queue {
-				outs := a.resources.ApplyNodes(r.Context(), batch)
+				outs := a.resources.ApplyNodes(r.Context(), batch.items)
+				budget.give(batch.cost)
 				rs := make([]client.ApplyResult, 0, len(outs))
 				for _, o := range outs {
-					res := client.ApplyResult{Line: o.Line, Name: o.Name, Result: o.Result}
+					res := client.ApplyResult{Line: o.Line, Name: resultName(o.Name), Result: o.Result}
 					if o.Err != nil {
 						res.Result, res.Problem = "error", a.problemOf(r, o.Err)
 					}
@@ -114,21 +197,38 @@ func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principa
 			}
 		}(queues[i])
 	}
-	batches := make([][]resource.ApplyItem, applyWorkers)
-	add := func(it resource.ApplyItem) {
+	batches := make([]applyBatchOf, applyWorkers)
+	send := func(w int) {
+		queues[w] <- batches[w]
+		batches[w] = applyBatchOf{}
+	}
+	add := func(it resource.ApplyItem, cost int64) {
+		if !budget.tryTake(cost) {
+			// The budget is spent: hand every partial batch to its worker (they hold budget
+			// that only their application gives back), then wait; the body is not read
+			// meanwhile.
+			for w := range batches {
+				if len(batches[w].items) > 0 {
+					send(w)
+				}
+			}
+			budget.wait(cost)
+		}
 		h := fnv.New32a()
 		_, _ = h.Write([]byte(it.Obj.Metadata.Name))
 		w := int(h.Sum32() % applyWorkers)
-		batches[w] = append(batches[w], it)
-		if len(batches[w]) >= applyBatch {
-			queues[w] <- batches[w]
-			batches[w] = nil
+		batches[w].items = append(batches[w].items, it)
+		batches[w].cost += budget.clamp(cost)
+		if len(batches[w].items) >= applyBatch {
+			send(w)
 		}
 	}
 
 	br := bufio.NewReaderSize(r.Body, 64<<10)
+	var buf []byte // reused for every line: what a parsed line keeps, it copies
 	for line := 1; ; line++ {
-		raw, err := readLine(br, a.maxBody)
+		raw, err := readLine(br, a.maxBody, buf[:0])
+		buf = raw
 		if errors.Is(err, errLineTooLong) {
 			lineError(line, "", fault.New(fault.KindTooLarge, "line %d is longer than the limit of %d bytes", line, a.maxBody))
 			continue
@@ -141,16 +241,16 @@ func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principa
 			if it, name, lerr := a.parseApplyLine(p, line, raw); lerr != nil {
 				lineError(line, name, lerr)
 			} else {
-				add(it)
+				add(it, lineCost(raw))
 			}
 		}
 		if errors.Is(err, io.EOF) || r.Context().Err() != nil {
 			break
 		}
 	}
-	for w, batch := range batches {
-		if len(batch) > 0 {
-			queues[w] <- batch
+	for w := range batches {
+		if len(batches[w].items) > 0 {
+			send(w)
 		}
 		close(queues[w])
 	}
@@ -200,18 +300,21 @@ func (a *API) parseApplyLine(p *auth.Principal, line int, raw []byte) (resource.
 	return it, name, nil
 }
 
+// resultName is a line's node name as its result carries it: a name is at most 253
+// characters when valid, and an invalid one is not echoed whole (a line may be megabytes).
+func resultName(name string) string { return fault.Truncate(name, 260) }
+
 var errLineTooLong = errors.New("line too long")
 
-// readLine returns the next line without its newline; a line longer than max is consumed
-// to its end and reported as errLineTooLong.
-func readLine(br *bufio.Reader, max int64) ([]byte, error) {
-	var buf []byte
+// readLine returns the next line without its newline, appended to buf; a line longer than
+// max is consumed to its end and reported as errLineTooLong.
+func readLine(br *bufio.Reader, max int64, buf []byte) ([]byte, error) {
 	tooLong := false
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if !tooLong {
 			if int64(len(buf)+len(chunk)) > max+1 {
-				tooLong, buf = true, nil
+				tooLong, buf = true, buf[:0]
 			} else {
 				buf = append(buf, chunk...)
 			}

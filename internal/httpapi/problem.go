@@ -188,7 +188,7 @@ func jsonError(err error) error {
 	case errors.As(err, &timeErr):
 		return fault.Invalid("", "a time must be in RFC 3339 form, such as 2026-11-22T06:00:00Z: %q is not", strings.Trim(timeErr.Value, `"`))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		name := fault.Truncate(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), 200)
 		return fault.Invalid("/"+name, "unknown field %q", name)
 	}
 	return fault.Invalid("", "invalid JSON: %v", err)

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,8 +43,11 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxStateBytes limits Terraform state writes (they bypass MaxBodyBytes).
 	MaxStateBytes int64
-	Tokens        *auth.Service
-	Resources     *resource.Service
+	// BulkBufferBytes bounds the input one bulk apply holds before it is written
+	// (DefaultBulkBufferBytes when zero); see bulkBudget.
+	BulkBufferBytes int64
+	Tokens          *auth.Service
+	Resources       *resource.Service
 	// Kinds is the schema registry; nil builds one over Resources' database and connects it
 	// to Resources (UseSchemas). When given, the caller has connected it.
 	Kinds   *kind.Service
@@ -75,11 +79,14 @@ type Options struct {
 
 // API is the HTTP handler of a strata replica.
 type API struct {
-	logger      *slog.Logger
-	metrics     *httpMetrics
-	registry    *prometheus.Registry
-	maxBody     int64
-	maxState    int64
+	logger   *slog.Logger
+	metrics  *httpMetrics
+	registry *prometheus.Registry
+	maxBody  int64
+	maxState int64
+	// bulkBuffer is the budget of one bulk apply; bulkPeak the most any has held.
+	bulkBuffer  int64
+	bulkPeak    atomic.Int64
 	tokens      *auth.Service
 	resources   *resource.Service
 	kinds       *kind.Service
@@ -106,6 +113,7 @@ func New(opts Options) *API {
 		registry:    opts.Registry,
 		maxBody:     opts.MaxBodyBytes,
 		maxState:    opts.MaxStateBytes,
+		bulkBuffer:  opts.BulkBufferBytes,
 		tokens:      opts.Tokens,
 		resources:   opts.Resources,
 		kinds:       opts.Kinds,
@@ -115,6 +123,9 @@ func New(opts Options) *API {
 		state:       opts.State,
 		ready:       opts.Ready,
 		version:     opts.Version,
+	}
+	if a.bulkBuffer <= 0 {
+		a.bulkBuffer = DefaultBulkBufferBytes
 	}
 	a.watch, a.bookmarkInterval = opts.Watch, opts.WatchBookmarkInterval
 	if a.bookmarkInterval <= 0 {

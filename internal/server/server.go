@@ -53,6 +53,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxStateBytes limits Terraform state writes (default 64 MiB); larger ones get 413.
 	MaxStateBytes int64
+	// BulkBufferBytes bounds the input one bulk apply holds before writing it (default
+	// 32 MiB); past it the server stops reading the body until lines are applied.
+	BulkBufferBytes int64
 	// KeepVersions is how many state versions to keep per workspace (0: all).
 	KeepVersions int
 	// BootstrapToken, when set, is the first admin token instead of a random one.
@@ -320,6 +323,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			}
 			return tfstate.DefaultMaxStateBytes
 		}(),
+		BulkBufferBytes:   cfg.BulkBufferBytes,
 		Tokens:            tokens,
 		Resources:         resources,
 		Kinds:             kinds,
@@ -446,6 +450,10 @@ func (c *Config) validate() error {
 	}
 	if c.ChangesRetention < 0 || c.AuditRetention < 0 {
 		return fmt.Errorf("--changes-retention and --audit-retention must be 0 (keep forever) or a positive duration")
+	}
+	if c.BulkBufferBytes < 0 || (c.BulkBufferBytes > 0 && c.BulkBufferBytes < 1<<20) {
+		// Below 1 MiB a bulk apply would run a few lines at a time.
+		return fmt.Errorf("--bulk-buffer-bytes %d: must be at least 1048576 (1 MiB)", c.BulkBufferBytes)
 	}
 	if c.WatchBookmarkInterval < 0 {
 		return fmt.Errorf("--watch-bookmark-interval must be positive")
