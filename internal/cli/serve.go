@@ -14,7 +14,6 @@ import (
 
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/db/migrations"
-	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/server"
 )
 
@@ -139,7 +138,7 @@ With --database-url it uses that database; several replicas may share one.`,
 	f.StringVar(&cfg.TLSCert, "tls-cert", os.Getenv("STRATA_TLS_CERT"), "TLS certificate file (env STRATA_TLS_CERT)")
 	f.StringVar(&cfg.TLSKey, "tls-key", os.Getenv("STRATA_TLS_KEY"), "TLS key file (env STRATA_TLS_KEY)")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", envInt("STRATA_MAX_BODY_BYTES", server.DefaultMaxBodyBytes), "request body limit in bytes; larger bodies get 413 (env STRATA_MAX_BODY_BYTES)")
-	f.Int64Var(&cfg.BulkBufferBytes, "bulk-buffer-bytes", envInt("STRATA_BULK_BUFFER_BYTES", httpapi.DefaultBulkBufferBytes), "input one bulk apply (POST /v1/nodes:apply) may hold before it is written; past it the body is not read until lines are applied (env STRATA_BULK_BUFFER_BYTES)")
+	f.Int64Var(&cfg.BulkBufferBytes, "bulk-buffer-bytes", envInt("STRATA_BULK_BUFFER_BYTES", server.DefaultBulkBufferBytes), "input one bulk apply (POST /v1/nodes:apply) may hold before it is written; past it the body is not read until lines are applied (env STRATA_BULK_BUFFER_BYTES)")
 	f.Int64Var(&cfg.MaxStateBytes, "max-state-bytes", envInt("STRATA_MAX_STATE_BYTES", 64<<20), "Terraform state size limit in bytes; larger states get 413 (env STRATA_MAX_STATE_BYTES)")
 	f.IntVar(&cfg.KeepVersions, "keep-versions", int(envInt("STRATA_KEEP_VERSIONS", 0)), "state versions kept per workspace, 0 keeps all (env STRATA_KEEP_VERSIONS)")
 	f.DurationVar(&cfg.ChangesRetention, "changes-retention", envDuration("STRATA_CHANGES_RETENTION", server.DefaultChangesRetention), "how long the changes log (what watch resumes from) is kept, 0 keeps it forever (env STRATA_CHANGES_RETENTION)")
@@ -147,7 +146,7 @@ With --database-url it uses that database; several replicas may share one.`,
 	f.StringVar(&cfg.SaltLegacyClients, "salt-legacy-clients", os.Getenv("STRATA_SALT_LEGACY_CLIENTS"), "addresses or CIDR prefixes (comma-separated) that may render pillars at /v1/salt/pillar without a token, for Salt 3005 and older; empty: none (env STRATA_SALT_LEGACY_CLIENTS)")
 	f.DurationVar(&cfg.SaltRenderTimeout, "salt-render-timeout", envDuration("STRATA_SALT_RENDER_TIMEOUT", 10*time.Second), "longest Salt-facing pillar render; past it Salt gets an error it records in _errors (env STRATA_SALT_RENDER_TIMEOUT)")
 	f.DurationVar(&cfg.WatchBookmarkInterval, "watch-bookmark-interval", envDuration("STRATA_WATCH_BOOKMARK_INTERVAL", 30*time.Second), "how often a watch stream sends a BOOKMARK event carrying the resourceVersion it is complete through (env STRATA_WATCH_BOOKMARK_INTERVAL)")
-	f.DurationVar(&cfg.WatchMaxDuration, "watch-max-duration", envDuration("STRATA_WATCH_MAX_DURATION", httpapi.DefaultWatchMaxDuration), "the shortest lifetime of a watch stream: each ends cleanly after a random duration in [d, 2d) and its client resumes from its last resourceVersion (env STRATA_WATCH_MAX_DURATION)")
+	f.DurationVar(&cfg.WatchMaxDuration, "watch-max-duration", envDuration("STRATA_WATCH_MAX_DURATION", server.DefaultWatchMaxDuration), "the shortest lifetime of a watch stream: each ends cleanly after a random duration in [d, 2d) and its client resumes from its last resourceVersion (env STRATA_WATCH_MAX_DURATION)")
 	f.StringVar(&logLevel, "log-level", envOr("STRATA_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env STRATA_LOG_LEVEL)")
 	f.DurationVar(&shutdown, "shutdown-timeout", envDuration("STRATA_SHUTDOWN_TIMEOUT", 30*time.Second), "how long in-flight requests may take to finish on SIGINT/SIGTERM (env STRATA_SHUTDOWN_TIMEOUT)")
 	migrationLockTimeout(f, &lockWait)

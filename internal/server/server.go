@@ -95,6 +95,13 @@ const DefaultListen = "127.0.0.1:7400"
 // DefaultMaxBodyBytes is the default request body limit.
 const DefaultMaxBodyBytes = 8 << 20
 
+// DefaultBulkBufferBytes and DefaultWatchMaxDuration are the API's defaults, named here so
+// the CLI's flags need only this package.
+const (
+	DefaultBulkBufferBytes  = httpapi.DefaultBulkBufferBytes
+	DefaultWatchMaxDuration = httpapi.DefaultWatchMaxDuration
+)
+
 func (c *Config) setDefaults() {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
