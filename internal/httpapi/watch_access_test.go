@@ -33,6 +33,19 @@ func drainUntilError(t *testing.T, w *client.Watcher) error {
 	}
 }
 
+// watchOrgsAs creates a token with params and opens a watch of every org with it.
+func watchOrgsAs(t *testing.T, b *watchBundle, params auth.CreateParams) (auth.Token, *client.Watcher) {
+	t.Helper()
+	tok, secret, err := b.tokens.Create(context.Background(), auth.AuditActor{Actor: "test"}, params)
+	require.NoError(t, err)
+	c, err := client.New(b.srv.URL, secret, nil)
+	require.NoError(t, err)
+	w, err := c.Orgs().Watch(context.Background(), client.WatchOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { w.Close() })
+	return tok, w
+}
+
 // TestWatchEndsWhenTokenRevoked is finding 3 of issue 15: a revoked token's open watch kept
 // delivering events. The stream re-checks its token every recheck interval and ends with an
 // ERROR event of status 401. Seen failing with the re-check removed (the stream went on).
@@ -40,14 +53,8 @@ func TestWatchEndsWhenTokenRevoked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := watchSetup(t, 50*time.Millisecond, time.Minute, func(o *httpapi.Options) { o.WatchRecheckInterval = 100 * time.Millisecond })
-	tok, secret, err := b.tokens.Create(ctx, auth.AuditActor{Actor: "test"}, auth.CreateParams{Name: "watcher", Scopes: []string{"orgs:read:*"}})
-	require.NoError(t, err)
-	c, err := client.New(b.srv.URL, secret, nil)
-	require.NoError(t, err)
-	w, err := c.Orgs().Watch(ctx, client.WatchOptions{})
-	require.NoError(t, err)
-	defer w.Close()
-	_, err = b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "before"}})
+	tok, w := watchOrgsAs(t, b, auth.CreateParams{Name: "watcher", Scopes: []string{"orgs:read:*"}})
+	_, err := b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "before"}})
 	require.NoError(t, err)
 	require.Equal(t, "ADDED before", eventOf(next(t, w)))
 
@@ -76,16 +83,9 @@ func TestWatchEndsWhenTokenRevoked(t *testing.T) {
 // stream with a 401 ERROR event, judged by the service's clock.
 func TestWatchEndsWhenTokenExpires(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	b := watchSetup(t, 50*time.Millisecond, time.Minute, func(o *httpapi.Options) { o.WatchRecheckInterval = 100 * time.Millisecond })
 	exp := time.Now().Add(1500 * time.Millisecond)
-	_, secret, err := b.tokens.Create(ctx, auth.AuditActor{Actor: "test"}, auth.CreateParams{Name: "short", Scopes: []string{"orgs:read:*"}, ExpiresAt: &exp})
-	require.NoError(t, err)
-	c, err := client.New(b.srv.URL, secret, nil)
-	require.NoError(t, err)
-	w, err := c.Orgs().Watch(ctx, client.WatchOptions{})
-	require.NoError(t, err)
-	defer w.Close()
+	_, w := watchOrgsAs(t, b, auth.CreateParams{Name: "short", Scopes: []string{"orgs:read:*"}, ExpiresAt: &exp})
 	var ce *client.Error
 	require.ErrorAs(t, drainUntilError(t, w), &ce)
 	require.Equal(t, http.StatusUnauthorized, ce.Status)

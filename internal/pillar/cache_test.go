@@ -49,6 +49,19 @@ func (r *replica) port(t *testing.T) string {
 	return string(b)
 }
 
+// seedAcme creates, through r, org acme, its node web01 (no labels) and its group web
+// selecting role=web.
+func seedAcme(t *testing.T, r *replica) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := r.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	require.NoError(t, err)
+	_, err = r.res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", nil))
+	require.NoError(t, err)
+	_, err = r.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, client.Object{Spec: json.RawMessage(`{"selector":"role=web"}`)})
+	require.NoError(t, err)
+}
+
 // TestCacheInvalidatedAcrossReplicas: replica A serves a node's pillar from its cache; writes
 // through replica B — to the pillar, to the node's labels (its groups' selectors), to a
 // membership — reach A's renders through the notification, not through expiry.
@@ -57,13 +70,8 @@ func TestCacheInvalidatedAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewDatabaseURL(t)
 	a, b := newReplica(t, url), newReplica(t, url)
-	_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
-	require.NoError(t, err)
-	_, err = b.res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", nil))
-	require.NoError(t, err)
-	_, err = b.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, client.Object{Spec: json.RawMessage(`{"selector":"role=web"}`)})
-	require.NoError(t, err)
-	_, _, err = b.svc.Put(ctx, pillar.Global, "app", obj(t, `{"port": 1}`), "", "t")
+	seedAcme(t, b)
+	_, _, err := b.svc.Put(ctx, pillar.Global, "app", obj(t, `{"port": 1}`), "", "t")
 	require.NoError(t, err)
 
 	// Once the notifications of the setup writes have arrived, renders come from the cache.
@@ -143,13 +151,8 @@ func TestCacheInvalidatedByPlainSQL(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewDatabaseURL(t)
 	a, b := newReplica(t, url), newReplica(t, url)
-	_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
-	require.NoError(t, err)
-	_, err = b.res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", nil))
-	require.NoError(t, err)
-	_, err = b.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, client.Object{Spec: json.RawMessage(`{"selector":"role=web"}`)})
-	require.NoError(t, err)
-	_, err = b.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "zz"}, client.Object{Spec: json.RawMessage(`{"priority": 9}`)})
+	seedAcme(t, b)
+	_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "zz"}, client.Object{Spec: json.RawMessage(`{"priority": 9}`)})
 	require.NoError(t, err)
 	_, _, err = b.svc.Put(ctx, pillar.Global, "app", obj(t, `{"port": 1}`), "", "t")
 	require.NoError(t, err)
