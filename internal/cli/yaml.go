@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"sort"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // jsonToYAML converts a JSON document to YAML without passing numbers through float64, so
