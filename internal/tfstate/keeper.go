@@ -282,6 +282,43 @@ func (k *keeper) take(ctx context.Context, key int64) (bool, error) {
 	return false, err
 }
 
+// errKeeperLate: a request stopped waiting for a keeper call that goes on without it; the
+// call, not the request, now holds the slot and gives it back when it ends.
+var errKeeperLate = errors.New("the lock keeper did not answer within its wait")
+
+// takeBy is take for a request that must answer by deadline (its keeper wait, which started
+// when it asked for the slot): when the keeper's call has not ended by then, the request
+// gets errKeeperLate and the call goes on, detached, under the keeper's own timeout — the
+// keeper's query timeout must not decide how long a client waits, and cancelling the call
+// would close the session and so release every lock's key. Call with the slot held; on
+// errKeeperLate the slot belongs to the call, which releases it. A key the late call takes
+// for a LOCK that has rolled back meanwhile is let go by the next reconcile.
+func (k *keeper) takeBy(ctx context.Context, deadline time.Time, key int64) (bool, error) {
+	type result struct {
+		ok  bool
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ok, err := k.take(ctx, key)
+		done <- result{ok, err}
+	}()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.ok, r.err
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	go func() {
+		<-done
+		k.poke() // a key taken for nothing is let go by the reconcile
+		k.releaseSlot()
+	}()
+	return false, errKeeperLate
+}
+
 // release lets key go when no lock row of this replica wants it: after this replica
 // committed an unlock, or after a LOCK transaction that took it rolled back. Call with the
 // slot held.

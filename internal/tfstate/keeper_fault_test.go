@@ -130,6 +130,41 @@ func TestFrozenKeeperNeverFreezesLocks(t *testing.T) {
 	require.False(t, pgClientTry(t, pg, key))
 }
 
+// TestLockWithoutDeadlineBoundedByKeeperWait (issue 16): with the keeper idle when its
+// backend freezes, a LOCK sent without a client deadline (as Terraform sends it) used to
+// wait for its own keeper call, i.e. the keeper's query timeout (10 s by default), not the
+// keeper wait (5 s). It now answers 503 within the keeper wait while the call goes on; after
+// the backend continues, LOCKs work again, the same workspace included, and the stray key
+// the late call took is not left blocking a pg client. Seen failing (answered after the
+// minute-long KeeperTimeout) with take instead of takeBy.
+func TestLockWithoutDeadlineBoundedByKeeperWait(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{opts: Options{KeeperTimeout: time.Minute, KeeperWait: 2 * time.Second}})
+	ctx := context.Background()
+	b.project(t, "p")
+	_, err := b.svc.Lock(ctx, b.actor, "p", "warm", lockBody("W")) // the keeper's session is open
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return b.svc.Readiness(ctx).PGClientsExcluded }, 5*time.Second, 20*time.Millisecond)
+	thaw := freeze(t, b.svc.Readiness(ctx).KeeperPID)
+
+	start := time.Now()
+	err = within(t, 20*time.Second, func() error {
+		_, err := b.svc.Lock(context.Background(), b.actor, "p", "frozen", lockBody("F"))
+		return err
+	})
+	requireKind(t, err, fault.KindUnavailable)
+	took := time.Since(start)
+	require.Less(t, took, 4*time.Second, "answered within the keeper wait (2 s), not the keeper's timeout: %v", took)
+
+	thaw()
+	require.Eventually(t, func() bool {
+		_, err := b.svc.Lock(ctx, b.actor, "p", "frozen", lockBody("F2"))
+		return err == nil
+	}, 20*time.Second, 100*time.Millisecond, "the workspace the late LOCK wanted can be locked")
+	_, err = b.svc.Lock(ctx, b.actor, "p", "after", lockBody("A"))
+	require.NoError(t, err)
+}
+
 // TestKeeperTerminatedNeverSilentlyProtected: the keeper's backend is killed and a pg client
 // takes the key at once, before the keeper can notice (its heartbeat is an hour away). From
 // that instant GET …/lock says protected:false and the lock's own holder may not write;

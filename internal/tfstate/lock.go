@@ -182,11 +182,18 @@ var errKeeperBusy = errors.New("advisory key held by another strata keeper")
 // the transaction holding it: the keeper takes the key before the row commits, and lets it
 // go again when the transaction rolls back.
 func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace string, info client.LockInfo, stored []byte, existing *client.LockInfo) error {
+	deadline := time.Now().Add(s.opts.KeeperWait)
+	slotHeld := false
 	if s.keeper != nil {
 		if err := s.keeper.acquireSlot(ctx); err != nil {
 			return err
 		}
-		defer s.keeper.releaseSlot()
+		slotHeld = true
+		defer func() {
+			if slotHeld {
+				s.keeper.releaseSlot()
+			}
+		}()
 	}
 	var took int64
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
@@ -225,7 +232,11 @@ func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace 
 			return err
 		}
 		if s.keeper != nil {
-			ok, err := s.keeper.take(ctx, id)
+			ok, err := s.keeper.takeBy(ctx, deadline, id)
+			if errors.Is(err, errKeeperLate) {
+				slotHeld = false // the keeper's call holds it now
+				return errKeeperUnavailable(fmt.Errorf("waited %v for the lock keeper", s.opts.KeeperWait))
+			}
 			if err != nil {
 				return errKeeperUnavailable(err)
 			}
