@@ -222,3 +222,25 @@ func (c *Client) SaltCredentials(ctx context.Context) (SaltCredentials, error) {
 	_, err := c.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/salt/credentials"}, &out)
 	return out, err
 }
+
+// PillarSettings are the installation's pillar settings: whether lists merge (Salt's
+// pillar_merge_lists) and what an unknown minion gets ("empty" or "error"). In a PUT, an
+// absent member is left as it is.
+type PillarSettings struct {
+	MergeLists    *bool   `json:"mergeLists,omitempty"`
+	UnknownMinion *string `json:"unknownMinion,omitempty"`
+}
+
+// PillarSettingsGet reads the pillar settings.
+func (c *Client) PillarSettingsGet(ctx context.Context) (PillarSettings, error) {
+	var out PillarSettings
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/pillar-settings"}, &out)
+	return out, err
+}
+
+// PillarSettingsSet changes the settings s names and answers all of them.
+func (c *Client) PillarSettingsSet(ctx context.Context, s PillarSettings) (PillarSettings, error) {
+	var out PillarSettings
+	_, err := c.Do(ctx, Request{Method: http.MethodPut, Path: "/v1/pillar-settings", Body: s}, &out)
+	return out, err
+}

@@ -84,3 +84,52 @@ func TestPillarCLI(t *testing.T) {
 	require.Contains(t, creds, "node_pillars(%s)")
 	require.Contains(t, creds, "as_json: True")
 }
+
+// TestSaltSetupCLI: `strata pillar settings` changes what Salt gets for an unknown minion
+// (seen through the request Salt makes), and `strata salt config` prints a block with this
+// server's URL and the token command, which then works as printed.
+func TestSaltSetupCLI(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabaseURL(t)
+	token := "strata_" + strings.Repeat("saltSetupCLItokn", 3)
+	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t))
+	env := []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + token}
+	run := func(args ...string) string {
+		t.Helper()
+		out, errOut, err := cliStreams(t, env, args...)
+		require.NoError(t, err, "strata %s: %s%s", strings.Join(args, " "), out, errOut)
+		return out
+	}
+	var settings map[string]any
+	require.NoError(t, json.Unmarshal([]byte(run("pillar", "settings", "get", "-o", "json")), &settings))
+	require.Equal(t, map[string]any{"mergeLists": false, "unknownMinion": "empty"}, settings)
+	out := run("pillar", "settings", "set", "--unknown-minion", "error")
+	require.Regexp(t, `unknown-minion\s+error`, out)
+	_, errOut, err := cliStreams(t, env, "pillar", "settings", "set", "--unknown-minion", "bogus")
+	require.Error(t, err)
+	require.Contains(t, errOut, "--unknown-minion")
+
+	cfg := run("salt", "config")
+	require.Contains(t, cfg, "url: "+s.url+"/v1/salt/pillar/%s")
+	line := regexp.MustCompile(`strata --server \S+ token create salt-master --scope 'pillars:render:node/\*'`).FindString(cfg)
+	require.NotEmpty(t, line, cfg)
+	created := run("token", "create", "salt-master", "--scope", "pillars:render:node/*")
+	secret := regexp.MustCompile(`strata_[A-Za-z0-9_-]{32,}`).FindString(created)
+	require.NotEmpty(t, secret, created)
+
+	req, err := http.NewRequest("GET", s.url+"/v1/salt/pillar/ghost", nil)
+	require.NoError(t, err)
+	req.SetBasicAuth("salt", secret)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.JSONEq(t, `{"_errors": ["strata: minion \"ghost\" is not a node in strata, and the pillar setting unknownMinion is \"error\" — create the node (`+"`strata node create ghost --org ORG`"+`), or set unknownMinion to \"empty\" (`+"`strata pillar settings set --unknown-minion empty`"+`)"]}`, string(body))
+	run("pillar", "settings", "set", "--unknown-minion", "empty")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.JSONEq(t, `{}`, string(body))
+}

@@ -277,9 +277,84 @@ func newPillarCmd(g *globals) *cobra.Command {
 	imp.Flags().StringVar(&env, "env", "", "the top.sls environment to import (default base)")
 	imp.Flags().StringVar(&nodegroupsFile, "nodegroups", "", "JSON file of the master's nodegroups (name to minion ids)")
 
-	cmd.AddCommand(set, get, del, list, imp,
+	cmd.AddCommand(set, get, del, list, imp, newPillarSettingsCmd(g),
 		render("render", "Show a node's merged pillar", false),
 		render("explain", "Show a node's merged pillar and where each value came from", true),
 		history)
+	return cmd
+}
+
+// newPillarSettingsCmd is `strata pillar settings get|set`: the installation's pillar
+// settings, which every replica and the SQL function share.
+func newPillarSettingsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "settings", Short: "Show or change the pillar settings (list merging, unknown minions)"}
+	show := func(s client.PillarSettings) error {
+		return g.print(s, func(w io.Writer) error {
+			tw := newTable(w, "SETTING", "VALUE", "MEANING")
+			if s.MergeLists != nil {
+				tw.row("merge-lists", fmt.Sprint(*s.MergeLists), "lists of lower layers are kept before higher ones (Salt's pillar_merge_lists)")
+			}
+			if s.UnknownMinion != nil {
+				tw.row("unknown-minion", *s.UnknownMinion, "what a minion strata does not know gets: empty (an empty pillar) or error (_errors, states refused)")
+			}
+			return tw.flush()
+		})
+	}
+	get := &cobra.Command{
+		Use:   "get",
+		Short: "Show the pillar settings",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			s, err := c.PillarSettingsGet(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return show(s)
+		},
+	}
+	var (
+		mergeLists    bool
+		unknownMinion string
+	)
+	set := &cobra.Command{
+		Use:   "set",
+		Short: "Change pillar settings (only the flags given)",
+		Long: "Change the pillar settings named by the flags given; the others are left as they are.\n\n" +
+			"  --merge-lists=true     lists of lower layers are kept before higher ones (Salt's pillar_merge_lists)\n" +
+			"  --unknown-minion=error a minion strata does not know gets _errors (states refused) instead of an empty pillar",
+		Example: "  strata pillar settings set --unknown-minion error\n  strata pillar settings set --merge-lists=true",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var s client.PillarSettings
+			if cmd.Flags().Changed("merge-lists") {
+				s.MergeLists = &mergeLists
+			}
+			if cmd.Flags().Changed("unknown-minion") {
+				if unknownMinion != "empty" && unknownMinion != "error" {
+					return fmt.Errorf("--unknown-minion %q: must be empty or error", unknownMinion)
+				}
+				s.UnknownMinion = &unknownMinion
+			}
+			if s.MergeLists == nil && s.UnknownMinion == nil {
+				return fmt.Errorf("nothing to set: give --merge-lists and/or --unknown-minion")
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			out, err := c.PillarSettingsSet(cmd.Context(), s)
+			if err != nil {
+				return err
+			}
+			return show(out)
+		},
+	}
+	set.Flags().BoolVar(&mergeLists, "merge-lists", false, "keep lists of lower layers before higher ones instead of replacing them (Salt's pillar_merge_lists)")
+	set.Flags().StringVar(&unknownMinion, "unknown-minion", "", "what a minion strata does not know gets: empty or error")
+	cmd.AddCommand(get, set)
 	return cmd
 }

@@ -29,7 +29,7 @@ type authzCase struct {
 	// perLine routes stream per-line results: 200, and the line naming an invisible thing
 	// is refused with 403 in the stream.
 	perLine bool
-	// salt routes answer every failure with 200 and a text body Salt records in _errors.
+	// salt routes answer every failure with 200 and {"_errors": [text]}, which Salt shows.
 	salt bool
 }
 

@@ -22,31 +22,36 @@ const DefaultSaltRenderTimeout = 10 * time.Second
 
 // serveSalt serves GET /v1/salt/pillar/{minion}, the URL Salt's http_json ext_pillar calls
 // (url: http://HOST:7400/v1/salt/pillar/%s). Salt turns every non-2xx answer, refused
-// connection and timeout into a silently empty pillar, but records a 2xx body that is not
-// JSON in the pillar's _errors, which makes it refuse to apply states. So every failure here —
-// no or a bad token, a missing scope, an unknown minion when the setting says so, a database
-// that is down, a render slower than the bound — is a 200 with a text body that names the
-// problem, and only a computed pillar is a JSON object (never an array, which would crash
-// Salt's whole compile).
+// connection and timeout into a silently empty pillar; a 2xx body that is not JSON reaches
+// the user only as a JSON decode error; a JSON string or array crashes Salt's whole compile.
+// What Salt shows its user verbatim, and still refuses to apply states over, is a 200 JSON
+// object whose _errors holds text (research salt-client-behaviour.md §3a). So every failure
+// here — no or a bad token, a missing scope, an unknown minion when the setting says so, a
+// database that is down, a render slower than the bound — is a 200
+// {"_errors": ["strata: <what failed for minion X> — <what to do>"]}, and only a computed
+// pillar is any other JSON object. The texts never carry a secret or a database error's own
+// words (those go to the log).
 func (a *API) serveSalt(rt route) http.Handler {
 	return a.serve(func(w http.ResponseWriter, r *http.Request) error {
 		minion := r.PathValue("minion")
-		fail := func(reason string, err error) error {
+		fail := func(reason, text string, err error) error {
 			a.metrics.renderFailures.WithLabelValues("salt", reason).Inc()
 			if fe := classify(err); fe.Kind == fault.KindInternal || fe.Kind == fault.KindUnavailable {
 				a.logger.ErrorContext(r.Context(), "salt pillar render failed", "minion", minion, "reason", reason, "err", err)
 			}
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.WriteHeader(http.StatusOK)
-			_, _ = fmt.Fprintf(w, "strata: the pillar of minion %q is not available (%s): %s\n", minion, reason, classify(err).Detail)
-			return nil
+			return writeJSON(w, http.StatusOK, map[string][]string{"_errors": {"strata: " + text}})
 		}
+		who := fmt.Sprintf("cannot render the pillar of minion %q", fault.Truncate(minion, 253))
 		p, err := a.saltPrincipal(r)
 		if err != nil {
-			return fail("authentication", err)
+			if bearerOrBasic(r) == "" {
+				return fail("authentication", who+": the request carries no token — put a token with the scope pillars:render:node/* in the ext_pillar's http_json password (see `strata salt config`)", err)
+			}
+			return fail("authentication", who+": the token is not valid (unknown, revoked or expired) — create one with `strata token create salt-master --scope 'pillars:render:node/*'` and put it in the ext_pillar's http_json password", err)
 		}
 		if err := p.Check(rt.family, rt.verb, rt.scopeName(minion)); err != nil {
-			return fail("authorization", err)
+			need := rt.family + ":" + rt.verb + ":" + rt.scopeName(minion)
+			return fail("authorization", fmt.Sprintf("%s: the token %q lacks the scope %s — use a token with pillars:render:node/* (or one covering this minion)", who, p.Name, need), err)
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), a.saltTimeout)
 		defer cancel()
@@ -54,20 +59,21 @@ func (a *API) serveSalt(rt route) http.Handler {
 		if fault.KindOf(err) == fault.KindNotFound {
 			unknown, serr := a.pillars.UnknownMinion(ctx)
 			if serr != nil {
-				return fail("database", serr)
+				return fail("database", who+": strata's database is not answering — states are refused until it is back; check strata's log and /readyz", serr)
 			}
 			if unknown == pillar.UnknownEmpty {
 				return writeJSON(w, http.StatusOK, map[string]any{})
 			}
-			return fail("unknown minion", err)
+			return fail("unknown minion", fmt.Sprintf("minion %q is not a node in strata, and the pillar setting unknownMinion is \"error\" — create the node (`strata node create %s --org ORG`), or set unknownMinion to \"empty\" (`strata pillar settings set --unknown-minion empty`)", fault.Truncate(minion, 253), fault.Truncate(minion, 253)), err)
 		}
 		if err != nil {
-			reason := "database"
 			if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
-				reason = "timeout"
-				err = fault.New(fault.KindUnavailable, "the render took longer than %s", a.saltTimeout)
+				return fail("timeout", fmt.Sprintf("%s: the render took longer than %s (--salt-render-timeout) — check strata's log and the database's load; raise --salt-render-timeout if such renders are expected", who, a.saltTimeout), err)
 			}
-			return fail(reason, err)
+			if classify(err).Kind != fault.KindUnavailable {
+				return fail("internal", who+": an internal error — strata's log has the details (look for this minion)", err)
+			}
+			return fail("database", who+": strata's database is not answering — states are refused until it is back; check strata's log and /readyz", err)
 		}
 		w.Header().Set("ETag", out.ETag)
 		return writeJSON(w, http.StatusOK, out.Pillar)
@@ -131,7 +137,7 @@ func ParseSaltLegacyClients(s string) ([]netip.Prefix, error) {
 func newRenderMetrics(reg prometheus.Registerer) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "strata_pillar_render_failures_total",
-		Help: "Pillar renders that failed, by path (api: a 5xx answer; salt: an error text Salt records in _errors) and reason.",
+		Help: "Pillar renders that failed, by path (api: a 5xx answer; salt: a 200 {\"_errors\": [text]} that Salt shows and refuses states over) and reason.",
 	}, []string{"path", "reason"})
 	reg.MustRegister(c)
 	return c

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -22,16 +23,23 @@ import (
 )
 
 // saltSees says what Salt 3006's http_json makes of an answer (research
-// salt-client-behaviour.md §1): a 200 JSON object is pillar data; a 200 body that is not JSON
-// is an entry in _errors (Salt refuses to apply states); anything else is a silently empty
-// pillar, which these tests must never see.
+// salt-client-behaviour.md §1 and §3a): a 200 JSON object is pillar data, and the texts of
+// its _errors are what Salt shows its user when it refuses to apply states; anything else is
+// a silently empty pillar, a bare JSON decode error or a crashed compile, which these tests
+// must never see.
 func saltSees(t *testing.T, r response) (data map[string]any, errText string) {
 	t.Helper()
 	require.Equal(t, 200, r.status, "a non-2xx answer is a silently empty pillar in Salt: %s", r.body)
-	if !json.Valid(r.body) {
-		return nil, string(r.body)
+	require.Equal(t, "application/json", r.header.Get("Content-Type"))
+	require.NoError(t, json.Unmarshal(r.body, &data), "the answer must be a JSON object (a string or an array crashes Salt's compile, other text shows only a decode error): %s", r.body)
+	if errs, ok := data["_errors"]; ok {
+		require.Len(t, data, 1, "a failure carries only _errors: %s", r.body)
+		list, ok := errs.([]any)
+		require.True(t, ok && len(list) == 1, "_errors is a list of one text: %s", r.body)
+		text, ok := list[0].(string)
+		require.True(t, ok, "_errors holds text: %s", r.body)
+		return nil, text
 	}
-	require.NoError(t, json.Unmarshal(r.body, &data), "a JSON answer must be an object (an array crashes Salt's compile): %s", r.body)
 	return data, ""
 }
 
@@ -58,16 +66,29 @@ func TestSaltRender(t *testing.T) {
 	require.Empty(t, data, "by default an unknown minion has an empty pillar")
 	require.Equal(t, 200, b.do(t, "PUT", "/v1/pillar-settings", b.admin, strings.NewReader(`{"unknownMinion":"error"}`)).status)
 	_, errText = saltSees(t, b.do(t, "GET", "/v1/salt/pillar/ghost", render, nil))
-	require.Contains(t, errText, "unknown minion")
+	require.Equal(t, `strata: minion "ghost" is not a node in strata, and the pillar setting unknownMinion is "error" — create the node (`+"`strata node create ghost --org ORG`"+`), or set unknownMinion to "empty" (`+"`strata pillar settings set --unknown-minion empty`"+`)`, errText)
 
 	_, errText = saltSees(t, b.do(t, "GET", "/v1/salt/pillar/web01", "", nil))
-	require.Contains(t, errText, "authentication")
-	_, errText = saltSees(t, b.do(t, "GET", "/v1/salt/pillar/web01", "strata_not-a-token-at-all-not-a-token-at-all1", nil))
-	require.Contains(t, errText, "authentication")
+	require.Equal(t, `strata: cannot render the pillar of minion "web01": the request carries no token — put a token with the scope pillars:render:node/* in the ext_pillar's http_json password (see `+"`strata salt config`"+`)`, errText)
+	const wrong = "strata_not-a-token-at-all-not-a-token-at-all1"
+	for _, hdr := range [][]string{{"Authorization", "Bearer " + wrong}, {"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("salt:"+wrong))}} {
+		r := b.do(t, "GET", "/v1/salt/pillar/web01", "", nil, hdr...)
+		_, errText = saltSees(t, r)
+		require.Equal(t, `strata: cannot render the pillar of minion "web01": the token is not valid (unknown, revoked or expired) — create one with `+"`strata token create salt-master --scope 'pillars:render:node/*'`"+` and put it in the ext_pillar's http_json password`, errText)
+		require.NotContains(t, string(r.body), "not-a-token", "the token is never echoed")
+	}
 	_, other, err := b.tokens.Create(ctx, auth.AuditActor{Actor: "test"}, auth.CreateParams{Name: "other", Scopes: []string{"pillars:render:node/db*"}})
 	require.NoError(t, err)
-	_, errText = saltSees(t, b.do(t, "GET", "/v1/salt/pillar/web01", other, nil))
-	require.Contains(t, errText, "authorization")
+	r := b.do(t, "GET", "/v1/salt/pillar/web01", other, nil)
+	_, errText = saltSees(t, r)
+	require.Equal(t, `strata: cannot render the pillar of minion "web01": the token "other" lacks the scope pillars:render:node/web01 — use a token with pillars:render:node/* (or one covering this minion)`, errText)
+	require.NotContains(t, string(r.body), other[len("strata_"):], "the token is never echoed")
+
+	// The failures are counted, by reason.
+	metrics := string(b.do(t, "GET", "/metrics", "", nil).body)
+	for reason, n := range map[string]int{"authentication": 3, "authorization": 1, "unknown minion": 1} {
+		require.Contains(t, metrics, fmt.Sprintf(`strata_pillar_render_failures_total{path="salt",reason=%q} %d`, reason, n))
+	}
 }
 
 func mustJSON(t *testing.T, v any) []byte {
@@ -94,8 +115,10 @@ func TestSaltRenderFailures(t *testing.T) {
 	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resource.NewService(dead), Pillars: pillar.NewService(dead), Logger: quiet, MaxBodyBytes: 1 << 16}))
 	t.Cleanup(srv.Close)
 	b := &testBundle{srv: srv, admin: secret, tokens: tokens}
-	_, errText := saltSees(t, b.do(t, "GET", "/v1/salt/pillar/web01", secret, nil))
-	require.Contains(t, errText, "database")
+	r0 := b.do(t, "GET", "/v1/salt/pillar/web01", secret, nil)
+	_, errText := saltSees(t, r0)
+	require.Equal(t, `strata: cannot render the pillar of minion "web01": strata's database is not answering — states are refused until it is back; check strata's log and /readyz`, errText)
+	require.NotContains(t, string(r0.body), "postgres", "no database error's own words (a URL, a password) reach Salt")
 	r := b.do(t, "GET", "/v1/nodes/web01/pillar", secret, nil)
 	require.GreaterOrEqual(t, r.status, 500, "the API render answers a failure with a 5xx: %s", r.body)
 
@@ -105,7 +128,7 @@ func TestSaltRenderFailures(t *testing.T) {
 	t.Cleanup(slow.Close)
 	b = &testBundle{srv: slow, admin: secret, tokens: tokens}
 	_, errText = saltSees(t, b.do(t, "GET", "/v1/salt/pillar/web01", secret, nil))
-	require.Contains(t, errText, "timeout")
+	require.Equal(t, `strata: cannot render the pillar of minion "web01": the render took longer than 1ns (--salt-render-timeout) — check strata's log and the database's load; raise --salt-render-timeout if such renders are expected`, errText)
 
 	// Salt 3005 and older send no credentials: only addresses listed in SaltLegacyClients
 	// may render, and only render.
