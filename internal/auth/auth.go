@@ -427,6 +427,21 @@ func createTx(ctx context.Context, tx *db.Tx, actor AuditActor, p CreateParams, 
 	if secret == "" {
 		secret = NewSecret()
 	}
+	// Names are unique among live tokens (neither revoked nor expired): a name is how people
+	// and tokens:<verb>:<name> scopes tell tokens apart. Tokens an older release let share a
+	// name keep it until they are revoked.
+	if _, err := tx.Exec(ctx, q.Get("TokenNameLock"), p.Name); err != nil {
+		return Token{}, "", err
+	}
+	var existing string
+	switch err := tx.QueryRow(ctx, q.Get("TokenLiveByName"), p.Name).Scan(&existing); {
+	case err == nil:
+		return Token{}, "", &fault.Error{Kind: fault.KindConflict,
+			Detail: fmt.Sprintf("a live token named %q exists already (%s): choose another name, or revoke that one first", p.Name, existing),
+			Fields: []fault.FieldError{{Field: "/name", Message: "taken by " + existing}}}
+	case !errors.Is(err, db.ErrNotFound):
+		return Token{}, "", err
+	}
 	h := sha256.Sum256([]byte(secret))
 	tok := Token{ID: newTokenID(), Name: p.Name, Scopes: p.Scopes, CreatedBy: actor.Actor, ExpiresAt: p.ExpiresAt}
 	if err := tx.QueryRow(ctx, q.Get("TokenInsert"), tok.ID, tok.Name, h[:], tok.Scopes, tok.CreatedBy, tok.ExpiresAt).Scan(&tok.CreatedAt); err != nil {

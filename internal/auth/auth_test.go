@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stratahq/strata/internal/auth"
+	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/pgtest"
 )
@@ -163,4 +165,78 @@ func TestBootstrapWithGivenToken(t *testing.T) {
 	require.Empty(t, again)
 	_, err = svc.Verify(ctx, given)
 	require.NoError(t, err)
+}
+
+// TestTokenNamesUniqueAmongLive (issue 16): `token create ci` twice gave two tokens named ci.
+// A name is unique among live tokens: a second is a 409 naming the first; a revoked or an
+// expired token frees its name. Twenty concurrent creations of one name end with exactly one
+// token; the control runs the same creations under twenty names and gets twenty, so the
+// refusals come from the rule, not from the race.
+func TestTokenNamesUniqueAmongLive(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := pgtest.NewDB(t)
+	svc := auth.NewService(d)
+	actor := auth.AuditActor{Actor: "test"}
+	first, _, err := svc.Create(ctx, actor, auth.CreateParams{Name: "ci", Scopes: []string{"orgs:read:*"}})
+	require.NoError(t, err)
+	_, _, err = svc.Create(ctx, actor, auth.CreateParams{Name: "ci", Scopes: []string{"orgs:read:*"}})
+	var fe *fault.Error
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, fault.KindConflict, fe.Kind)
+	require.Contains(t, fe.Detail, `a live token named "ci" exists already (`+first.ID+`)`)
+	require.Equal(t, "/name", fe.Fields[0].Field)
+
+	require.NoError(t, svc.Revoke(ctx, actor, first.ID))
+	_, _, err = svc.Create(ctx, actor, auth.CreateParams{Name: "ci", Scopes: []string{"orgs:read:*"}})
+	require.NoError(t, err, "a revoked token frees its name")
+
+	soon := time.Now().Add(300 * time.Millisecond)
+	_, _, err = svc.Create(ctx, actor, auth.CreateParams{Name: "short", Scopes: []string{"orgs:read:*"}, ExpiresAt: &soon})
+	require.NoError(t, err)
+	time.Sleep(400 * time.Millisecond)
+	_, _, err = svc.Create(ctx, actor, auth.CreateParams{Name: "short", Scopes: []string{"orgs:read:*"}})
+	require.NoError(t, err, "an expired token frees its name")
+
+	race := func(name func(i int) string) (ok, conflicts int) {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		start := make(chan struct{})
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, _, err := svc.Create(ctx, actor, auth.CreateParams{Name: name(i), Scopes: []string{"orgs:read:*"}})
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					ok++
+				case fault.KindOf(err) == fault.KindConflict:
+					conflicts++
+				default:
+					t.Errorf("create: %v", err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		return ok, conflicts
+	}
+	// Widen the window between the name check and the commit, as a slow disk would: each
+	// insert of a token waits 50 ms in a trigger.
+	for _, stmt := range []string{
+		`CREATE FUNCTION strata.slow_token() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.05); RETURN NEW; END $$`,
+		`CREATE TRIGGER slow_token BEFORE INSERT ON strata.tokens FOR EACH ROW EXECUTE FUNCTION strata.slow_token()`,
+	} {
+		_, err = d.Exec(ctx, &db.Query{Name: "test", Text: stmt})
+		require.NoError(t, err)
+	}
+	ok, conflicts := race(func(int) string { return "raced" })
+	require.Equal(t, 1, ok)
+	require.Equal(t, 19, conflicts)
+	ok, conflicts = race(func(i int) string { return fmt.Sprintf("control-%d", i) })
+	require.Equal(t, 20, ok)
+	require.Zero(t, conflicts)
 }

@@ -80,3 +80,14 @@ UPDATE {{schema}}.tokens SET scopes = $2 WHERE id = $1 AND scopes = $3;
 -- database's clock.
 SELECT EXISTS (SELECT 1 FROM {{schema}}.tokens
                WHERE id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()));
+
+-- name: TokenNameLock
+-- Serializes creations of one token name (transaction-scoped), so the check below and the
+-- insert that follows it are one decision under any concurrency.
+SELECT pg_advisory_xact_lock(hashtextextended('{{schema}}.tokens.name:' || $1, 0));
+
+-- name: TokenLiveByName
+SELECT id FROM {{schema}}.tokens
+WHERE name = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+ORDER BY created_at
+LIMIT 1;

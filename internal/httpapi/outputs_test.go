@@ -78,7 +78,8 @@ func TestReadOutputsScope(t *testing.T) {
 		r := b.do(t, method, c.path, outputs, strings.NewReader(c.body))
 		if c.salt {
 			require.Equal(t, 200, r.status, c.pattern)
-			require.Contains(t, string(r.body), "authorization", "Salt sees the refusal as an error text")
+			require.Contains(t, string(r.body), `{"_errors":["strata: cannot render the pillar of minion`, "Salt sees the refusal as an _errors text")
+			require.Contains(t, string(r.body), "lacks the scope", "Salt sees the refusal as an _errors text")
 			continue
 		}
 		if c.list {
