@@ -38,6 +38,8 @@ func TestStateCLI(t *testing.T) {
 	// backend-config prints a block terraform accepts as is.
 	block, err := cli(t, env, "project", "backend-config", proj, "default")
 	require.NoError(t, err)
+	require.Contains(t, block, "strata token create "+proj+"-team --scope state:write:"+proj+" --scope state:force-unlock:"+proj,
+		"the block says which scope terraform force-unlock needs")
 	tf := newTF(t, block+`
 resource "terraform_data" "x" {
   input = "cli"

@@ -123,6 +123,9 @@ func backendBlock(server, project, workspace string) string {
     # lock_method = "LOCK" and unlock_method = "UNLOCK" are the defaults.
     username = "strata"
     # password: export TF_HTTP_PASSWORD=<a strata token with state:write:%[2]s>
+    # 'terraform force-unlock' needs state:force-unlock:%[2]s as well (state:write does not
+    # grant it; Terraform shows a bare 403 otherwise):
+    #   strata token create %[2]s-team --scope state:write:%[2]s --scope state:force-unlock:%[2]s
   }
 }
 
