@@ -30,7 +30,7 @@ func TestStateCLI(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, proj)
 	_, err = cli(t, env, "project", "create", "Bad-Name")
-	require.ErrorContains(t, err, "HTTP 400")
+	requireFailsWith(t, err, "project name \"Bad-Name\" must match")
 	out, err = cli(t, env, "project", "list", "-o", "json")
 	require.NoError(t, err)
 	require.Contains(t, out, `"name": "`+proj+`"`)
@@ -67,7 +67,7 @@ resource "terraform_data" "x" {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(file, []byte(pulled), 0o600))
 	_, err = cli(t, env, "state", "push", proj, "default", file)
-	require.ErrorContains(t, err, "HTTP 409")
+	requireFailsWith(t, err, "stale state for")
 
 	// lock / unlock.
 	lockID, err := cli(t, env, "state", "lock", proj, "default", "--info", "maintenance")
@@ -112,7 +112,7 @@ resource "terraform_data" "x" {
 	require.Contains(t, out, "terraform_data.x")
 
 	_, err = cli(t, env, "project", "delete", proj)
-	require.ErrorContains(t, err, "HTTP 409")
+	requireFailsWith(t, err, "still holds 1 state(s); delete with --force")
 	_, err = cli(t, env, "project", "delete", proj, "--force")
 	require.NoError(t, err)
 }

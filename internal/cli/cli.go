@@ -14,10 +14,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -47,10 +51,74 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "error:", err)
+		fmt.Fprintln(stderr, "error:", explain(err, root))
 		return 1
 	}
 	return 0
+}
+
+// explain adds what to do to errors whose own words do not say it: a server that cannot
+// be reached is the first thing a new user meets.
+func explain(err error, root *cobra.Command) string {
+	var ue *url.Error
+	var oe *net.OpError
+	if errors.As(err, &ue) && errors.As(err, &oe) && (oe.Op == "dial" || errors.Is(err, syscall.ECONNREFUSED)) {
+		server, _ := root.PersistentFlags().GetString("server")
+		return fmt.Sprintf("cannot reach a strata server at %s (%v).\n"+
+			"Start one with `strata serve`, or point at yours with --server URL or STRATA_SERVER.", db.Redact(server), oe.Err)
+	}
+	msg := err.Error()
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		// The server speaks HTTP; a CLI user typed flags. The status adds nothing the
+		// detail does not say (the exit code is 1 either way).
+		if ce.Problem.Detail != "" {
+			msg = strings.Replace(msg, fmt.Sprintf(" (HTTP %d)", ce.Status), "", 1)
+		}
+		for _, r := range apiTerms {
+			msg = r.re.ReplaceAllString(msg, r.repl)
+		}
+	}
+	return msg
+}
+
+// apiTerms are the server's ways of naming request parts that the CLI spells as flags.
+var apiTerms = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	{regexp.MustCompile(`with \?cascade=true`), "with --cascade"},
+	{regexp.MustCompile(`\?cascade=true`), "--cascade"},
+	{regexp.MustCompile(`its objects are under /v1/orgs/\{org\}/resources/\S+`), "give --org ORG"},
+	{regexp.MustCompile(`its objects are under /v1/resources/\S+`), "drop --org"},
+	{regexp.MustCompile(`\?force=true`), "--force"},
+	{regexp.MustCompile(`\(Authorization: Bearer <token>, or HTTP Basic auth with the token as password\)`),
+		"(--token or STRATA_TOKEN; an unknown, revoked or expired token is refused)"},
+	{regexp.MustCompile(`(?m)^  labelSelector: `), "  -l/--selector: "},
+}
+
+// requireSubcommand makes a command that only groups others refuse what is not one of them
+// (exit 1, with suggestions) instead of printing its help and exiting 0, which let a script
+// carry on after `strata node lsit`. Without arguments it prints its help.
+func requireSubcommand(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		requireSubcommand(c)
+	}
+	if !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.SuggestionsMinimumDistance = 2
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+		}
+		return fmt.Errorf("%s\n\nRun '%s --help' for its commands", msg, cmd.CommandPath())
+	}
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -84,6 +152,25 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	)
 	for _, add := range extraCommands {
 		root.AddCommand(add(g))
+	}
+	for _, c := range root.Commands() {
+		requireSubcommand(c)
+	}
+	// One flag name per meaning, as kubectl: files are -f/--filename everywhere; --file,
+	// which earlier releases took in some commands, still works.
+	root.SetGlobalNormalizationFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "file" {
+			name = "filename"
+		}
+		return pflag.NormalizedName(name)
+	})
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		g.output = strings.ToLower(g.output)
+		switch g.output {
+		case "table", "json", "yaml":
+			return nil
+		}
+		return fmt.Errorf("-o %q: use table, json or yaml", g.output)
 	}
 	return root
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -179,19 +180,19 @@ func newKindRegistryCmd(g *globals) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return register(cmd, dryRun) },
 	}
-	apply.Flags().StringVarP(&file, "file", "f", "", "the kind file (required)")
+	apply.Flags().StringVarP(&file, "filename", "f", "", "the kind file (required)")
 	apply.Flags().BoolVar(&dryRun, "dry-run", false, "report only; register nothing")
 	apply.Flags().StringArrayVar(&acks, "ack", nil, "acknowledge a change: PATH=RULE (repeatable)")
-	_ = apply.MarkFlagRequired("file")
+	_ = apply.MarkFlagRequired("filename")
 	diff := &cobra.Command{
 		Use:   "diff -f FILE",
 		Short: "Show what registering FILE would change and whether it is compatible (exit 1 when not)",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return register(cmd, true) },
 	}
-	diff.Flags().StringVarP(&file, "file", "f", "", "the kind file (required)")
+	diff.Flags().StringVarP(&file, "filename", "f", "", "the kind file (required)")
 	diff.Flags().StringArrayVar(&acks, "ack", nil, "acknowledge a change: PATH=RULE (repeatable)")
-	_ = diff.MarkFlagRequired("file")
+	_ = diff.MarkFlagRequired("filename")
 	list := &cobra.Command{
 		Use: "list", Short: "List kinds", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -259,14 +260,16 @@ func newKindRegistryCmd(g *globals) *cobra.Command {
 }
 
 // objectsFor returns the client of kind's objects: the built-in kinds by their nouns (org,
-// node, group, singular or plural, any case), every other name as a user kind — inside org
-// when one is given, global otherwise. It does not ask the registry for the kind's scope (that
-// would need kinds:read on top of the objects' own scope); a kind used at the wrong scope is a
-// 404 from the server that names the right path.
+// node, group, singular or plural, any case), every other name as a user kind, resolved in
+// the registry case-insensitively (`get database` finds Database; the registry refuses names
+// that differ only in case), inside org when one is given. A kind that is not registered is
+// an error with the nearest names; one of the other scope names the flag to give or drop. A
+// token that may not read the registry (kinds:read) skips the resolution and the server
+// judges the name as given.
 //
 // The built-in nouns are matched case-insensitively; the registry refuses user kinds whose
 // names fold to them (kind.ValidateKindName), so no user kind is shadowed.
-func objectsFor(_ context.Context, c *client.Client, kind, org string) (*client.Resources, string, error) {
+func objectsFor(ctx context.Context, c *client.Client, kind, org string) (*client.Resources, string, error) {
 	switch strings.ToLower(kind) {
 	case "org", "orgs":
 		return c.Orgs(), "Org", nil
@@ -274,11 +277,83 @@ func objectsFor(_ context.Context, c *client.Client, kind, org string) (*client.
 		return c.Nodes(), "Node", nil
 	case "group", "groups":
 		if org == "" {
-			return nil, "", errors.New("groups live in an org: give --org")
+			return nil, "", errors.New("groups live in an org: give --org ORG")
 		}
 		return c.Groups(org), "Group", nil
 	}
-	return c.Objects(kind, org), kind, nil
+	kinds, err := c.Kinds(ctx)
+	if err != nil {
+		return c.Objects(kind, org), kind, nil
+	}
+	var found *client.KindInfo
+	for i, k := range kinds {
+		if k.Name == kind || (found == nil && strings.EqualFold(k.Name, kind)) {
+			found = &kinds[i]
+		}
+	}
+	if found == nil {
+		var names []string
+		for _, k := range kinds {
+			if !k.Builtin {
+				names = append(names, k.Name)
+			}
+		}
+		msg := fmt.Sprintf("kind %q is not registered", kind)
+		if near := nearest(kind, names); len(near) > 0 {
+			msg += "; did you mean " + strings.Join(near, " or ") + "?"
+		} else {
+			msg += " (`strata kind list` shows the kinds)"
+		}
+		return nil, "", errors.New(msg)
+	}
+	switch {
+	case found.Scope == "org" && org == "":
+		return nil, "", fmt.Errorf("kind %s lives in orgs: give --org ORG", found.Name)
+	case found.Scope == "global" && org != "":
+		return nil, "", fmt.Errorf("kind %s is global: its objects belong to no org, drop --org", found.Name)
+	}
+	return c.Objects(found.Name, org), found.Name, nil
+}
+
+// nearest returns the names within two edits of s (case aside), nearest first.
+func nearest(s string, names []string) []string {
+	type cand struct {
+		name string
+		d    int
+	}
+	var cs []cand
+	for _, n := range names {
+		if d := editDistance(strings.ToLower(s), strings.ToLower(n)); d <= 2 {
+			cs = append(cs, cand{n, d})
+		}
+	}
+	slices.SortStableFunc(cs, func(a, b cand) int { return a.d - b.d })
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.name
+	}
+	return out
+}
+
+// editDistance is the Levenshtein distance of a and b, by bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 func newGetCmd(g *globals) *cobra.Command {
@@ -364,9 +439,9 @@ func newApplyCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "the objects (required; - for stdin)")
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "the objects (required; - for stdin)")
 	cmd.Flags().StringVar(&org, "org", "", "the org, for objects that do not name one")
-	_ = cmd.MarkFlagRequired("file")
+	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
 

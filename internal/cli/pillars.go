@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -28,6 +29,21 @@ func newPillarCmd(g *globals) *cobra.Command {
 		c.Flags().StringVar(&t.Org, "org", "", "an org (with --group: a group of it)")
 		c.Flags().StringVar(&t.Group, "group", "", "a group of --org")
 		c.Flags().StringVar(&t.Node, "node", "", "a node")
+		c.PreRunE = func(*cobra.Command, []string) error {
+			n := 0
+			for _, set := range []bool{t.Global, t.Org != "", t.Node != ""} {
+				if set {
+					n++
+				}
+			}
+			switch {
+			case t.Group != "" && t.Org == "":
+				return errors.New("--group names a group of an org: give --org ORG too")
+			case n != 1:
+				return errors.New("give exactly one pillar target: --global, --org ORG, --org ORG --group GROUP, or --node NODE")
+			}
+			return nil
+		}
 	}
 	printJSON := func(v any) error {
 		return g.print(v, func(w io.Writer) error {

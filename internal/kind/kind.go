@@ -532,6 +532,18 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 			if req.Scope == "" {
 				return fault.UnprocessableFields("invalid kind", []fault.FieldError{{Field: "/scope", Message: "required on a kind's first registration: \"org\" or \"global\""}})
 			}
+			// Kind names resolve case-insensitively in the CLI (`strata get database`), so two
+			// that differ only in case would be ambiguous.
+			if _, err := tx.Exec(ctx, q.Get("KindLockFolded"), s.db.Schema(), name); err != nil {
+				return err
+			}
+			var other string
+			switch err := tx.QueryRow(ctx, q.Get("KindFoldedName"), name).Scan(&other); {
+			case err == nil:
+				return fault.Conflict("kind %s exists; names of kinds must differ by more than case (register %s, or choose another name)", other, other)
+			case !errors.Is(err, db.ErrNotFound):
+				return err
+			}
 			res.Scope, res.Revision = req.Scope, 1
 			if dryRun {
 				return nil

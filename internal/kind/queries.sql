@@ -64,3 +64,12 @@ WHERE kind = $1;
 -- jsonb equality ignores key order and formatting, so a schema equal to any revision is
 -- found whatever its spelling.
 SELECT EXISTS (SELECT 1 FROM {{schema}}.kind_revisions WHERE kind = $1 AND schema = $2::jsonb);
+
+-- name: KindLockFolded
+-- Taken by a kind's first registration after its own key: first registrations of names that
+-- differ only in case (Database, DATABASE) meet here, so the check below holds under any
+-- concurrency.
+SELECT pg_advisory_xact_lock(hashtextextended($1 || '/kind-folded/' || lower($2), 0));
+
+-- name: KindFoldedName
+SELECT name FROM {{schema}}.kinds WHERE lower(name) = lower($1) AND name <> $1 LIMIT 1;

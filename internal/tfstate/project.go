@@ -241,7 +241,7 @@ func (s *Service) ProjectDelete(ctx context.Context, actor Actor, name string, f
 			return err
 		}
 		if states > 0 && !force {
-			return fault.Conflict("project %q still holds %d state(s); delete with ?force=true (strata project delete --force) to drop them", name, states)
+			return fault.Conflict("project %q still holds %d state(s); delete with ?force=true to drop them", name, states)
 		}
 		rows, err := tx.Query(ctx, q.Get("ProjectLockKeys"), name)
 		if err != nil {
