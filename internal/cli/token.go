@@ -17,6 +17,7 @@ func newTokenCmd(g *globals) *cobra.Command {
 
 	var scopes []string
 	var expiresIn time.Duration
+	var quiet bool
 	create := &cobra.Command{
 		Use:   "create NAME --scope SCOPE...",
 		Short: "Create a token; its secret is printed once",
@@ -47,6 +48,10 @@ resources, and can do nothing else (docs/terraform.md).`,
 			if err != nil {
 				return err
 			}
+			if quiet {
+				_, err := fmt.Fprintln(g.stdout, tok.Secret)
+				return err
+			}
 			return g.print(tok, func(w io.Writer) error {
 				fmt.Fprintf(w, "id:     %s\nscopes: %s\nsecret: %s\n(the secret is shown only now)\n", tok.ID, strings.Join(tok.Scopes, " "), tok.Secret)
 				return nil
@@ -55,6 +60,7 @@ resources, and can do nothing else (docs/terraform.md).`,
 	}
 	create.Flags().StringArrayVar(&scopes, "scope", nil, "scope to grant (repeatable), e.g. state:write:net, or state:read-outputs:net for terraform_remote_state")
 	create.Flags().DurationVar(&expiresIn, "expires-in", 0, "expire the token after this long (e.g. 720h); default never")
+	create.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the secret, for scripts: export TF_HTTP_PASSWORD=$(strata token create … -q)")
 
 	list := &cobra.Command{
 		Use:   "list",

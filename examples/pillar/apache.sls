@@ -1,0 +1,3 @@
+apache:
+  port: 80
+  modules: [ssl, rewrite]
