@@ -317,11 +317,14 @@ func TestTwoServersOneDatabase(t *testing.T) {
 
 	out, err := cli(t, nil, "migrate", "status", "--database-url", url, "-o", "json")
 	require.NoError(t, err)
-	var rows []struct {
-		Version int64  `json:"version"`
-		Status  string `json:"status"`
+	var list struct {
+		Items []struct {
+			Version int64  `json:"version"`
+			Status  string `json:"status"`
+		} `json:"items"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	require.NoError(t, json.Unmarshal([]byte(out), &list))
+	rows := list.Items
 	require.Len(t, rows, int(migrations.Latest()))
 	for _, r := range rows {
 		require.Equal(t, "applied", r.Status)

@@ -131,15 +131,17 @@ func TestNodeGroupCLI(t *testing.T) {
 	_, err = cli(t, env, "group", "--org", "acme", "create", "bad", "--node-selector", "env>prod")
 	require.ErrorContains(t, err, "/spec/selector")
 	run("group", "--org", "acme", "add-member", "web", "db01")
-	var members []client.Member
+	var members struct {
+		Items []client.Member `json:"items"`
+	}
 	require.NoError(t, json.Unmarshal([]byte(run("group", "--org", "acme", "members", "web", "-o", "json")), &members))
-	require.Equal(t, []client.Member{{Node: "db01", Static: true}, {Node: "web01", Selected: true}}, members)
+	require.Equal(t, []client.Member{{Node: "db01", Static: true}, {Node: "web01", Selected: true}}, members.Items)
 	out = run("group", "--org", "acme", "members", "web")
 	require.Regexp(t, `db01\s+true\s+false`, out)
 	require.Regexp(t, `web01\s+false\s+true`, out)
 	run("group", "--org", "acme", "remove-member", "web", "db01")
 	require.NoError(t, json.Unmarshal([]byte(run("group", "--org", "acme", "members", "web", "-o", "json")), &members))
-	require.Equal(t, []client.Member{{Node: "web01", Selected: true}}, members)
+	require.Equal(t, []client.Member{{Node: "web01", Selected: true}}, members.Items)
 	_, err = cli(t, env, "group", "--org", "acme", "add-member", "web", "ghost01")
 	requireFailsWith(t, err, "Node \"ghost01\" not found")
 
@@ -164,9 +166,9 @@ func TestNodeGroupCLI(t *testing.T) {
 	o = getNode("node-00042")
 	require.Equal(t, map[string]string{"env": "prod", "rack": "r02", "role": "web", "dc": "dc2", "example.com/id": "42"}, o.Metadata.Labels)
 	require.NoError(t, json.Unmarshal([]byte(run("group", "--org", "acme", "members", "db", "-o", "json")), &members))
-	require.Len(t, members, n/2, "the odd nodes are static members of db")
+	require.Len(t, members.Items, n/2, "the odd nodes are static members of db")
 	require.NoError(t, json.Unmarshal([]byte(run("group", "--org", "acme", "members", "web", "-o", "json")), &members))
-	require.Len(t, members, n+1, "every applied node statically, web01 by the selector")
+	require.Len(t, members.Items, n+1, "every applied node statically, web01 by the selector")
 
 	// The same file again: nothing changes.
 	start = time.Now()

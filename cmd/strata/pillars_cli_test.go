@@ -64,7 +64,7 @@ func TestPillarCLI(t *testing.T) {
 	}
 	require.Regexp(t, `(?m)^strata_pillar_cache_hits_total [1-9]`, string(metrics))
 	explain := run("pillar", "explain", "web01")
-	require.Contains(t, explain, `"group/acme/web"`)
+	require.Regexp(t, `port\s+8080\s+group/acme/web app`, explain, "explain says which row set each leaf")
 	require.Contains(t, run("pillar", "history", "app", "--global"), "created")
 	require.Contains(t, run("pillar", "list", "--node", "web01"), "app")
 

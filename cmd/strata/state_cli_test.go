@@ -86,8 +86,11 @@ resource "terraform_data" "x" {
 	// versions and restore.
 	out, err = cli(t, env, "state", "versions", proj, "default", "-o", "json")
 	require.NoError(t, err)
-	var vs []client.StateVersion
-	require.NoError(t, json.Unmarshal([]byte(out), &vs))
+	var versions struct {
+		Items []client.StateVersion `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &versions))
+	vs := versions.Items
 	require.GreaterOrEqual(t, len(vs), 2)
 	v1, err := cli(t, env, "state", "versions", proj, "default", "1")
 	require.NoError(t, err)

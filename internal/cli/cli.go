@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"syscall"
@@ -249,6 +250,18 @@ func (g *globals) httpClient() (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	return &http.Client{Transport: tr, Timeout: 5 * time.Minute}, nil
+}
+
+// printList writes a list: with -o json or yaml as the API's list object, {"items": […]}
+// (never a bare array, never null), so every list of every command has one shape; in table
+// mode, the table.
+func (g *globals) printList(items any, table func(w io.Writer) error) error {
+	if v := reflect.ValueOf(items); v.Kind() == reflect.Slice && v.IsNil() {
+		items = reflect.MakeSlice(v.Type(), 0, 0).Interface()
+	}
+	return g.print(struct {
+		Items any `json:"items"`
+	}{items}, table)
 }
 
 // print writes v as JSON or YAML, or calls table for the table format.

@@ -204,7 +204,7 @@ func newKindRegistryCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.print(ks, func(w io.Writer) error {
+			return g.printList(ks, func(w io.Writer) error {
 				t := newTable(w, "NAME", "SCOPE", "REVISION", "BUILT-IN")
 				for _, k := range ks {
 					t.row(k.Name, k.Scope, strconv.Itoa(k.Revision), strconv.FormatBool(k.Builtin))
@@ -246,7 +246,7 @@ func newKindRegistryCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.print(revs, func(w io.Writer) error {
+			return g.printList(revs, func(w io.Writer) error {
 				t := newTable(w, "REVISION", "CREATED", "BY", "CHANGES")
 				for _, r := range revs {
 					t.row(strconv.Itoa(r.Revision), r.CreatedAt.Format("2006-01-02 15:04:05"), r.CreatedBy, strconv.Itoa(len(r.Report.Changes)))

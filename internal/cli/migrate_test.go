@@ -44,12 +44,15 @@ func TestMigrateCommands(t *testing.T) {
 
 	code, out, stderr := runCLI(t, "migrate", "status", "--database-url", url, "-o", "json")
 	require.Zero(t, code, stderr)
-	var rows []struct {
-		Version         int64  `json:"version"`
-		CompatibleSince int64  `json:"compatibleSince"`
-		Status          string `json:"status"`
+	var list struct {
+		Items []struct {
+			Version         int64  `json:"version"`
+			CompatibleSince int64  `json:"compatibleSince"`
+			Status          string `json:"status"`
+		} `json:"items"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	require.NoError(t, json.Unmarshal([]byte(out), &list))
+	rows := list.Items
 	require.Len(t, rows, int(latest)+1)
 	require.Equal(t, int64(1), rows[0].CompatibleSince)
 	require.Equal(t, latest, rows[latest].CompatibleSince)

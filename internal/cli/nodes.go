@@ -185,7 +185,7 @@ func newGroupCmd(g *globals) *cobra.Command {
 					if err != nil {
 						return err
 					}
-					return g.print(ms, func(w io.Writer) error {
+					return g.printList(ms, func(w io.Writer) error {
 						t := newTable(w, "NODE", "STATIC", "SELECTED")
 						for _, m := range ms {
 							t.row(m.Node, fmt.Sprint(m.Static), fmt.Sprint(m.Selected))

@@ -1,13 +1,16 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -45,17 +48,6 @@ func newPillarCmd(g *globals) *cobra.Command {
 			return nil
 		}
 	}
-	printJSON := func(v any) error {
-		return g.print(v, func(w io.Writer) error {
-			b, err := json.MarshalIndent(v, "", "  ")
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintln(w, string(b))
-			return err
-		})
-	}
-
 	var file, ifMatch string
 	set := &cobra.Command{
 		Use:   "set CATEGORY -f FILE",
@@ -104,7 +96,15 @@ func newPillarCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printJSON(p)
+			return g.print(p, func(w io.Writer) error {
+				tb := newTable(w, "TARGET", "CATEGORY", "REVISION", "UPDATED BY", "UPDATED AT")
+				tb.row(p.Target, p.Category, fmt.Sprint(p.Revision), p.UpdatedBy, p.UpdatedAt.Format("2006-01-02T15:04:05Z"))
+				if err := tb.flush(); err != nil {
+					return err
+				}
+				fmt.Fprintln(w)
+				return leafTable(w, p.Data, nil)
+			})
 		},
 	}
 	target(get)
@@ -137,7 +137,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.print(ps, func(w io.Writer) error {
+			return g.printList(ps, func(w io.Writer) error {
 				tb := newTable(w, "CATEGORY", "REVISION", "UPDATED BY", "UPDATED AT")
 				for _, p := range ps {
 					tb.row(p.Category, fmt.Sprint(p.Revision), p.UpdatedBy, p.UpdatedAt.Format("2006-01-02T15:04:05Z"))
@@ -166,7 +166,31 @@ func newPillarCmd(g *globals) *cobra.Command {
 				if err := json.Unmarshal(body, &v); err != nil {
 					return err
 				}
-				return printJSON(v)
+				return g.print(v, func(w io.Writer) error {
+					if !explain {
+						return leafTable(w, body, nil)
+					}
+					var ex struct {
+						Pillar  json.RawMessage `json:"pillar"`
+						Explain []struct {
+							Path       string                              `json:"path"`
+							SetBy      struct{ Target, Category string }   `json:"setBy"`
+							Overridden []struct{ Target, Category string } `json:"overridden"`
+						} `json:"explain"`
+					}
+					if err := json.Unmarshal(body, &ex); err != nil {
+						return err
+					}
+					from := map[string][2]string{}
+					for _, e := range ex.Explain {
+						var over []string
+						for _, o := range e.Overridden {
+							over = append(over, o.Target+" "+o.Category)
+						}
+						from[e.Path] = [2]string{e.SetBy.Target + " " + e.SetBy.Category, strings.Join(over, ", ")}
+					}
+					return leafTable(w, ex.Pillar, from)
+				})
 			},
 		}
 	}
@@ -185,7 +209,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.print(hs, func(w io.Writer) error {
+			return g.printList(hs, func(w io.Writer) error {
 				tb := newTable(w, "ID", "REVISION", "ACTOR", "AT", "CHANGE")
 				for _, h := range hs {
 					what := "updated"
@@ -373,4 +397,45 @@ func newPillarSettingsCmd(g *globals) *cobra.Command {
 	set.Flags().StringVar(&unknownMinion, "unknown-minion", "", "what a minion strata does not know gets: empty or error")
 	cmd.AddCommand(get, set)
 	return cmd
+}
+
+// leafTable prints a pillar (a JSON object) as a table of its leaves: PATH in Salt's
+// colon form (apache:port, what pillar.get takes) and the VALUE as JSON; with from (JSON
+// pointer → set by, overrode) also where each leaf came from.
+func leafTable(w io.Writer, data json.RawMessage, from map[string][2]string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if len(data) > 0 {
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+	}
+	headers := []string{"PATH", "VALUE"}
+	if from != nil {
+		headers = append(headers, "SET BY", "OVERRODE")
+	}
+	tb := newTable(w, headers...)
+	var walk func(v any, colon, pointer string)
+	walk = func(v any, colon, pointer string) {
+		if m, ok := v.(map[string]any); ok && (len(m) > 0 || colon == "") {
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				c := k
+				if colon != "" {
+					c = colon + ":" + k
+				}
+				walk(m[k], c, pointer+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"))
+			}
+			return
+		}
+		b, _ := json.Marshal(v)
+		row := []string{colon, string(b)}
+		if from != nil {
+			f := from[pointer]
+			row = append(row, f[0], f[1])
+		}
+		tb.row(row...)
+	}
+	walk(v, "", "")
+	return tb.flush()
 }

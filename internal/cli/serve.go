@@ -253,7 +253,7 @@ release compatible and fails otherwise.`,
 					rows = append(rows, row{m.Version, m.Name, m.CompatibleSince, nil, "pending"})
 				}
 			}
-			return g.print(rows, func(w io.Writer) error {
+			return g.printList(rows, func(w io.Writer) error {
 				tw := newTable(w, "VERSION", "NAME", "COMPATIBLE SINCE", "STATUS", "APPLIED AT")
 				for _, r := range rows {
 					at := ""
@@ -275,8 +275,14 @@ func newVersionCmd(g *globals) *cobra.Command {
 		Short: "Print strata's version and the schema version it knows (migrates to)",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			fmt.Fprintf(g.stdout, "strata %s (schema version %d)\n", Version, migrations.Latest())
-			return nil
+			v := struct {
+				Version       string `json:"version"`
+				SchemaVersion int64  `json:"schemaVersion"`
+			}{Version, migrations.Latest()}
+			return g.print(v, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "strata %s (schema version %d)\n", v.Version, v.SchemaVersion)
+				return err
+			})
 		},
 	}
 }

@@ -56,7 +56,7 @@ func newProjectCmd(g *globals) *cobra.Command {
 			if ps == nil {
 				ps = []client.Project{}
 			}
-			return g.print(ps, func(w io.Writer) error { return projectTable(w, ps...) })
+			return g.printList(ps, func(w io.Writer) error { return projectTable(w, ps...) })
 		},
 	}
 	var force bool
@@ -178,7 +178,7 @@ func newStateCmd(g *globals) *cobra.Command {
 			if ws == nil {
 				ws = []client.Workspace{}
 			}
-			return g.print(ws, func(w io.Writer) error {
+			return g.printList(ws, func(w io.Writer) error {
 				t := newTable(w, "WORKSPACE", "SERIAL", "VERSION", "SIZE", "LOCKED BY")
 				for _, x := range ws {
 					serial := ""
@@ -331,7 +331,7 @@ func newStateCmd(g *globals) *cobra.Command {
 			if vs == nil {
 				vs = []client.StateVersion{}
 			}
-			return g.print(vs, func(w io.Writer) error { return versionTable(w, vs) })
+			return g.printList(vs, func(w io.Writer) error { return versionTable(w, vs) })
 		}),
 	}
 

@@ -75,7 +75,7 @@ resources, and can do nothing else (docs/terraform.md).`,
 			if err != nil {
 				return err
 			}
-			return g.print(toks, func(w io.Writer) error {
+			return g.printList(toks, func(w io.Writer) error {
 				t := newTable(w, "ID", "NAME", "SCOPES", "CREATED", "EXPIRES", "REVOKED")
 				for _, tok := range toks {
 					t.row(tok.ID, tok.Name, strings.Join(tok.Scopes, " "), tok.CreatedAt.Format(time.RFC3339), fmtTime(tok.ExpiresAt), fmtTime(tok.RevokedAt))

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
@@ -78,7 +79,20 @@ func (a *API) pillarList(w http.ResponseWriter, r *http.Request, t pillar.Target
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	// A list names the categories; their data is read one by one (a "data": null here
+	// would say a category with data has none).
+	type category struct {
+		Target    string    `json:"target"`
+		Category  string    `json:"category"`
+		Revision  int64     `json:"revision"`
+		UpdatedAt time.Time `json:"updatedAt"`
+		UpdatedBy string    `json:"updatedBy"`
+	}
+	out := make([]category, len(items))
+	for i, p := range items {
+		out[i] = category{p.Target, p.Category, p.Revision, p.UpdatedAt, p.UpdatedBy}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"items": out})
 }
 
 func (a *API) pillarGet(w http.ResponseWriter, r *http.Request, t pillar.Target, p *auth.Principal) error {
