@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -67,40 +67,21 @@ func newNodeApplyCmd(g *globals) *cobra.Command {
 			}
 			var sent atomic.Int64
 			counted := &countingReader{r: in, n: &sent}
-			var done int
+			var done int64
 			var failed []client.ApplyResult
-			last := time.Time{}
-			progress := func(final bool) {
-				if quiet || (!final && time.Since(last) < 200*time.Millisecond) {
-					return
-				}
-				last = time.Now()
-				fmt.Fprintf(g.stderr, "\r%s %d lines applied", bar(sent.Load(), size), done)
-				if final {
-					fmt.Fprintln(g.stderr)
-				}
-			}
+			prog := g.newProgress(size, "lines applied", quiet)
 			sum, err := c.NodeApply(cmd.Context(), counted, func(r client.ApplyResult) {
 				done++
 				if r.Result == "error" {
 					failed = append(failed, r)
 				}
-				progress(false)
+				prog.set(sent.Load(), done)
 			})
-			progress(true)
+			prog.finish()
 			if err != nil {
 				return err
 			}
-			for _, f := range failed {
-				msg := ""
-				if f.Problem != nil {
-					msg = f.Problem.Detail
-					for _, e := range f.Problem.Errors {
-						msg += fmt.Sprintf("; %s: %s", e.Field, e.Message)
-					}
-				}
-				fmt.Fprintf(g.stderr, "line %d %s: %s\n", f.Line, f.Name, msg)
-			}
+			printFailedLines(g.stderr, failed)
 			if err := g.print(sum, func(w io.Writer) error {
 				_, err := fmt.Fprintf(w, "%d lines: %d created, %d updated, %d unchanged, %d errors\n", sum.Lines, sum.Created, sum.Updated, sum.Unchanged, sum.Errors)
 				return err
@@ -114,7 +95,7 @@ func newNodeApplyCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "NDJSON file to apply (- for stdin)")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress (a bar on a terminal, a line of counts every 5 s otherwise)")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
@@ -130,17 +111,31 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// bar draws a 30-column progress bar of sent out of size bytes (no bar when size is unknown).
-func bar(sent, size int64) string {
-	if size <= 0 {
-		return fmt.Sprintf("%d bytes sent,", sent)
+// printFailedLines prints one line per failed input line, in input order (batches commit
+// out of order): its number, the node's name when the line gave one, and the reason once —
+// the field errors when there are any (the detail only summarizes them), else the detail.
+func printFailedLines(w io.Writer, failed []client.ApplyResult) {
+	slices.SortFunc(failed, func(a, b client.ApplyResult) int { return a.Line - b.Line })
+	for _, f := range failed {
+		where := fmt.Sprintf("line %d", f.Line)
+		if f.Name != "" {
+			where += " (" + f.Name + ")"
+		}
+		var reasons []string
+		if f.Problem != nil {
+			for _, e := range f.Problem.Errors {
+				if e.Field != "" {
+					reasons = append(reasons, e.Field+": "+e.Message)
+				} else {
+					reasons = append(reasons, e.Message)
+				}
+			}
+			if len(reasons) == 0 {
+				reasons = append(reasons, f.Problem.Detail)
+			}
+		}
+		fmt.Fprintf(w, "%s: %s\n", where, strings.Join(reasons, "; "))
 	}
-	const w = 30
-	n := int(sent * w / size)
-	if n > w {
-		n = w
-	}
-	return fmt.Sprintf("[%s%s] %3d%%", strings.Repeat("=", n), strings.Repeat(" ", w-n), sent*100/size)
 }
 
 func newGroupCmd(g *globals) *cobra.Command {

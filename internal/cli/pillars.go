@@ -230,6 +230,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 
 	var importOpts client.PillarImportOptions
 	var env, nodegroupsFile string
+	var quiet bool
 	imp := &cobra.Command{
 		Use:   "import DIR",
 		Short: "Import a Salt file-based pillar tree (top.sls and SLS files) in one transaction",
@@ -254,6 +255,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			prog := g.newProgress(int64(len(paths)), "files read", quiet)
 			for i, path := range paths {
 				b, err := os.ReadFile(path)
 				if err != nil {
@@ -261,9 +263,9 @@ func newPillarCmd(g *globals) *cobra.Command {
 				}
 				rel, _ := filepath.Rel(args[0], path)
 				req.Files[filepath.ToSlash(rel)] = string(b)
-				fmt.Fprintf(g.stderr, "\r%s %d of %d files read", bar(int64(i+1), int64(len(paths))), i+1, len(paths))
+				prog.set(int64(i+1), int64(i+1))
 			}
-			fmt.Fprintln(g.stderr)
+			prog.finish()
 			if nodegroupsFile != "" {
 				b, err := os.ReadFile(nodegroupsFile)
 				if err != nil {
@@ -312,6 +314,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 		},
 	}
 	imp.Flags().StringVar(&importOpts.Org, "org", "", "the org receiving the tree's nodes and groups")
+	imp.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress (a bar on a terminal, a line of counts every 5 s otherwise)")
 	imp.Flags().BoolVar(&importOpts.DryRun, "dry-run", false, "check and print the plan, change nothing")
 	imp.Flags().BoolVar(&importOpts.SkipUnsupported, "skip-unsupported", false, "import what can be translated, skip the rest")
 	imp.Flags().StringVar(&env, "env", "", "the top.sls environment to import (default base)")
