@@ -46,6 +46,10 @@ type KindFinding struct {
 	WayForward   string      `json:"wayForward,omitempty"`
 	Impact       *KindImpact `json:"impact,omitempty"`
 	Against      int         `json:"against,omitempty"`
+	// Earlier marks a change that an earlier registration already made (the latest revision
+	// differs from the older revision Against in the same way): shown as context, and
+	// never asked to be acknowledged again.
+	Earlier bool `json:"earlier,omitempty"`
 }
 
 // KindReport is the compatibility report of a registration.

@@ -75,7 +75,7 @@ func parseAcks(flags []string) ([]client.KindAck, error) {
 	for _, f := range flags {
 		p, r, ok := strings.Cut(f, "=")
 		if !ok || p == "" || r == "" {
-			return nil, fmt.Errorf("--ack %q: want PATH=RULE, e.g. /properties/size=readersUpgradedFirst", f)
+			return nil, fmt.Errorf("--ack %q: want PATH=RULE, e.g. /spec/size=readersUpgradedFirst", f)
 		}
 		out = append(out, client.KindAck{Path: p, Rule: r})
 	}
@@ -95,6 +95,15 @@ func reportTable(w io.Writer, res client.KindResult) error {
 	return findingsTable(w, res.Report)
 }
 
+// ackPath is the path a finding is acknowledged by: the field the report shows (/spec/size),
+// which the registry accepts as well as the schema pointer (/properties/size).
+func ackPath(f client.KindFinding) string {
+	if f.Field != "" {
+		return f.Field
+	}
+	return f.Path
+}
+
 func findingsTable(w io.Writer, rep client.KindReport) error {
 	if len(rep.Changes) == 0 {
 		return nil
@@ -102,10 +111,13 @@ func findingsTable(w io.Writer, rep client.KindReport) error {
 	t := newTable(w, "VERDICT", "FIELD", "RULE", "AFFECTED", "MESSAGE")
 	for _, f := range rep.Changes {
 		verdict := f.Verdict
-		if f.Acknowledged {
+		switch {
+		case f.Earlier:
+			verdict = fmt.Sprintf("earlier (since revision %d)", f.Against)
+		case f.Acknowledged:
 			verdict += " (acknowledged)"
-		} else if f.Verdict == "acknowledge" {
-			verdict += " (--ack " + f.Path + "=" + f.Ack + ")"
+		case f.Verdict == "acknowledge":
+			verdict += " (--ack " + ackPath(f) + "=" + f.Ack + ")"
 		}
 		affected := ""
 		if f.Impact != nil {

@@ -696,13 +696,27 @@ func (s *Service) check(ctx context.Context, tx *db.Tx, name string, cur current
 	type keyed struct {
 		change  compat.Change
 		against int
+		earlier bool
 	}
 	var changes []keyed
 	seen := map[string]bool{}
+	latest, err := s.revision(ctx, tx, name, latestRev)
+	if err != nil {
+		return client.KindReport{}, err
+	}
 	for _, rev := range against {
 		old, err := s.revision(ctx, tx, name, rev)
 		if err != nil {
 			return client.KindReport{}, err
+		}
+		// A change against an older revision that the latest revision already makes too was
+		// decided when it was registered (acknowledged then, if it needed that): context
+		// now, not a question to ask again.
+		already := map[string]bool{}
+		if rev != latestRev {
+			for _, c := range compat.Diff(old.Doc(), latest.Doc()) {
+				already[c.Path+"\x00"+c.Rule] = true
+			}
 		}
 		for _, c := range compat.Diff(old.Doc(), next.Doc()) {
 			k := c.Path + "\x00" + c.Rule
@@ -710,7 +724,12 @@ func (s *Service) check(ctx context.Context, tx *db.Tx, name string, cur current
 				continue
 			}
 			seen[k] = true
-			changes = append(changes, keyed{c, rev})
+			changes = append(changes, keyed{c, rev, already[k]})
+		}
+	}
+	for _, c := range changes {
+		if c.earlier && c.change.Ack != "" {
+			acks = append(acks, compat.Ack{Path: c.change.Path, Rule: c.change.Ack})
 		}
 	}
 	plain := make([]compat.Change, len(changes))
@@ -732,7 +751,6 @@ func (s *Service) check(ctx context.Context, tx *db.Tx, name string, cur current
 	}
 	impacts := map[int]compat.Impact{}
 	scanned := 0
-	var err error
 	if scan {
 		if scanned, err = s.scan(ctx, tx, name, next, plain, impacts); err != nil {
 			return client.KindReport{}, err
@@ -751,7 +769,10 @@ func (s *Service) check(ctx context.Context, tx *db.Tx, name string, cur current
 		}
 		for _, c := range changes {
 			if c.change.Path == f.Path && c.change.Rule == f.Rule {
-				kf.Against = c.against
+				kf.Against, kf.Earlier = c.against, c.earlier
+				if c.earlier {
+					kf.Acknowledged = false // decided then, not acknowledged now
+				}
 				break
 			}
 		}

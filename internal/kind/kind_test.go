@@ -410,3 +410,51 @@ func TestOrgDeleteCoversUserKinds(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, list.Items, "the new acme inherits nothing")
 }
+
+// TestReportsAskOnlyForThisRegistration (issue 16): a change acknowledged in revision 2 was
+// asked for again in revision 3 while objects still stood at revision 1, and every report
+// re-listed changes registered long ago. Changes an earlier registration made are context
+// (earlier, since which revision) and need no acknowledgement; a change new in this
+// registration still does; and an acknowledgement names a change by the field the report
+// shows (/spec/size) as well as by its schema pointer.
+func TestReportsAskOnlyForThisRegistration(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ctx := context.Background()
+	_, err := register(t, r, "Database", "org", `{"type":"object","properties":{"size":{"type":"integer"}}}`)
+	require.NoError(t, err)
+	_, err = r.res.Create(ctx, ref("old"), obj(`{"size":3}`)) // stays at revision 1
+	require.NoError(t, err)
+
+	// Revision 2 widens size: acknowledged by the field the report shows.
+	v2 := `{"type":"object","properties":{"size":{"type":"number"}}}`
+	rep := reportOf(t, func() error { _, err := register(t, r, "Database", "", v2); return err }())
+	f := finding(t, rep, "/spec/size", 11)
+	require.Equal(t, "acknowledge", f.Verdict)
+	require.False(t, f.Earlier)
+	res, err := register(t, r, "Database", "", v2, client.KindAck{Path: "/spec/size", Rule: "readersUpgradedFirst"})
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Revision)
+
+	// Revision 3 adds an optional field; the widening is shown as context, not asked again.
+	v3 := `{"type":"object","properties":{"size":{"type":"number"},"note":{"type":"string"}}}`
+	res, err = register(t, r, "Database", "", v3)
+	require.NoError(t, err, "the widening acknowledged in revision 2 is not asked for again")
+	require.Equal(t, 3, res.Revision)
+	f = finding(t, res.Report, "/spec/size", 11)
+	require.True(t, f.Earlier)
+	require.Equal(t, 1, f.Against)
+	require.False(t, f.Acknowledged)
+	require.False(t, finding(t, res.Report, "/spec/note", 1).Earlier)
+
+	// A change new in revision 4 still needs its own acknowledgement, even though an
+	// earlier one needed none now.
+	v4 := `{"type":"object","properties":{"size":{"type":"number"},"note":{"type":["string","null"]}}}`
+	rep = reportOf(t, func() error { _, err := register(t, r, "Database", "", v4); return err }())
+	require.False(t, rep.Compatible)
+	f = finding(t, rep, "/spec/note", 11)
+	require.Equal(t, "acknowledge", f.Verdict)
+	require.False(t, f.Earlier)
+	_, err = register(t, r, "Database", "", v4, client.KindAck{Path: "/properties/note", Rule: "readersUpgradedFirst"})
+	require.NoError(t, err, "the schema pointer form still works")
+}

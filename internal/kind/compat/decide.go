@@ -46,7 +46,9 @@ func DecideRevisions(revisions []Against, acks []Ack) Report {
 				}
 			}
 			for j, ack := range acks {
-				if ack.Path == c.Path && ack.Rule != "" && (ack.Rule == c.Ack || ack.Rule == c.Rule) {
+				// The path is the schema pointer (/properties/size) or the field the report
+				// shows (/spec/size): one form, the report's, is enough to copy.
+				if (ack.Path == c.Path || (c.Field != "" && ack.Path == c.Field)) && ack.Rule != "" && (ack.Rule == c.Ack || ack.Rule == c.Rule) {
 					used[j] = true
 					if f.Verdict == Acknowledge {
 						f.Acknowledged = true
