@@ -1,14 +1,10 @@
 package main_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/stratahq/strata/internal/pgtest"
 )
 
 // TestCLISpeaksFlags (issue 16): the CLI answers in its own terms. A mistyped subcommand exits
@@ -19,28 +15,15 @@ import (
 // --file, which some commands took, still works beside -f/--filename.
 func TestCLISpeaksFlags(t *testing.T) {
 	t.Parallel()
-	url := pgtest.NewDatabaseURL(t)
-	token := "strata_" + strings.Repeat("cliFlagsToken", 3)
-	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t))
-	env := []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + token}
-	run := func(args ...string) string {
-		t.Helper()
-		out, errOut, err := cliStreams(t, env, args...)
-		require.NoError(t, err, "strata %s: %s%s", strings.Join(args, " "), out, errOut)
-		return out
-	}
+	c := newCLIEnv(t)
+	env, run, write := c.env, c.run, c.write
+	token := strings.TrimPrefix(env[1], "STRATA_TOKEN=")
 	fails := func(args ...string) string {
 		t.Helper()
 		out, errOut, err := cliStreams(t, env, args...)
 		require.Error(t, err, "strata %s must fail: %s", strings.Join(args, " "), out)
 		require.NotContains(t, errOut, "(HTTP", "strata %s answers in HTTP terms: %s", strings.Join(args, " "), errOut)
 		return errOut
-	}
-	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
-		return p
 	}
 
 	// Mistyped subcommands, at every level.

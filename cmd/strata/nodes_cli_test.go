@@ -218,3 +218,38 @@ error: 3 of 1201 lines failed
 	_, err = cli(t, env, "group", "--org", "acme", "get", "web")
 	requireFailsWith(t, err, "Group \"web\" not found in org \"acme\"")
 }
+
+// cliEnv is a server on a fresh database with a known admin token, and the CLI pointed at it.
+type cliEnv struct {
+	t   *testing.T
+	s   *server
+	url string // the database's
+	env []string
+	dir string
+}
+
+// newCLIEnv starts a server for a CLI test.
+func newCLIEnv(t *testing.T) *cliEnv {
+	t.Helper()
+	url := pgtest.NewDatabaseURL(t)
+	token := "strata_" + strings.Repeat("cliEnvTokenXY", 3)
+	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t))
+	return &cliEnv{t: t, s: s, url: url, env: []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + token}, dir: t.TempDir()}
+}
+
+// run runs the CLI and fails the test unless it succeeds; it returns stdout.
+func (c *cliEnv) run(args ...string) string {
+	c.t.Helper()
+	out, errOut, err := cliStreams(c.t, c.env, args...)
+	require.NoError(c.t, err, "strata %s: %s%s", strings.Join(args, " "), out, errOut)
+	return out
+}
+
+// write writes a file for the CLI to read and returns its path.
+func (c *cliEnv) write(name, text string) string {
+	c.t.Helper()
+	p := filepath.Join(c.dir, name)
+	require.NoError(c.t, os.MkdirAll(filepath.Dir(p), 0o700))
+	require.NoError(c.t, os.WriteFile(p, []byte(text), 0o600))
+	return p
+}

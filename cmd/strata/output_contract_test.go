@@ -2,8 +2,6 @@ package main_test
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -11,8 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/stratahq/strata/internal/pgtest"
 )
 
 // commandPaths walks `strata … --help` and returns every leaf command ("node list", …).
@@ -42,22 +38,8 @@ func commandPaths(t *testing.T, prefix []string) [][]string {
 // is never JSON.
 func TestOutputContract(t *testing.T) {
 	t.Parallel()
-	url := pgtest.NewDatabaseURL(t)
-	token := "strata_" + strings.Repeat("outputContract", 3)
-	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t))
-	env := []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + token}
-	run := func(args ...string) string {
-		t.Helper()
-		out, errOut, err := cliStreams(t, env, args...)
-		require.NoError(t, err, "strata %s: %s%s", strings.Join(args, " "), out, errOut)
-		return out
-	}
-	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
-		return p
-	}
+	c := newCLIEnv(t)
+	url, run, write := c.url, c.run, c.write
 	run("org", "create", "acme")
 	run("node", "create", "web01", "--org", "acme", "--label", "role=web")
 	run("group", "--org", "acme", "create", "web", "--node-selector", "role=web")

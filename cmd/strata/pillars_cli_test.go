@@ -90,16 +90,8 @@ func TestPillarCLI(t *testing.T) {
 // server's URL and the token command, which then works as printed.
 func TestSaltSetupCLI(t *testing.T) {
 	t.Parallel()
-	url := pgtest.NewDatabaseURL(t)
-	token := "strata_" + strings.Repeat("saltSetupCLItokn", 3)
-	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t))
-	env := []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + token}
-	run := func(args ...string) string {
-		t.Helper()
-		out, errOut, err := cliStreams(t, env, args...)
-		require.NoError(t, err, "strata %s: %s%s", strings.Join(args, " "), out, errOut)
-		return out
-	}
+	c := newCLIEnv(t)
+	s, env, run := c.s, c.env, c.run
 	var settings map[string]any
 	require.NoError(t, json.Unmarshal([]byte(run("pillar", "settings", "get", "-o", "json")), &settings))
 	require.Equal(t, map[string]any{"mergeLists": false, "unknownMinion": "empty"}, settings)
