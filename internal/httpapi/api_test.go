@@ -57,7 +57,7 @@ type response struct {
 	body   []byte
 }
 
-func (b *testBundle) do(t *testing.T, method, path, token string, body io.Reader, hdr ...string) response {
+func (b *testBundle) do(t testing.TB, method, path, token string, body io.Reader, hdr ...string) response {
 	t.Helper()
 	req, err := http.NewRequest(method, b.srv.URL+path, body)
 	require.NoError(t, err)

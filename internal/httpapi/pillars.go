@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -178,6 +179,20 @@ func (a *API) pillarRestore(w http.ResponseWriter, r *http.Request, t pillar.Tar
 	return writeJSON(w, http.StatusOK, pl)
 }
 
+// fresh reports whether the request asks for a render that is not served from this replica's
+// cache (Cache-Control: no-cache, as HTTP caches read it): a strict read after a write made
+// through another replica.
+func fresh(r *http.Request) bool {
+	for _, v := range r.Header.Values("Cache-Control") {
+		for _, d := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(d), "no-cache") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // pillarRender answers a node's merged pillar, or with ?explain=true also where each leaf came
 // from. The ETag is a digest of the merged pillar; If-None-Match answers 304, so pollers are
 // cheap.
@@ -190,7 +205,16 @@ func (a *API) pillarRender(w http.ResponseWriter, r *http.Request, p *auth.Princ
 		}
 		explain = b
 	}
-	out, err := a.pillars.Render(r.Context(), a.resources, r.PathValue("node"), explain)
+	render := a.pillars.Render
+	if fresh(r) {
+		render = func(ctx context.Context, res *resource.Service, node string, explain bool) (pillar.Rendered, error) {
+			if explain {
+				return a.pillars.Render(ctx, res, node, true) // explanations are never cached
+			}
+			return a.pillars.RenderFresh(ctx, res, node)
+		}
+	}
+	out, err := render(r.Context(), a.resources, r.PathValue("node"), explain)
 	if err != nil {
 		if k := classify(err).Kind; k == fault.KindInternal || k == fault.KindUnavailable {
 			a.metrics.renderFailures.WithLabelValues("api", "database").Inc()

@@ -55,7 +55,12 @@ func (a *API) serveSalt(rt route) http.Handler {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), a.saltTimeout)
 		defer cancel()
-		out, err := a.pillars.Render(ctx, a.resources, minion, false)
+		var out pillar.Rendered
+		if fresh(r) {
+			out, err = a.pillars.RenderFresh(ctx, a.resources, minion)
+		} else {
+			out, err = a.pillars.Render(ctx, a.resources, minion, false)
+		}
 		if fault.KindOf(err) == fault.KindNotFound {
 			unknown, serr := a.pillars.UnknownMinion(ctx)
 			if serr != nil {

@@ -83,6 +83,7 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 	if opts.Org == "" && needsOrg(plan) {
 		return rep, fault.Invalid("org", "the tree targets nodes or groups: name the org they belong to")
 	}
+	defer s.wrote()
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		ctx := db.WithTx(ctx, tx)
 		ensureNode := func(name string) error {

@@ -105,6 +105,20 @@ type Service struct {
 // UseCache makes Render serve from c (which must be kept subscribed by c.Listen).
 func (s *Service) UseCache(c *Cache) { s.cache = c }
 
+// wrote drops this replica's cached renders after one of its own writes has ended, before
+// the write answers: NOTIFY reaches this replica only after that, and a render served in
+// between would predate a write the replica acknowledged (read-your-writes). Writes of
+// objects, labels and memberships reach it through resource.Service.OnWrite.
+func (s *Service) wrote() {
+	if s.cache != nil {
+		s.cache.Invalidate()
+	}
+}
+
+// InvalidateCache drops this replica's cached renders (see wrote); the server connects it to
+// resource.Service.OnWrite.
+func (s *Service) InvalidateCache() { s.wrote() }
+
 // NewService returns a Service over d.
 func NewService(d *db.DB) *Service { return &Service{db: d} }
 
@@ -180,6 +194,7 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 	}
 	var out Pillar
 	var created bool
+	defer s.wrote()
 	err = s.db.InTx(ctx, func(tx *db.Tx) error {
 		rid, err := lockTarget(ctx, tx, t)
 		if err != nil {
@@ -269,6 +284,7 @@ func (s *Service) Delete(ctx context.Context, t Target, category, ifMatch, actor
 	if err := ValidateCategory(category); err != nil {
 		return err
 	}
+	defer s.wrote()
 	return s.db.InTx(ctx, func(tx *db.Tx) error {
 		rid, err := lockTarget(ctx, tx, t)
 		if err != nil {
@@ -425,6 +441,7 @@ func (s *Service) Options(ctx context.Context) (Options, error) {
 // SetOptions stores the merge options for every replica.
 func (s *Service) SetOptions(ctx context.Context, o Options, actor string) error {
 	v, _ := json.Marshal(o.MergeLists)
+	defer s.wrote()
 	_, err := s.db.Exec(ctx, q.Get("SettingPut"), SettingMergeLists, v, actor)
 	return err
 }
@@ -537,6 +554,23 @@ func (s *Service) Render(ctx context.Context, res *resource.Service, node string
 	return r, nil
 }
 
+// RenderFresh computes node's pillar from the database, bypassing (and refreshing) this
+// replica's cache: for callers that must see every write committed anywhere before their
+// request, including another replica's write whose notification has not arrived yet (the
+// bound on that is in docs/benchmarks.md). The API serves it for Cache-Control: no-cache.
+func (s *Service) RenderFresh(ctx context.Context, res *resource.Service, node string) (Rendered, error) {
+	if s.cache == nil {
+		return s.render(ctx, res, node, false)
+	}
+	_, _, gen := s.cache.get(node)
+	s.cache.misses.Add(1)
+	r, err := s.render(ctx, res, node, false)
+	if err == nil {
+		s.cache.put(node, gen, r)
+	}
+	return r, err
+}
+
 func (s *Service) render(ctx context.Context, res *resource.Service, node string, explain bool) (Rendered, error) {
 	obj, err := res.Get(ctx, resource.Ref{Kind: resource.KindNode, Name: node})
 	if err != nil {
@@ -597,6 +631,7 @@ func (s *Service) SetUnknownMinion(ctx context.Context, v, actor string) error {
 	if v != UnknownEmpty && v != UnknownError {
 		return fault.Invalid("/unknownMinion", "unknownMinion must be %q or %q, not %q", UnknownEmpty, UnknownError, fault.Truncate(v, 40))
 	}
+	defer s.wrote()
 	raw, _ := json.Marshal(v)
 	_, err := s.db.Exec(ctx, q.Get("SettingPut"), SettingUnknownMinion, raw, actor)
 	return err

@@ -67,6 +67,22 @@ type Service struct {
 	// DriveLimit is DefaultDriveLimit unless changed before use (tests set 0 to force the
 	// walking plan, to check that both plans answer the same).
 	DriveLimit int
+	// onWrite runs after each write transaction (see OnWrite).
+	onWrite []func()
+}
+
+// OnWrite registers f to run after every write transaction of this service has ended,
+// committed or not, before the write's caller gets its answer. The replica's render cache
+// uses it to drop what a write may have changed at once: the NOTIFY every replica gets
+// arrives after the writing request has answered, and a render served from the cache in
+// between would predate a write this replica acknowledged. Call it before serving.
+func (s *Service) OnWrite(f func()) { s.onWrite = append(s.onWrite, f) }
+
+// wrote runs the OnWrite functions.
+func (s *Service) wrote() {
+	for _, f := range s.onWrite {
+		f()
+	}
 }
 
 // NewService returns a Service over d serving the built-in kinds (Org, Node, Group).
@@ -288,6 +304,7 @@ func (s *Service) Create(ctx context.Context, ref Ref, obj client.Object) (clien
 	if err := normalize(k, ref, &obj); err != nil {
 		return client.Object{}, err
 	}
+	defer s.wrote()
 	err = inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
 		obj, _, err = createTx(ctx, tx, k, ref, obj)
 		return err
@@ -700,6 +717,7 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 		return client.Object{}, err
 	}
 	var out client.Object
+	defer s.wrote()
 	err = inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
 		id, cur, err := lockForWrite(ctx, tx, ref, expected)
 		if err != nil {
@@ -810,6 +828,7 @@ func (s *Service) Delete(ctx context.Context, ref Ref, expected string, cascade 
 	if err != nil {
 		return err
 	}
+	defer s.wrote()
 	return s.db.InTx(ctx, func(tx *db.Tx) error {
 		id, last, err := lockForWrite(ctx, tx, ref, expected)
 		if err != nil {

@@ -274,6 +274,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// kind runs its kind's schema; the built-in kinds' schemas of this release are registered
 	// (through the same compatibility check as users' kinds) when the registry lacks them.
 	resources := resource.NewService(d)
+	resources.OnWrite(pillars.InvalidateCache) // read-your-writes for renders on this replica
 	kinds := kind.NewService(d)
 	resources.UseSchemas(kinds)
 	if err := kinds.EnsureBuiltin(ctx); err != nil {
