@@ -138,6 +138,7 @@ With --database-url it uses that database; several replicas may share one.`,
 	f.StringVar(&cfg.TLSCert, "tls-cert", os.Getenv("STRATA_TLS_CERT"), "TLS certificate file (env STRATA_TLS_CERT)")
 	f.StringVar(&cfg.TLSKey, "tls-key", os.Getenv("STRATA_TLS_KEY"), "TLS key file (env STRATA_TLS_KEY)")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", envInt("STRATA_MAX_BODY_BYTES", server.DefaultMaxBodyBytes), "request body limit in bytes; larger bodies get 413 (env STRATA_MAX_BODY_BYTES)")
+	f.Int64Var(&cfg.RenderCacheBytes, "render-cache-bytes", envInt("STRATA_RENDER_CACHE_BYTES", server.DefaultRenderCacheBytes), "bound of this replica's pillar render cache; the least recently used renders are evicted (env STRATA_RENDER_CACHE_BYTES)")
 	f.Int64Var(&cfg.BulkBufferBytes, "bulk-buffer-bytes", envInt("STRATA_BULK_BUFFER_BYTES", server.DefaultBulkBufferBytes), "input one bulk apply (POST /v1/nodes:apply) may hold before it is written; past it the body is not read until lines are applied (env STRATA_BULK_BUFFER_BYTES)")
 	f.Int64Var(&cfg.MaxStateBytes, "max-state-bytes", envInt("STRATA_MAX_STATE_BYTES", 64<<20), "Terraform state size limit in bytes; larger states get 413 (env STRATA_MAX_STATE_BYTES)")
 	f.IntVar(&cfg.KeepVersions, "keep-versions", int(envInt("STRATA_KEEP_VERSIONS", 0)), "state versions kept per workspace, 0 keeps all (env STRATA_KEEP_VERSIONS)")

@@ -44,7 +44,7 @@ func cachedReplicaOn(t testing.TB, url string, sync bool) *testBundle {
 	_, err = tokens.Bootstrap(ctx, secret)
 	require.NoError(t, err)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	pillars, cache := pillar.NewService(d), pillar.NewCache()
+	pillars, cache := pillar.NewService(d), pillar.NewCache(0)
 	pillars.UseCache(cache)
 	go cache.Listen(ctx, func(ctx context.Context) (*db.Session, error) {
 		return db.OpenSession(ctx, url, d.Schema(), "render ryw test")

@@ -1,6 +1,7 @@
 package pillar
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"log/slog"
@@ -24,15 +25,41 @@ import (
 type Cache struct {
 	mu      sync.Mutex
 	gen     uint64
-	entries map[string]Rendered
+	entries map[string]*list.Element // of *cacheEntry
+	lru     list.List                // front: most recently used
+	bytes   int64                    // the cost of the entries held
+	max     int64
 
 	subscribed atomic.Bool
 	hits       atomic.Int64
 	misses     atomic.Int64
+	evictions  atomic.Int64
 }
 
-// NewCache returns an empty, not yet subscribed cache.
-func NewCache() *Cache { return &Cache{entries: map[string]Rendered{}} }
+// cacheEntry is one cached render and what it counts against the cache's bound.
+type cacheEntry struct {
+	node string
+	r    Rendered
+	cost int64
+}
+
+// DefaultCacheBytes bounds a replica's render cache when no bound is given: 256 MiB holds
+// the pillars of about 6,500 minions of 10 KB each, or 650,000 of 100 bytes.
+const DefaultCacheBytes = 256 << 20
+
+// entryCost is what a render counts against the bound: four times its JSON size (a decoded
+// pillar, maps of interfaces, takes about that much memory; docs/benchmarks.md measures it)
+// plus the key and the entry.
+func entryCost(node string, r Rendered) int64 { return 4*r.size + int64(len(node)) + 200 }
+
+// NewCache returns an empty, not yet subscribed cache holding at most maxBytes of renders
+// (DefaultCacheBytes when maxBytes is 0), the least recently used evicted first.
+func NewCache(maxBytes int64) *Cache {
+	if maxBytes <= 0 {
+		maxBytes = DefaultCacheBytes
+	}
+	return &Cache{entries: map[string]*list.Element{}, max: maxBytes}
+}
 
 // get returns a cached render of node and the generation a render started now must carry.
 func (c *Cache) get(node string) (Rendered, bool, uint64) {
@@ -41,18 +68,41 @@ func (c *Cache) get(node string) (Rendered, bool, uint64) {
 	if !c.subscribed.Load() {
 		return Rendered{}, false, c.gen
 	}
-	r, ok := c.entries[node]
-	return r, ok, c.gen
+	e, ok := c.entries[node]
+	if !ok {
+		return Rendered{}, false, c.gen
+	}
+	c.lru.MoveToFront(e)
+	return e.Value.(*cacheEntry).r, true, c.gen
 }
 
-// put stores a render computed from generation gen, unless the cache was invalidated since.
+// put stores a render computed from generation gen, unless the cache was invalidated since,
+// evicting the least recently used renders until it fits; a render larger than the whole
+// bound is not stored.
 func (c *Cache) put(node string, gen uint64, r Rendered) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if gen != c.gen || !c.subscribed.Load() {
+	cost := entryCost(node, r)
+	if gen != c.gen || !c.subscribed.Load() || cost > c.max {
 		return
 	}
-	c.entries[node] = r
+	if e, ok := c.entries[node]; ok {
+		c.remove(e)
+	}
+	for c.bytes+cost > c.max {
+		c.remove(c.lru.Back())
+		c.evictions.Add(1)
+	}
+	c.entries[node] = c.lru.PushFront(&cacheEntry{node: node, r: r, cost: cost})
+	c.bytes += cost
+}
+
+// remove drops entry e. Call with mu held.
+func (c *Cache) remove(e *list.Element) {
+	ce := e.Value.(*cacheEntry)
+	c.lru.Remove(e)
+	delete(c.entries, ce.node)
+	c.bytes -= ce.cost
 }
 
 // Invalidate drops every entry.
@@ -60,14 +110,21 @@ func (c *Cache) Invalidate() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
+	c.clear()
+}
+
+// clear drops every entry. Call with mu held.
+func (c *Cache) clear() {
 	clear(c.entries)
+	c.lru.Init()
+	c.bytes = 0
 }
 
 func (c *Cache) setSubscribed(on bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	clear(c.entries)
+	c.clear()
 	c.subscribed.Store(on)
 }
 
@@ -81,6 +138,16 @@ func (c *Cache) Ready() error {
 
 // Stats returns the cache's hit and miss counts.
 func (c *Cache) Stats() (hits, misses int64) { return c.hits.Load(), c.misses.Load() }
+
+// Evictions is how many renders were dropped to stay within the bound.
+func (c *Cache) Evictions() int64 { return c.evictions.Load() }
+
+// Size returns the cost of the renders held (see entryCost) and how many there are.
+func (c *Cache) Size() (bytes int64, entries int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes, len(c.entries)
+}
 
 // Listen keeps a session LISTENing on the invalidation channel until ctx ends, reconnecting
 // after a loss; open opens a fresh session. Each (re)subscription starts the cache empty.

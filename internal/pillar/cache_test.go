@@ -32,7 +32,7 @@ func newReplica(t *testing.T, url string) *replica {
 	d, err := db.Open(ctx, db.Options{URL: url})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
-	r := &replica{db: d, res: resource.NewService(d), svc: pillar.NewService(d), cache: pillar.NewCache()}
+	r := &replica{db: d, res: resource.NewService(d), svc: pillar.NewService(d), cache: pillar.NewCache(0)}
 	r.svc.UseCache(r.cache)
 	go r.cache.Listen(ctx, func(ctx context.Context) (*db.Session, error) {
 		return db.OpenSession(ctx, url, d.Schema(), "pillar cache test")

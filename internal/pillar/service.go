@@ -533,6 +533,8 @@ type Rendered struct {
 	Explanation []Explanation  `json:"explain,omitempty"`
 	// ETag is a digest of the merged pillar: equal pillars have equal ETags on every replica.
 	ETag string `json:"-"`
+	// size is the pillar's JSON size, what the cache's bound counts.
+	size int64
 }
 
 // Render merges the pillar of a node; with explain, it also says where every leaf came from.
@@ -597,6 +599,7 @@ func (s *Service) render(ctx context.Context, res *resource.Service, node string
 	}
 	sum := sha256.Sum256(b)
 	out.ETag = `"` + hex.EncodeToString(sum[:12]) + `"`
+	out.size = int64(len(b))
 	return out, nil
 }
 

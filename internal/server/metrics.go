@@ -59,5 +59,11 @@ func registerPillarCacheMetrics(reg *prometheus.Registry, c *pillar.Cache) {
 			func() float64 { h, _ := c.Stats(); return float64(h) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_pillar_cache_misses_total", Help: "Pillar renders computed (not in this replica's cache)."},
 			func() float64 { _, m := c.Stats(); return float64(m) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_pillar_cache_evictions_total", Help: "Pillar renders dropped from this replica's cache to stay within --render-cache-bytes."},
+			func() float64 { return float64(c.Evictions()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_pillar_cache_bytes", Help: "What the renders in this replica's cache count against --render-cache-bytes."},
+			func() float64 { b, _ := c.Size(); return float64(b) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_pillar_cache_entries", Help: "Renders in this replica's cache."},
+			func() float64 { _, n := c.Size(); return float64(n) }),
 	)
 }

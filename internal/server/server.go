@@ -53,6 +53,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxStateBytes limits Terraform state writes (default 64 MiB); larger ones get 413.
 	MaxStateBytes int64
+	// RenderCacheBytes bounds this replica's render cache (pillar.DefaultCacheBytes when 0);
+	// the least recently used renders are evicted.
+	RenderCacheBytes int64
 	// BulkBufferBytes bounds the input one bulk apply holds before writing it (default
 	// 32 MiB); past it the server stops reading the body until lines are applied.
 	BulkBufferBytes int64
@@ -98,6 +101,7 @@ const DefaultMaxBodyBytes = 8 << 20
 // DefaultBulkBufferBytes and DefaultWatchMaxDuration are the API's defaults, named here so
 // the CLI's flags need only this package.
 const (
+	DefaultRenderCacheBytes = pillar.DefaultCacheBytes
 	DefaultBulkBufferBytes  = httpapi.DefaultBulkBufferBytes
 	DefaultWatchMaxDuration = httpapi.DefaultWatchMaxDuration
 )
@@ -255,7 +259,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	pillars.ClientURL = database.ClientURL()
 	var pillarCache *pillar.Cache
 	if sessionURL != "" {
-		pillarCache = pillar.NewCache()
+		pillarCache = pillar.NewCache(cfg.RenderCacheBytes)
 		pillars.UseCache(pillarCache)
 		registerPillarCacheMetrics(reg, pillarCache)
 		listenCtx, stopListen := context.WithCancel(ctx)
@@ -458,6 +462,9 @@ func (c *Config) validate() error {
 	}
 	if c.ChangesRetention < 0 || c.AuditRetention < 0 {
 		return fmt.Errorf("--changes-retention and --audit-retention must be 0 (keep forever) or a positive duration")
+	}
+	if c.RenderCacheBytes < 0 {
+		return fmt.Errorf("--render-cache-bytes %d: must be positive", c.RenderCacheBytes)
 	}
 	if c.BulkBufferBytes < 0 || (c.BulkBufferBytes > 0 && c.BulkBufferBytes < 1<<20) {
 		// Below 1 MiB a bulk apply would run a few lines at a time.
