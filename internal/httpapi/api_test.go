@@ -31,7 +31,7 @@ type testBundle struct {
 	tokens *auth.Service
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t testing.TB) *testBundle {
 	t.Helper()
 	d := pgtest.NewDB(t)
 	tokens := auth.NewService(d)

@@ -229,7 +229,7 @@ func (a *API) pillarRender(w http.ResponseWriter, r *http.Request, p *auth.Princ
 	if explain {
 		return writeJSON(w, http.StatusOK, out)
 	}
-	return writeJSON(w, http.StatusOK, out.Pillar)
+	return writeRawJSON(w, http.StatusOK, out.JSON)
 }
 
 // pillarSettings are the settings every replica shares: Salt's pillar_merge_lists for

@@ -132,6 +132,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	return nil
 }
 
+// writeRawJSON answers b, which is JSON already (a render's encoded pillar).
+func writeRawJSON(w http.ResponseWriter, status int, b []byte) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+	_, _ = w.Write([]byte{'\n'})
+	return nil
+}
+
 // decodeJSON reads a JSON request body into v. Unknown fields, trailing data, a wrong
 // content type and malformed JSON are 400s that say where the problem is; a body over the
 // limit is a 413. Numbers decode into json.RawMessage/json.Number fields verbatim, so large

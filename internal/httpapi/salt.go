@@ -81,7 +81,7 @@ func (a *API) serveSalt(rt route) http.Handler {
 			return fail("database", who+": strata's database is not answering — states are refused until it is back; check strata's log and /readyz", err)
 		}
 		w.Header().Set("ETag", out.ETag)
-		return writeJSON(w, http.StatusOK, out.Pillar)
+		return writeRawJSON(w, http.StatusOK, out.JSON)
 	})
 }
 

@@ -462,7 +462,16 @@ type layerRow struct {
 // spec.priority first so a higher one merges later and wins, ties by group name), then its
 // own; inside one target, categories in byte order. 404 when the node does not exist.
 func (s *Service) Layers(ctx context.Context, node NodeInfo) ([]Layer, error) {
-	rows, err := s.db.Query(ctx, q.Get("PillarLayers"), node.Name, resource.KindNode, resource.KindOrg, resource.KindGroup)
+	all, err := s.layerRows(ctx, "PillarLayers", node.Name)
+	if err != nil {
+		return nil, err
+	}
+	return layersFrom(all, node)
+}
+
+// layerRows runs a PillarLayers-shaped query for node.
+func (s *Service) layerRows(ctx context.Context, query, node string, more ...any) ([]layerRow, error) {
+	rows, err := s.db.Query(ctx, q.Get(query), append([]any{node, resource.KindNode, resource.KindOrg, resource.KindGroup}, more...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -475,9 +484,12 @@ func (s *Service) Layers(ctx context.Context, node NodeInfo) ([]Layer, error) {
 		}
 		all = append(all, r)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
+	return all, rows.Err()
+}
+
+// layersFrom keeps the rows that apply to node (selector groups evaluated against its
+// labels) and orders them for the merge.
+func layersFrom(all []layerRow, node NodeInfo) ([]Layer, error) {
 	kept := all[:0]
 	for _, r := range all {
 		if r.layer == 2 && !r.static {
@@ -533,6 +545,9 @@ type Rendered struct {
 	Explanation []Explanation  `json:"explain,omitempty"`
 	// ETag is a digest of the merged pillar: equal pillars have equal ETags on every replica.
 	ETag string `json:"-"`
+	// JSON is the merged pillar encoded (the bytes the ETag digests), so an answer sends it
+	// without encoding the map again.
+	JSON []byte `json:"-"`
 	// size is the pillar's JSON size, what the cache's bound counts.
 	size int64
 }
@@ -573,17 +588,31 @@ func (s *Service) RenderFresh(ctx context.Context, res *resource.Service, node s
 	return r, err
 }
 
-func (s *Service) render(ctx context.Context, res *resource.Service, node string, explain bool) (Rendered, error) {
-	obj, err := res.Get(ctx, resource.Ref{Kind: resource.KindNode, Name: node})
+// render computes node's pillar from one statement (PillarRender: the node's org and labels,
+// the merge setting and every row that may apply, in one snapshot), then merges.
+func (s *Service) render(ctx context.Context, _ *resource.Service, node string, explain bool) (Rendered, error) {
+	all, err := s.layerRows(ctx, "PillarRender", node, SettingMergeLists)
 	if err != nil {
 		return Rendered{}, err
 	}
-	info := NodeInfo{Name: node, Org: resource.NodeOrg(obj), Labels: obj.Metadata.Labels}
-	layers, err := s.Layers(ctx, info)
-	if err != nil {
-		return Rendered{}, err
+	if len(all) == 0 || all[0].layer != -1 {
+		return Rendered{}, fault.NotFound("%s %q not found", resource.KindNode, fault.Truncate(node, 80))
 	}
-	opts, err := s.Options(ctx)
+	var meta struct {
+		Labels     map[string]string `json:"labels"`
+		MergeLists json.RawMessage   `json:"mergeLists"`
+	}
+	if err := json.Unmarshal(all[0].raw, &meta); err != nil {
+		return Rendered{}, fmt.Errorf("render %s: %w", node, err)
+	}
+	var opts Options
+	if len(meta.MergeLists) > 0 && string(meta.MergeLists) != "null" {
+		if err := json.Unmarshal(meta.MergeLists, &opts.MergeLists); err != nil {
+			return Rendered{}, fmt.Errorf("setting %s: %w", SettingMergeLists, err)
+		}
+	}
+	info := NodeInfo{Name: node, Org: all[0].target, Labels: meta.Labels}
+	layers, err := layersFrom(all[1:], info)
 	if err != nil {
 		return Rendered{}, err
 	}
@@ -600,6 +629,7 @@ func (s *Service) render(ctx context.Context, res *resource.Service, node string
 	sum := sha256.Sum256(b)
 	out.ETag = `"` + hex.EncodeToString(sum[:12]) + `"`
 	out.size = int64(len(b))
+	out.JSON = b
 	return out, nil
 }
 
