@@ -200,8 +200,8 @@ type Listener struct {
 	// Subscribed is called with true once the session LISTENs (notifications sent while
 	// unsubscribed were missed: a subscriber catches up here) and with false when it is lost.
 	Subscribed func(on bool)
-	// Notify is called for every notification.
-	Notify func()
+	// Notify is called for every notification, with its payload.
+	Notify func(payload string)
 	// Lost is called with the reason whenever the subscription is lost or cannot be made,
 	// before the next attempt.
 	Lost func(err error)
@@ -221,10 +221,11 @@ func Subscribe(ctx context.Context, open func(context.Context) (*Session, error)
 			l.Subscribed(true)
 			backoff = 100 * time.Millisecond
 			for {
-				if _, err = s.WaitForNotification(ctx); err != nil {
+				var n Notification
+				if n, err = s.WaitForNotification(ctx); err != nil {
 					break
 				}
-				l.Notify()
+				l.Notify(n.Payload)
 			}
 		}
 		l.Subscribed(false)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -13,8 +14,10 @@ import (
 
 // Cache keeps rendered pillars of one replica. It is correct across replicas because it
 // trusts nothing it has not been told about: every change that can alter a render notifies
-// "<schema>.pillars" on commit (migration 0010's statement triggers, whoever writes), the
-// cache's session LISTENs on it, and a notification drops every entry.
+// "<schema>.pillars" on commit (statement triggers, whoever writes: migrations 0010 and
+// 0014), the cache's session LISTENs on it, and a notification drops the renders its payload
+// names — node:<name>, org:<name> (every node of the org), or * (all; also an empty or
+// unknown payload, so an older writer's notification still drops everything).
 //
 // Two races are closed explicitly. A render computed from a snapshot taken before a change
 // committed must not outlive the invalidation of that change: entries carry the generation
@@ -39,6 +42,7 @@ type Cache struct {
 // cacheEntry is one cached render and what it counts against the cache's bound.
 type cacheEntry struct {
 	node string
+	org  string
 	r    Rendered
 	cost int64
 }
@@ -93,7 +97,7 @@ func (c *Cache) put(node string, gen uint64, r Rendered) {
 		c.remove(c.lru.Back())
 		c.evictions.Add(1)
 	}
-	c.entries[node] = c.lru.PushFront(&cacheEntry{node: node, r: r, cost: cost})
+	c.entries[node] = c.lru.PushFront(&cacheEntry{node: node, org: r.org, r: r, cost: cost})
 	c.bytes += cost
 }
 
@@ -106,11 +110,50 @@ func (c *Cache) remove(e *list.Element) {
 }
 
 // Invalidate drops every entry.
-func (c *Cache) Invalidate() {
+func (c *Cache) Invalidate() { c.InvalidateScopes("*") }
+
+// InvalidateScopes drops the renders a notification's payload names: space-separated scopes
+// node:<name> (that node), org:<name> (every node of that org: its rows and its groups'
+// rows, selectors and members reach only its nodes) and * (all). An empty payload, or any
+// scope it does not know, drops all: narrowing is an optimization, never a guess. Every
+// invalidation also advances the generation, so a render that started before it is not
+// stored, whichever node it is for.
+func (c *Cache) InvalidateScopes(payload string) {
+	scopes := strings.Fields(payload)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	c.clear()
+	nodes, orgs := map[string]bool{}, map[string]bool{}
+	for _, sc := range scopes {
+		kind, name, _ := strings.Cut(sc, ":")
+		switch {
+		case kind == "node" && name != "":
+			nodes[name] = true
+		case kind == "org" && name != "":
+			orgs[name] = true
+		default:
+			c.clear()
+			return
+		}
+	}
+	if len(scopes) == 0 {
+		c.clear()
+		return
+	}
+	for n := range nodes {
+		if e, ok := c.entries[n]; ok {
+			c.remove(e)
+		}
+	}
+	if len(orgs) > 0 {
+		for e := c.lru.Front(); e != nil; {
+			next := e.Next()
+			if orgs[e.Value.(*cacheEntry).org] {
+				c.remove(e)
+			}
+			e = next
+		}
+	}
 }
 
 // clear drops every entry. Call with mu held.
@@ -154,7 +197,7 @@ func (c *Cache) Size() (bytes int64, entries int) {
 func (c *Cache) Listen(ctx context.Context, open func(context.Context) (*db.Session, error), schema string, logger *slog.Logger) {
 	db.Subscribe(ctx, open, schema+".pillars", db.Listener{
 		Subscribed: c.setSubscribed,
-		Notify:     c.Invalidate,
+		Notify:     c.InvalidateScopes,
 		Lost: func(err error) {
 			logger.WarnContext(ctx, "pillar cache unsubscribed; renders are computed until it subscribes again", "err", err)
 		},

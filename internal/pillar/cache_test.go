@@ -3,6 +3,7 @@ package pillar_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -181,4 +182,96 @@ func TestCacheInvalidatedByPlainSQL(t *testing.T) {
 		WHERE g.kind = 'Group' AND g.name = 'zz' AND n.kind = 'Node' AND n.name = 'web01'`)
 	sql("3", `DELETE FROM {{schema}}.group_members`)
 	sql("1", `DELETE FROM {{schema}}.labels`)
+}
+
+// TestCacheInvalidationIsScoped (issue 17, item 4): every write flushed every replica's whole
+// cache. Now a write through replica B drops on replica A only the renders it can change —
+// a node's row or labels or membership: that node; an org's row or one of its groups: the
+// org's nodes; a global row or a setting: all — seen on A both as the changed render and as
+// the untouched renders still being served from its cache (a hit).
+func TestCacheInvalidationIsScoped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabaseURL(t)
+	a, b := newReplica(t, url), newReplica(t, url)
+	for _, org := range []string{"acme", "other"} {
+		_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: org}, client.Object{})
+		require.NoError(t, err)
+	}
+	for _, n := range []struct{ name, org string }{{"web01", "acme"}, {"web02", "acme"}, {"db01", "other"}} {
+		_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: n.name}, node(n.org, map[string]string{"role": "web"}))
+		require.NoError(t, err)
+	}
+	_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, client.Object{Spec: json.RawMessage(`{"selector":"role=web"}`)})
+	require.NoError(t, err)
+	nodes := []string{"web01", "web02", "db01"}
+	render := func(n string) map[string]any {
+		t.Helper()
+		out, err := a.svc.Render(ctx, a.res, n, false)
+		require.NoError(t, err)
+		return out.Pillar
+	}
+	// cached reports whether A serves n from its cache now.
+	cached := func(n string) bool {
+		t.Helper()
+		h, _ := a.cache.Stats()
+		render(n)
+		h2, _ := a.cache.Stats()
+		return h2 > h
+	}
+	// The setup's own notifications reach A when they do: start once A serves all from cache.
+	require.Eventually(t, func() bool {
+		all := true
+		for _, n := range nodes {
+			all = cached(n) && all
+		}
+		return all
+	}, 5*time.Second, 10*time.Millisecond)
+	for i, step := range []struct {
+		what    string
+		write   func()
+		changed []string // the renders the write changes (A must show it)
+		kept    []string // the renders A keeps serving from its cache
+	}{
+		{"a group's row", func() {
+			_, _, err := b.svc.Put(ctx, pillar.Target{Kind: "group", Org: "acme", Group: "web"}, "g", obj(t, `{"grp":3}`), "", "t")
+			require.NoError(t, err)
+		}, []string{"web01", "web02"}, []string{"db01"}},
+		{"a node's row", func() {
+			_, _, err := b.svc.Put(ctx, pillar.Target{Kind: "node", Node: "web01"}, "c", obj(t, `{"v":1}`), "", "t")
+			require.NoError(t, err)
+		}, []string{"web01"}, []string{"web02", "db01"}},
+		{"a node's labels", func() {
+			_, err := b.res.Patch(ctx, resource.Ref{Kind: resource.KindNode, Name: "web02"}, []byte(`{"metadata":{"labels":{"role":"db"}}}`))
+			require.NoError(t, err)
+		}, []string{"web02"}, []string{"web01", "db01"}},
+		{"a membership", func() {
+			_, err := b.res.AddMember(ctx, "acme", "web", "web02")
+			require.NoError(t, err)
+		}, []string{"web02"}, []string{"web01", "db01"}},
+		{"an org's row", func() {
+			_, _, err := b.svc.Put(ctx, pillar.Target{Kind: "org", Org: "other"}, "c", obj(t, `{"v":5}`), "", "t")
+			require.NoError(t, err)
+		}, []string{"db01"}, []string{"web01", "web02"}},
+		{"a global row", func() {
+			_, _, err := b.svc.Put(ctx, pillar.Global, "c", obj(t, `{"g":6}`), "", "t")
+			require.NoError(t, err)
+		}, nodes, nil},
+	} {
+		before := map[string]string{}
+		for _, n := range nodes {
+			before[n] = fmt.Sprint(render(n)) // and cached
+		}
+		for _, n := range nodes {
+			require.True(t, cached(n), "%s: %s is cached before the write", step.what, n)
+		}
+		step.write()
+		for _, n := range step.changed {
+			require.Eventually(t, func() bool { return fmt.Sprint(render(n)) != before[n] }, 5*time.Second, 5*time.Millisecond,
+				"%d %s: A's render of %s shows the write", i, step.what, n)
+		}
+		for _, n := range step.kept {
+			require.True(t, cached(n), "%d %s: A still serves %s from its cache", i, step.what, n)
+		}
+	}
 }

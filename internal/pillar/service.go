@@ -109,15 +109,26 @@ func (s *Service) UseCache(c *Cache) { s.cache = c }
 // the write answers: NOTIFY reaches this replica only after that, and a render served in
 // between would predate a write the replica acknowledged (read-your-writes). Writes of
 // objects, labels and memberships reach it through resource.Service.OnWrite.
-func (s *Service) wrote() {
+func (s *Service) wrote(scopes ...string) {
 	if s.cache != nil {
-		s.cache.Invalidate()
+		s.cache.InvalidateScopes(strings.Join(scopes, " "))
 	}
 }
 
-// InvalidateCache drops this replica's cached renders (see wrote); the server connects it to
-// resource.Service.OnWrite.
-func (s *Service) InvalidateCache() { s.wrote() }
+// InvalidateCache drops this replica's cached renders the scopes name (node:<name>,
+// org:<name>, *; none: all) — see wrote; the server connects it to resource.Service.OnWrite.
+func (s *Service) InvalidateCache(scopes ...string) { s.wrote(scopes...) }
+
+// scope is the cache scope of the renders a row of target t can change.
+func (t Target) scope() string {
+	switch t.Kind {
+	case "node":
+		return "node:" + t.Node
+	case "org", "group":
+		return "org:" + t.Org
+	}
+	return "*"
+}
 
 // NewService returns a Service over d.
 func NewService(d *db.DB) *Service { return &Service{db: d} }
@@ -194,7 +205,7 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 	}
 	var out Pillar
 	var created bool
-	defer s.wrote()
+	defer s.wrote(t.scope())
 	err = s.db.InTx(ctx, func(tx *db.Tx) error {
 		rid, err := lockTarget(ctx, tx, t)
 		if err != nil {
@@ -284,7 +295,7 @@ func (s *Service) Delete(ctx context.Context, t Target, category, ifMatch, actor
 	if err := ValidateCategory(category); err != nil {
 		return err
 	}
-	defer s.wrote()
+	defer s.wrote(t.scope())
 	return s.db.InTx(ctx, func(tx *db.Tx) error {
 		rid, err := lockTarget(ctx, tx, t)
 		if err != nil {
@@ -550,6 +561,8 @@ type Rendered struct {
 	JSON []byte `json:"-"`
 	// size is the pillar's JSON size, what the cache's bound counts.
 	size int64
+	// org is the node's org when it was rendered, for invalidations of a whole org.
+	org string
 }
 
 // Render merges the pillar of a node; with explain, it also says where every leaf came from.
@@ -629,6 +642,7 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 	sum := sha256.Sum256(b)
 	out.ETag = `"` + hex.EncodeToString(sum[:12]) + `"`
 	out.size = int64(len(b))
+	out.org = info.Org
 	out.JSON = b
 	return out, nil
 }

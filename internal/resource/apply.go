@@ -30,7 +30,11 @@ type ApplyItem struct {
 // itself. The returned results are in item order; Err is set on the items that failed.
 func (s *Service) ApplyNodes(ctx context.Context, items []ApplyItem) []ApplyOutcome {
 	k, _ := s.kinds.Get(KindNode)
-	defer s.wrote()
+	refs := make([]Ref, len(items))
+	for i, it := range items {
+		refs[i] = Ref{Kind: KindNode, Name: it.Obj.Metadata.Name}
+	}
+	defer s.wrote(refs...)
 	results := make([]ApplyOutcome, len(items))
 	for i, it := range items {
 		results[i] = ApplyOutcome{Line: it.Line, Name: it.Obj.Metadata.Name}

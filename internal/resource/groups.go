@@ -45,7 +45,7 @@ func lockMembership(ctx context.Context, tx *db.Tx, org, group, node string) (gr
 // membership is new.
 func (s *Service) AddMember(ctx context.Context, org, group, node string) (bool, error) {
 	var added bool
-	defer s.wrote()
+	defer s.wrote(Ref{Kind: KindNode, Name: node})
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		g, n, err := lockMembership(ctx, tx, org, group, node)
 		if err != nil {
@@ -63,7 +63,7 @@ func (s *Service) AddMember(ctx context.Context, org, group, node string) (bool,
 // reports whether there was one.
 func (s *Service) RemoveMember(ctx context.Context, org, group, node string) (bool, error) {
 	var removed bool
-	defer s.wrote()
+	defer s.wrote(Ref{Kind: KindNode, Name: node})
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		var groupID int64
 		err := tx.QueryRow(ctx, q.Get("GroupLockShare"), KindGroup, org, group).Scan(&groupID)

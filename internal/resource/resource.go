@@ -68,20 +68,36 @@ type Service struct {
 	// walking plan, to check that both plans answer the same).
 	DriveLimit int
 	// onWrite runs after each write transaction (see OnWrite).
-	onWrite []func()
+	onWrite []func(scopes ...string)
 }
 
 // OnWrite registers f to run after every write transaction of this service has ended,
-// committed or not, before the write's caller gets its answer. The replica's render cache
-// uses it to drop what a write may have changed at once: the NOTIFY every replica gets
-// arrives after the writing request has answered, and a render served from the cache in
-// between would predate a write this replica acknowledged. Call it before serving.
-func (s *Service) OnWrite(f func()) { s.onWrite = append(s.onWrite, f) }
+// committed or not, before the write's caller gets its answer, with the render scopes the
+// write can have changed (node:<name>, org:<name>; none when it cannot change a render, as
+// objects of user kinds). The replica's render cache uses it to drop those renders at once:
+// the NOTIFY every replica gets arrives after the writing request has answered, and a render
+// served from the cache in between would predate a write this replica acknowledged. Call it
+// before serving.
+func (s *Service) OnWrite(f func(scopes ...string)) { s.onWrite = append(s.onWrite, f) }
 
-// wrote runs the OnWrite functions.
-func (s *Service) wrote() {
+// wrote runs the OnWrite functions with the scopes a write of refs can have changed.
+func (s *Service) wrote(refs ...Ref) {
+	var scopes []string
+	for _, r := range refs {
+		switch r.Kind {
+		case KindNode:
+			scopes = append(scopes, "node:"+r.Name)
+		case KindOrg:
+			scopes = append(scopes, "org:"+r.Name)
+		case KindGroup:
+			scopes = append(scopes, "org:"+r.Org)
+		}
+	}
+	if len(scopes) == 0 {
+		return
+	}
 	for _, f := range s.onWrite {
-		f()
+		f(scopes...)
 	}
 }
 
@@ -304,7 +320,7 @@ func (s *Service) Create(ctx context.Context, ref Ref, obj client.Object) (clien
 	if err := normalize(k, ref, &obj); err != nil {
 		return client.Object{}, err
 	}
-	defer s.wrote()
+	defer s.wrote(ref)
 	err = inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
 		obj, _, err = createTx(ctx, tx, k, ref, obj)
 		return err
@@ -717,7 +733,7 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 		return client.Object{}, err
 	}
 	var out client.Object
-	defer s.wrote()
+	defer s.wrote(ref)
 	err = inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
 		id, cur, err := lockForWrite(ctx, tx, ref, expected)
 		if err != nil {
@@ -828,7 +844,7 @@ func (s *Service) Delete(ctx context.Context, ref Ref, expected string, cascade 
 	if err != nil {
 		return err
 	}
-	defer s.wrote()
+	defer s.wrote(ref)
 	return s.db.InTx(ctx, func(tx *db.Tx) error {
 		id, last, err := lockForWrite(ctx, tx, ref, expected)
 		if err != nil {

@@ -190,7 +190,7 @@ func (h *Hub) listen(ctx context.Context) {
 				h.poke() // changes committed while unsubscribed were not announced
 			}
 		},
-		Notify: h.poke,
+		Notify: func(string) { h.poke() },
 		Lost: func(err error) {
 			h.logger.WarnContext(ctx, "watch: not subscribed to change notifications; polling every "+h.PollInterval.String()+" until it is again", "err", err)
 		},
