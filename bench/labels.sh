@@ -4,6 +4,8 @@
 #
 #   bash bench/labels.sh patch            # HTTP PATCH of one label vs raw INSERT … ON CONFLICT (pgbench)
 #   bash bench/labels.sh select [SIZE]    # selector list queries vs the naive EXISTS query, SIZE resources (default 100000)
+#   bash bench/labels.sh scale            # PATCH over HTTP at 1, 4, 16, 64 clients vs raw upsert+nextval at the same
+#                                         # concurrency, fsync on, and how many of strata's busy backends wait on an advisory lock
 #
 # Results and their reading are in docs/benchmarks.md. Needs the PostgreSQL server binaries and
 # pgbench (Debian: postgresql, postgresql-contrib), and farm-bench for the side-by-side timing.
@@ -37,6 +39,35 @@ patch)
 	echo "== one run of each with its own figures"
 	"$work/labels" patch -server "$server" -token "$token" -n $n -c $c
 	pgbench -n -t $((n / c)) -c $c -j 2 -f "$anchors/anchor-labels-upsert.sql" "$pg" 2>/dev/null | grep -E 'tps|latency average'
+	;;
+scale)
+	# Durable defaults: the embedded cluster runs with fsync and synchronous_commit on.
+	"$work/labels" setup -server "$server" -token "$token" -nodes 1000
+	psql -c "SHOW fsync" -c "SHOW synchronous_commit" -t | tr -s '\n' ' '; echo
+	psql <<'SQL' >/dev/null
+CREATE SCHEMA IF NOT EXISTS raw;
+CREATE TABLE IF NOT EXISTS raw.labels (resource_id int, key text, value text, rv bigint, PRIMARY KEY (resource_id, key));
+CREATE SEQUENCE IF NOT EXISTS raw.rv;
+SQL
+	cat >"$work/raw.sql" <<'SQL'
+\set r random(1, 1000)
+\set k random(0, 9)
+\set v random(0, 50)
+INSERT INTO raw.labels VALUES (:r, 'k' || :k, 'v' || :v, nextval('raw.rv'))
+  ON CONFLICT (resource_id, key) DO UPDATE SET value = excluded.value, rv = excluded.rv;
+SQL
+	for c in 1 4 16 64; do
+		n=$((c < 8 ? 3000 : c * 300))
+		# Sample strata's backends while the PATCHes run: active ones, and those waiting on an
+		# advisory lock (the commit-order lock of next_resource_version()).
+		(while :; do psql -At -c "SELECT count(*) FILTER (WHERE state = 'active'), count(*) FILTER (WHERE wait_event = 'advisory') FROM pg_stat_activity WHERE application_name = 'strata'"; sleep 0.1; done) >"$work/waits" 2>/dev/null &
+		sampler=$!
+		out=$("$work/labels" patch -server "$server" -token "$token" -n "$n" -c "$c")
+		kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
+		waits=$(awk -F'|' '{a += $1; w += $2} END {if (a > 0) printf "%.0f%% of %d active samples waiting on an advisory lock", 100 * w / a, a; else print "no samples"}' "$work/waits")
+		raw=$(pgbench -n -t $((n / c)) -c "$c" -j 2 -f "$work/raw.sql" "$pg" 2>/dev/null | grep -E '^tps' | sed 's/tps = \([0-9.]*\).*/\1/')
+		echo "clients=$c strata: $out | $waits | raw upsert+nextval tps=$raw"
+	done
 	;;
 select)
 	echo "== loading $size resources x 5 labels: the anchor (schema cc) and strata's nodes"
