@@ -608,14 +608,19 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 	if err != nil {
 		return Rendered{}, err
 	}
-	if len(all) == 0 || all[0].layer != -1 {
+	// The node's row (layer -1) is found wherever it is: UNION ALL promises no order (a
+	// parallel plan may interleave the branches); layersFrom orders the rest.
+	metaAt := slices.IndexFunc(all, func(r layerRow) bool { return r.layer == -1 })
+	if metaAt < 0 {
 		return Rendered{}, fault.NotFound("%s %q not found", resource.KindNode, fault.Truncate(node, 80))
 	}
+	metaRow := all[metaAt]
+	all = slices.Delete(all, metaAt, metaAt+1)
 	var meta struct {
 		Labels     map[string]string `json:"labels"`
 		MergeLists json.RawMessage   `json:"mergeLists"`
 	}
-	if err := json.Unmarshal(all[0].raw, &meta); err != nil {
+	if err := json.Unmarshal(metaRow.raw, &meta); err != nil {
 		return Rendered{}, fmt.Errorf("render %s: %w", node, err)
 	}
 	var opts Options
@@ -624,8 +629,8 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 			return Rendered{}, fmt.Errorf("setting %s: %w", SettingMergeLists, err)
 		}
 	}
-	info := NodeInfo{Name: node, Org: all[0].target, Labels: meta.Labels}
-	layers, err := layersFrom(all[1:], info)
+	info := NodeInfo{Name: node, Org: metaRow.target, Labels: meta.Labels}
+	layers, err := layersFrom(all, info)
 	if err != nil {
 		return Rendered{}, err
 	}
