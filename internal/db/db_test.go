@@ -28,12 +28,6 @@ INSERT INTO {{schema}}.t (k, n) VALUES ($1, $2);
 -- name: Get
 SELECT n FROM {{schema}}.t WHERE k = $1;
 
--- name: DrawVersion
-SELECT {{schema}}.next_resource_version();
-
--- name: SetLockTimeout
-SELECT set_config('lock_timeout', $1, true);
-
 -- name: Versions
 SELECT version FROM {{schema}}.schema_migrations ORDER BY version;
 `)}}, "q.sql")
@@ -195,55 +189,6 @@ func TestSchemasMigrateIndependently(t *testing.T) {
 	letGo()
 	_, err = a.Migrate(ctx)
 	require.NoError(t, err)
-}
-
-// TestResourceVersionCommitOrder proves the resourceVersion scheme: while a transaction
-// holds a drawn version uncommitted, no other transaction can draw the next one, so a version
-// can never become visible after a higher one. The control shows that a plain sequence
-// does not have this property (the second draw succeeds at once and can commit first).
-func TestResourceVersionCommitOrder(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	d := pgtest.NewDB(t)
-
-	drawn := make(chan int64)
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(free) // a failing assertion below must not leave the first transaction open
-	done := make(chan error, 1)
-	go func() {
-		done <- d.InTx(ctx, func(tx *db.Tx) error {
-			var v int64
-			if err := tx.QueryRow(ctx, testQueries.Get("DrawVersion")).Scan(&v); err != nil {
-				return err
-			}
-			drawn <- v
-			<-release
-			return nil
-		})
-	}()
-	first := <-drawn
-
-	err := d.InTx(ctx, func(tx *db.Tx) error {
-		if _, err := tx.Exec(ctx, testQueries.Get("SetLockTimeout"), "200ms"); err != nil {
-			return err
-		}
-		var v int64
-		return tx.QueryRow(ctx, testQueries.Get("DrawVersion")).Scan(&v)
-	})
-	require.ErrorIs(t, err, db.ErrLockNotAvailable, "a second writer must wait until the first commits")
-
-	// Control: a plain sequence hands out the next value at once, out of commit order.
-	var plain int64
-	require.NoError(t, d.QueryRow(ctx, &db.Query{Name: "Plain", Text: "SELECT nextval('{{schema}}.resource_version_seq')"}).Scan(&plain))
-	require.Greater(t, plain, first)
-
-	free()
-	require.NoError(t, <-done)
-	var next int64
-	require.NoError(t, d.QueryRow(ctx, testQueries.Get("DrawVersion")).Scan(&next))
-	require.Greater(t, next, first)
 }
 
 // TestInTxPanic: a panic inside the transaction function rolls the transaction back before

@@ -121,6 +121,6 @@ func TestChangesRecordEachWrite(t *testing.T) {
 	require.Greater(t, cs[3].RV, cs[2].RV, "the deletion has a resourceVersion of its own")
 
 	for i := 1; i < len(cs); i++ {
-		require.Greater(t, cs[i].RV, cs[i-1].RV, "versions increase in commit order")
+		require.Greater(t, cs[i].RV, cs[i-1].RV, "one object's versions increase in commit order (its row lock orders its writers)")
 	}
 }

@@ -72,32 +72,40 @@ USING unnest($2::text[], $3::text[]) AS t(p, n)
 WHERE a.resource_id = $1 AND a.key_prefix = t.p AND a.key_name = t.n;
 
 -- name: ResourceStamp
--- Writes the spec, draws the change's resourceVersion (next_resource_version serializes
--- only from here to commit, see migration 0001) and records the change, in one statement.
--- $5 is the schema revision the spec conforms to (NULL for kinds without a schema), $6 the
--- object's labels before the change (NULL on create), for selector watches.
-WITH v AS (SELECT {{schema}}.next_resource_version() AS rv),
-u AS (
-	UPDATE {{schema}}.resources r SET spec = $4, schema_revision = $5, resource_version = v.rv, updated_at = now()
-	FROM v WHERE r.id = $1
-	RETURNING r.resource_version, r.kind, r.org, r.name, r.created_at, r.updated_at
-),
+-- Records the change under a version drawn from the plain sequence, then writes the spec and
+-- the version into the row, in one statement. No lock orders commits: readers wait for
+-- versions still in flight instead (versions.go). If a reader has already settled the drawn
+-- number (a GAP row took it between nextval and the insert), nothing is written and no row
+-- is returned; the caller draws again. $5 is the schema revision the spec conforms to (NULL
+-- for kinds without a schema), $6 the object's labels before the change (NULL on create), for
+-- selector watches.
+WITH v AS MATERIALIZED (SELECT nextval('{{schema}}.resource_version_seq') AS rv),
 c AS (
 	INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels)
-	SELECT u.resource_version, u.kind, u.org, u.name, $2,
-	       jsonb_set(jsonb_set(jsonb_set($3::jsonb, '{metadata,resourceVersion}', to_jsonb(u.resource_version::text)),
-	                 '{metadata,createdAt}', to_jsonb(u.created_at)), '{metadata,updatedAt}', to_jsonb(u.updated_at)),
+	SELECT v.rv, r.kind, r.org, r.name, $2,
+	       jsonb_set(jsonb_set(jsonb_set($3::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)),
+	                 '{metadata,createdAt}', to_jsonb(r.created_at)), '{metadata,updatedAt}', to_jsonb(now())),
 	       $6::jsonb
-	FROM u
+	FROM v, {{schema}}.resources r
+	WHERE r.id = $1
+	ON CONFLICT (resource_version) DO NOTHING
+	RETURNING resource_version
+),
+u AS (
+	UPDATE {{schema}}.resources r SET spec = $4, schema_revision = $5, resource_version = c.resource_version, updated_at = now()
+	FROM c WHERE r.id = $1
+	RETURNING r.resource_version, r.created_at, r.updated_at
 )
 SELECT resource_version, created_at, updated_at FROM u;
 
 -- name: ResourceStampDeleted
 -- The deleted object carries the deletion's resourceVersion, as Kubernetes' DELETED events do,
--- so a watcher can resume from it.
-WITH v AS (SELECT {{schema}}.next_resource_version() AS rv)
+-- so a watcher can resume from it. No row when a reader settled the drawn number first (see
+-- ResourceStamp); the caller draws again.
+WITH v AS MATERIALIZED (SELECT nextval('{{schema}}.resource_version_seq') AS rv)
 INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels)
 SELECT v.rv, $1, $2, $3, 'DELETED', jsonb_set($4::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)), $5::jsonb FROM v
+ON CONFLICT (resource_version) DO NOTHING
 RETURNING resource_version;
 
 -- name: ResourceGet
@@ -138,9 +146,9 @@ LIMIT $4;
 -- each, ExistsIn / ExistsExists), the answer is {0} without counting the others, so a
 -- selector no object meets costs a few index probes and nothing else.
 -- The resourceVersion is the newest change the list's snapshot sees (List runs in one
--- REPEATABLE READ snapshot, and the commit-order lock of migration 0001 makes the visible
--- changes a gap-free prefix), or the compaction point when the log is pruned to nothing:
--- never a version whose change the items lack.
+-- REPEATABLE READ snapshot), or the compaction point when the log is pruned to nothing.
+-- Versions below it that the snapshot misses (writers in flight) are settled and applied to
+-- the page afterwards (versions.go), so the version never covers a change the items lack.
 SELECT greatest((SELECT coalesce(max(resource_version), 0) FROM {{schema}}.changes),
                 (SELECT coalesce(max(compacted_through), 0) FROM {{schema}}.watch_compaction)),
        NULL::bigint[] /*counts*/

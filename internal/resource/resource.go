@@ -2,9 +2,9 @@
 // one resources table with their labels and annotations.
 //
 // Every change runs in one transaction that ends with ResourceStamp: it draws the change's
-// resourceVersion from next_resource_version() (which serializes writers only from that
-// point to commit, so versions become visible in increasing order) and appends the change to
-// the changes table that watch resumes from. Optimistic concurrency compares the stored
+// resourceVersion from a plain sequence and appends the change to the changes table that
+// watch resumes from. No lock orders the commits; readers wait for versions still in flight
+// instead (versions.go), so lists and watches never skip or reorder a change. Optimistic concurrency compares the stored
 // resourceVersion under a row lock (SELECT … FOR UPDATE), so a stale writer gets a conflict,
 // never a lost update; creation races end on the (kind, org, name) unique constraint.
 package resource
@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -69,6 +70,10 @@ type Service struct {
 	DriveLimit int
 	// onWrite runs after each write transaction (see OnWrite).
 	onWrite []func(scopes ...string)
+	// resolved is a version through which every version is known resolved (versions.go).
+	resolved atomic.Int64
+	// exposeGaps turns off waiting for versions in flight, for tests' controls only.
+	exposeGaps bool
 }
 
 // OnWrite registers f to run after every write transaction of this service has ended,
@@ -403,7 +408,7 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 		oldLabels, oldAnnos = prev.Metadata.Labels, prev.Metadata.Annotations
 	}
 	// The writes and the stamp go out in one round trip (db.Pipeline): none needs another's
-	// result, and the stamp, which takes the commit-order lock, runs last.
+	// result, and the stamp, which draws the version, runs last.
 	var steps []db.Step
 	for _, m := range []struct {
 		upsert, del string
@@ -444,10 +449,28 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 			return obj, err
 		}
 	}
-	steps = append(steps, db.Step{Query: q.Get("ResourceStamp"), Args: []any{id, changeType, body, []byte(obj.Spec), schemaRev, prevLabels},
-		Scan: func(r db.Row) error { return r.Scan(&rv, &created, &updated) }})
+	stampArgs := []any{id, changeType, body, []byte(obj.Spec), schemaRev, prevLabels}
+	taken := false
+	steps = append(steps, db.Step{Query: q.Get("ResourceStamp"), Args: stampArgs,
+		Scan: func(r db.Row) error {
+			err := r.Scan(&rv, &created, &updated)
+			if errors.Is(err, db.ErrNotFound) {
+				taken = true // a reader settled the drawn number first: draw again below
+				return nil
+			}
+			return err
+		}})
 	if err := tx.Pipeline(ctx, steps...); err != nil {
 		return obj, fmt.Errorf("write and stamp: %w", err)
+	}
+	for try := 0; taken; try++ {
+		if try == maxStampTries {
+			return obj, fault.New(fault.KindUnavailable, "could not draw a resourceVersion in %d tries; retry the write", maxStampTries)
+		}
+		err := tx.QueryRow(ctx, q.Get("ResourceStamp"), stampArgs...).Scan(&rv, &created, &updated)
+		if taken = errors.Is(err, db.ErrNotFound); !taken && err != nil {
+			return obj, fmt.Errorf("stamp: %w", err)
+		}
 	}
 	obj.Metadata.ResourceVersion = strconv.FormatInt(rv, 10)
 	created, updated = created.UTC(), updated.UTC()
@@ -528,13 +551,22 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 	if _, err := s.kindOf(ctx, Ref{Kind: kind, Org: org}); err != nil {
 		return out, "", err
 	}
+	floor := s.resolved.Load() // before the snapshot: versions through it are visible in it
+	var gaps []int64
 	err = s.db.ReadTx(ctx, func(tx *db.Tx) error {
-		out, last, err = s.listTx(ctx, tx, kind, org, opts)
+		if out, last, err = s.listTx(ctx, tx, kind, org, opts); err != nil {
+			return err
+		}
+		gaps, err = s.gapsOf(ctx, tx, floor, listVersion(out))
 		return err
 	})
+	if err == nil && len(gaps) > 0 {
+		out.Items, last, err = s.settleList(ctx, kind, org, opts, pageLimit(opts), out.Items, last, gaps)
+	}
 	if err != nil {
 		return client.ObjectList{Items: []client.Object{}}, "", err
 	}
+	s.noteResolved(listVersion(out))
 	for i := range out.Items {
 		s.presentObject(ctx, s.db, &out.Items[i])
 	}
@@ -544,10 +576,7 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 // listTx reads one page of List in tx.
 func (s *Service) listTx(ctx context.Context, tx *db.Tx, kind, org string, opts ListOptions) (client.ObjectList, string, error) {
 	out := client.ObjectList{Items: []client.Object{}}
-	limit := opts.Limit
-	if limit <= 0 || limit > MaxListLimit {
-		limit = MaxListLimit
-	}
+	limit := pageLimit(opts)
 	rv, ids, err := s.drive(ctx, tx, opts.Selector)
 	if err != nil {
 		return out, "", err
@@ -585,6 +614,14 @@ func (s *Service) listTx(ctx context.Context, tx *db.Tx, kind, org string, opts 
 		return out, out.Items[limit-1].Metadata.Name, nil
 	}
 	return out, "", nil
+}
+
+// pageLimit is the size of a page of List.
+func pageLimit(opts ListOptions) int {
+	if opts.Limit <= 0 || opts.Limit > MaxListLimit {
+		return MaxListLimit
+	}
+	return opts.Limit
 }
 
 // DefaultDriveLimit is how many objects a selector's most selective positive requirement
@@ -874,9 +911,21 @@ func deleteLocked(ctx context.Context, tx *db.Tx, id int64, last client.Object) 
 	if err != nil {
 		return err
 	}
-	var rv int64
-	return tx.QueryRow(ctx, q.Get("ResourceStampDeleted"), last.Kind, last.Metadata.Org, last.Metadata.Name, body, prevLabels).Scan(&rv)
+	for range maxStampTries {
+		var rv int64
+		err := tx.QueryRow(ctx, q.Get("ResourceStampDeleted"), last.Kind, last.Metadata.Org, last.Metadata.Name, body, prevLabels).Scan(&rv)
+		if !errors.Is(err, db.ErrNotFound) {
+			return err
+		}
+		// A reader settled the drawn number first: draw again.
+	}
+	return fault.New(fault.KindUnavailable, "could not draw a resourceVersion in %d tries; retry the write", maxStampTries)
 }
+
+// maxStampTries bounds the draws of one stamp. A draw is lost only when a reader settles the
+// number in the instant between nextval and the insert of the same statement (versions.go),
+// so a second draw practically always succeeds.
+const maxStampTries = 10
 
 // nonNilLabels makes absent labels the empty object, so a change row's prev_labels is NULL
 // only for creations (and rows older releases wrote).

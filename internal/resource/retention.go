@@ -25,6 +25,31 @@ var retentionQ = db.MustParseQueries(retentionFS, "retention.sql")
 //
 // Several replicas may sweep at once: they take the same oldest rows, one waits for the
 // other's row locks and then finds them gone, so the work is wasted at worst, never wrong.
+//
+// Versions in flight are never pruned over: before deleting, the sweep settles every version
+// missing below the first kept change (versions.go; this waits for writers still holding
+// one), so no version below the compaction point can commit afterwards.
 func PruneChanges(ctx context.Context, d *db.DB, cutoff time.Time, batch int) (int64, error) {
+	for {
+		var gaps []int64
+		err := d.ReadTx(ctx, func(tx *db.Tx) error {
+			var keep int64
+			if err := tx.QueryRow(ctx, retentionQ.Get("ChangesFirstKept"), cutoff).Scan(&keep); err != nil {
+				return err
+			}
+			var err error
+			gaps, err = versionGaps(ctx, tx, 0, keep-1)
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+		if err := fillVersions(ctx, d, gaps); err != nil {
+			return 0, err
+		}
+		if len(gaps) <= maxVersionGaps {
+			break
+		}
+	}
 	return d.DeleteInBatches(ctx, retentionQ.Get("ChangesPrune"), batch, cutoff)
 }

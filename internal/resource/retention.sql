@@ -14,3 +14,10 @@ WHERE resource_version IN (
 	ORDER BY resource_version
 	LIMIT $2
 );
+
+-- name: ChangesFirstKept
+-- The version of the first change recorded at or after $1 (every change below it goes), or
+-- one past the newest when all are older.
+SELECT coalesce(
+	(SELECT resource_version FROM {{schema}}.changes WHERE changed_at >= $1 ORDER BY resource_version LIMIT 1),
+	(SELECT coalesce(max(resource_version), 0) + 1 FROM {{schema}}.changes));

@@ -87,9 +87,9 @@ var ErrWatchStopped = fault.New(fault.KindUnavailable, "the server is shutting d
 // regardless — and fans each change out to the subscriptions of its kind and org. Watchers
 // thus cost one query per change batch per replica, not one query loop each.
 //
-// Correctness does not depend on notifications: the commit-order lock of migration 0001
-// makes the visible changes a gap-free prefix of the versions, so reading "after the last
-// version read" never skips a change, and a lost notification only delays events by a poll.
+// Correctness does not depend on notifications: the poller advances only through versions
+// that are all resolved (versions.go), so reading "after the last version read" never skips
+// a change that commits later, and a lost notification only delays events by a poll.
 // A subscriber that falls Buffer events behind is ended (Err says so) instead of holding the
 // poller up; its consumer resumes from the last version it received, as in Kubernetes.
 type Hub struct {
@@ -107,8 +107,13 @@ type Hub struct {
 	ready     chan struct{}
 	listening atomic.Bool
 
+	// recorded and recordedAt: the last version written to watch_resolved, and when (owned
+	// by the polling goroutine).
+	recorded   int64
+	recordedAt time.Time
+
 	mu      sync.Mutex
-	head    int64 // every change up to head has been fanned out
+	head    int64 // every version up to head is resolved, and its change fanned out
 	stopped bool
 	subs    map[*Subscription]struct{}
 }
@@ -142,8 +147,14 @@ func (h *Hub) Run(ctx context.Context) {
 	defer h.stop()
 	backoff := 100 * time.Millisecond
 	for {
+		// The poller starts where every version is known resolved (not at the newest
+		// visible one, which may have versions in flight below it) and reads up from there.
+		start := versionQ.Get("VersionResolved")
+		if h.svc.exposeGaps {
+			start = watchQ.Get("WatchHead")
+		}
 		var head int64
-		err := h.svc.db.QueryRow(ctx, watchQ.Get("WatchHead")).Scan(&head)
+		err := h.svc.db.QueryRow(ctx, start).Scan(&head)
 		if err == nil {
 			h.mu.Lock()
 			h.head = head
@@ -205,7 +216,10 @@ func (h *Hub) poke() {
 	}
 }
 
-// poll reads and fans out every change after head, a batch at a time.
+// poll reads and fans out every change after head, a batch at a time, strictly in version
+// order: at the first version missing below a visible one it stops, settles the missing ones
+// (versions.go: this waits for writers in flight to commit) and reads again, so head is
+// always a prefix of versions that are all resolved.
 func (h *Hub) poll(ctx context.Context) error {
 	for {
 		h.mu.Lock()
@@ -227,8 +241,11 @@ func (h *Hub) poll(ctx context.Context) error {
 			return err
 		}
 		for i := range batch {
-			h.svc.presentObject(ctx, h.svc.db, &batch[i].Object)
+			if batch[i].Type != "GAP" {
+				h.svc.presentObject(ctx, h.svc.db, &batch[i].Object)
+			}
 		}
+		var missing []int64
 		h.mu.Lock()
 		if compacted > h.head {
 			// Changes this poller never read were pruned (it was away longer than the
@@ -245,25 +262,63 @@ func (h *Hub) poll(ctx context.Context) error {
 			if c.RV <= h.head {
 				continue
 			}
-			for s := range h.subs {
-				if s.kind != c.Kind || s.org != c.Org || c.RV <= s.cursor {
-					continue
+			if c.RV != h.head+1 && !h.svc.exposeGaps {
+				for v := h.head + 1; v < c.RV; v++ {
+					missing = append(missing, v)
 				}
-				select {
-				case s.ch <- c:
-					s.cursor = c.RV
-				default:
-					h.endLocked(s, fault.New(fault.KindUnavailable,
-						"the watch fell more than %d events behind and was ended; resume it from the last resourceVersion received", h.Buffer))
-				}
+				break
+			}
+			if c.Type != "GAP" {
+				h.fanOutLocked(c)
 			}
 			h.head = c.RV
 		}
+		head = h.head
 		h.mu.Unlock()
+		h.svc.noteResolved(head)
+		h.recordResolved(ctx, head)
+		if len(missing) > 0 {
+			if err := h.svc.fill(ctx, missing); err != nil {
+				return err
+			}
+			continue
+		}
 		if len(batch) < h.Batch {
 			return nil
 		}
 	}
+}
+
+// fanOutLocked queues c to every subscription of its kind and org that has not had it; h.mu
+// is held.
+func (h *Hub) fanOutLocked(c Change) {
+	for s := range h.subs {
+		if s.kind != c.Kind || s.org != c.Org || c.RV <= s.cursor {
+			continue
+		}
+		select {
+		case s.ch <- c:
+			s.cursor = c.RV
+		default:
+			h.endLocked(s, fault.New(fault.KindUnavailable,
+				"the watch fell more than %d events behind and was ended; resume it from the last resourceVersion received", h.Buffer))
+		}
+	}
+}
+
+// recordResolved advances watch_resolved to head at most once a second, so lists and
+// starting replicas look for versions in flight only above it.
+func (h *Hub) recordResolved(ctx context.Context, head int64) {
+	if head <= h.recorded || time.Since(h.recordedAt) < time.Second {
+		return
+	}
+	if _, err := h.svc.db.Exec(ctx, versionQ.Get("VersionResolvedAdvance"), head); err != nil {
+		if ctx.Err() == nil {
+			h.logger.WarnContext(ctx, "watch: recording the resolved version failed", "err", err)
+		}
+		return
+	}
+	h.recorded, h.recordedAt = head, time.Now()
 }
 
 // endLocked removes s with err; h.mu is held.
@@ -493,24 +548,33 @@ func (s *Service) ListSnapshot(ctx context.Context, kind, org string, filter aut
 	if _, err := s.kindOf(ctx, Ref{Kind: kind, Org: org}); err != nil {
 		return out, err
 	}
+	floor := s.resolved.Load() // before the snapshot: versions through it are visible in it
+	var gaps []int64
+	opts := ListOptions{Limit: MaxListLimit, Filter: filter, Selector: sel}
 	err := s.db.ReadTx(ctx, func(tx *db.Tx) error {
-		opts := ListOptions{Limit: MaxListLimit, Filter: filter, Selector: sel}
-		for {
-			page, last, err := s.listTx(ctx, tx, kind, org, opts)
+		for page := opts; ; {
+			l, last, err := s.listTx(ctx, tx, kind, org, page)
 			if err != nil {
 				return err
 			}
-			out.Items = append(out.Items, page.Items...)
-			out.ResourceVersion = page.ResourceVersion
+			out.Items = append(out.Items, l.Items...)
+			out.ResourceVersion = l.ResourceVersion
 			if last == "" {
-				return nil
+				break
 			}
-			opts.After = last
+			page.After = last
 		}
+		var err error
+		gaps, err = s.gapsOf(ctx, tx, floor, listVersion(out))
+		return err
 	})
+	if err == nil && len(gaps) > 0 {
+		out.Items, _, err = s.settleList(ctx, kind, org, opts, 0, out.Items, "", gaps)
+	}
 	if err != nil {
 		return client.ObjectList{Items: []client.Object{}}, err
 	}
+	s.noteResolved(listVersion(out))
 	for i := range out.Items {
 		s.presentObject(ctx, s.db, &out.Items[i])
 	}

@@ -9,9 +9,9 @@ SELECT greatest((SELECT coalesce(max(resource_version), 0) FROM {{schema}}.chang
 SELECT coalesce(max(compacted_through), 0) FROM {{schema}}.watch_compaction;
 
 -- name: WatchPoll
--- The next changes after $1, in resourceVersion order. The commit-order lock (migration 0001)
--- makes the visible changes a gap-free prefix of the versions, so "after the last one read"
--- never skips a change that commits later. A primary-key range scan.
+-- The next changes after $1, in resourceVersion order, GAP rows included (they settle
+-- versions no change holds). The poller checks that they follow $1 without a hole before it
+-- fans them out (versions.go). A primary-key range scan.
 SELECT resource_version, type, kind, org, name, object, prev_labels
 FROM {{schema}}.changes
 WHERE resource_version > $1

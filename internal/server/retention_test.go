@@ -25,7 +25,7 @@ func TestSweep(t *testing.T) {
 			VALUES (now() - $1::interval, 't', 'test.seed', '')`}, age)
 		require.NoError(t, err)
 		_, err = d.Exec(ctx, &db.Query{Name: "seed-change", Text: `INSERT INTO {{schema}}.changes (resource_version, kind, name, type, object, changed_at)
-			VALUES ({{schema}}.next_resource_version(), 'Org', 'x', 'ADDED', '{}', now() - $1::interval)`}, age)
+			VALUES (nextval('{{schema}}.resource_version_seq'), 'Org', 'x', 'ADDED', '{}', now() - $1::interval)`}, age)
 		require.NoError(t, err)
 	}
 	seed("30 days")
