@@ -11,6 +11,9 @@ type Object struct {
 	Kind     string          `json:"kind"`
 	Metadata ObjectMeta      `json:"metadata"`
 	Spec     json.RawMessage `json:"spec,omitempty"`
+	// Status is what the server reports about the object; clients never write it (a status
+	// sent with a write is ignored). Groups report {"staticMembers": N}.
+	Status json.RawMessage `json:"status,omitempty"`
 }
 
 // ObjectMeta is an object's identity and metadata. ResourceVersion is a decimal string, as

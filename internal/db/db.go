@@ -245,6 +245,17 @@ type Tx struct {
 	key    int32
 	db     *DB
 	memo   map[any]any
+	// beforeCommit runs, in order, when the transaction's function has returned nil.
+	beforeCommit []func(context.Context) error
+}
+
+// BeforeCommit registers fn to run in the transaction after its function has returned nil,
+// just before COMMIT (an error from fn rolls the transaction back and is returned). It is for
+// work a transaction must do once however many of its steps asked for it: a bulk batch that
+// changed a group's memberships in many lines stamps the group once, at its end, when it
+// takes the group's lock in a fixed order. Functions registered by fn run too.
+func (t *Tx) BeforeCommit(fn func(context.Context) error) {
+	t.beforeCommit = append(t.beforeCommit, fn)
 }
 
 // Memo returns what compute returned for key earlier in this transaction, or runs it and
@@ -318,8 +329,14 @@ func (d *DB) InTx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 			rollback()
 		}
 	}()
-	if err := fn(&Tx{tx: ptx, schema: d.schema, key: d.key, db: d}); err != nil {
+	tx := &Tx{tx: ptx, schema: d.schema, key: d.key, db: d}
+	if err := fn(tx); err != nil {
 		return err
+	}
+	for i := 0; i < len(tx.beforeCommit); i++ {
+		if err := tx.beforeCommit[i](ctx); err != nil {
+			return err
+		}
 	}
 	return interpretError(ptx.Commit(ctx))
 }

@@ -175,11 +175,12 @@ func syncMemberships(ctx context.Context, tx *db.Tx, nodeID int64, org string, g
 			return 0, fault.UnprocessableFields("group does not exist", []fault.FieldError{{Field: "/groups", Message: "group " + fault.Truncate(g, 80) + " does not exist in org " + fault.Truncate(org, 80)}})
 		}
 	}
-	var changed int64
+	var changed []int64
 	if err := tx.QueryRow(ctx, q.Get("MembershipsSync"), nodeID, ids).Scan(&changed); err != nil {
 		return 0, err
 	}
-	return changed, nil
+	touchGroups(ctx, tx, changed...)
+	return int64(len(changed)), nil
 }
 
 // Analyze refreshes the planner's statistics of the tables a bulk apply grows.

@@ -33,7 +33,7 @@ func OrgKind() *Kind {
 // org and group pillars it renders.
 func NodeKind() *Kind {
 	return &Kind{Name: KindNode, Plural: "nodes", Param: "node", Scope: ScopeGlobal, Family: "nodes",
-		ValidateName: ValidateNodeName, Prepare: nodePrepare, AfterWrite: nodeAfterWrite,
+		ValidateName: ValidateNodeName, Prepare: nodePrepare, AfterWrite: nodeAfterWrite, BeforeDelete: nodeBeforeDelete,
 		References: []Reference{{Member: "org", Kind: KindOrg, Family: "orgs", Verb: "attach"}}}
 }
 
@@ -113,11 +113,41 @@ func nodeAfterWrite(ctx context.Context, tx *db.Tx, id int64, obj client.Object,
 	if prev == nil || NodeOrg(*prev) == NodeOrg(obj) {
 		return nil
 	}
-	_, err := tx.Exec(ctx, q.Get("NodeDropForeignMemberships"), id, NodeOrg(obj), KindGroup)
+	left, err := groupIDs(ctx, tx, q.Get("NodeDropForeignMemberships"), id, NodeOrg(obj), KindGroup)
+	touchGroups(ctx, tx, left...)
 	return err
 }
 
+// nodeBeforeDelete drops the node's static memberships itself (rather than leaving them to
+// the foreign key's cascade), so each group it leaves is stamped with its new member count.
+func nodeBeforeDelete(ctx context.Context, s *Service, tx *db.Tx, id int64, node client.Object, cascade bool) error {
+	left, err := groupIDs(ctx, tx, q.Get("NodeMembershipsDrop"), id)
+	touchGroups(ctx, tx, left...)
+	return err
+}
+
+// groupIDs runs a statement returning group ids.
+func groupIDs(ctx context.Context, tx *db.Tx, query *db.Query, args ...any) ([]int64, error) {
+	rows, err := tx.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
 func groupPrepare(ctx context.Context, tx *db.Tx, obj *client.Object, prev *client.Object) error {
+	if prev == nil {
+		obj.Status = groupStatus(0) // memberships change it (groups.go)
+	}
 	m, err := specMap(obj.Spec)
 	if err != nil {
 		return err

@@ -1,9 +1,13 @@
 package resource
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/db"
@@ -52,7 +56,9 @@ func (s *Service) AddMember(ctx context.Context, org, group, node string) (bool,
 			return err
 		}
 		rows, err := tx.Exec(ctx, q.Get("MemberAdd"), g, n)
-		added = rows == 1
+		if added = rows == 1; added {
+			touchGroups(ctx, tx, g)
+		}
 		return err
 	})
 	return added, err
@@ -74,7 +80,9 @@ func (s *Service) RemoveMember(ctx context.Context, org, group, node string) (bo
 			return err
 		}
 		rows, err := tx.Exec(ctx, q.Get("MemberRemove"), groupID, KindNode, node)
-		removed = rows == 1
+		if removed = rows == 1; removed {
+			touchGroups(ctx, tx, groupID)
+		}
 		return err
 	})
 	return removed, err
@@ -116,4 +124,100 @@ func (s *Service) Members(ctx context.Context, org, group, after string, limit i
 		return out, out.Items[limit-1].Node, nil
 	}
 	return out, "", nil
+}
+
+// Static memberships are changes of their group: a transaction that adds or removes any
+// stamps each group it touched MODIFIED once, just before it commits, with the group's
+// status.staticMembers, so a group watch (and any consumer of the changes log) sees
+// membership changes in version order with everything else. Stamping at the end, in group-id
+// order, under FOR NO KEY UPDATE (GroupsLockForStatus), keeps the cost to one change per group
+// per transaction (a bulk batch of 500 nodes joining one group stamps it once) and makes two
+// transactions that touched the same groups queue for them in one order instead of
+// deadlocking. Membership writers hold their groups only FOR KEY SHARE before that point.
+
+// touchedGroups is the Tx.Memo key of a transaction's set of touched groups.
+type touchedGroups struct{}
+
+// touchGroups records that tx changed the static memberships of groups ids.
+func touchGroups(ctx context.Context, tx *db.Tx, ids ...int64) {
+	if len(ids) == 0 {
+		return
+	}
+	v, _ := tx.Memo(touchedGroups{}, func() (any, error) {
+		set := map[int64]bool{}
+		tx.BeforeCommit(func(ctx context.Context) error { return stampGroups(ctx, tx, set) })
+		return set, nil
+	})
+	set := v.(map[int64]bool)
+	for _, id := range ids {
+		set[id] = true
+	}
+}
+
+// stampGroups stamps each group of set whose static member count differs from its status.
+func stampGroups(ctx context.Context, tx *db.Tx, set map[int64]bool) error {
+	ids := make([]int64, 0, len(set))
+	for id := range set {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	rows, err := tx.Query(ctx, q.Get("GroupsLockForStatus"), ids)
+	if err != nil {
+		return err
+	}
+	locked := ids[:0]
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		locked = append(locked, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(locked) == 0 {
+		return nil // every touched group was deleted
+	}
+	counts := map[int64]int64{}
+	rows, err = tx.Query(ctx, q.Get("GroupStaticCounts"), locked)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id, n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			rows.Close()
+			return err
+		}
+		counts[id] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	groups, err := getByID(ctx, tx, locked)
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		status := groupStatus(counts[g.id])
+		if bytes.Equal(g.obj.Status, status) {
+			continue
+		}
+		obj := g.obj
+		obj.Status = status
+		if _, err := writeAndStamp(ctx, tx, g.id, "MODIFIED", obj, &g.obj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// groupStatus is a group's status with n static members, in the form jsonb gives back (so a
+// stored status compares equal byte for byte).
+func groupStatus(n int64) json.RawMessage {
+	return json.RawMessage(`{"staticMembers": ` + strconv.FormatInt(n, 10) + `}`)
 }

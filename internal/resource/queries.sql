@@ -22,7 +22,7 @@ SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
        coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
                  FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
-       coalesce(r.schema_revision, 0),
+       coalesce(r.schema_revision, 0), r.status,
        r.id, r.kind,
        (SELECT s.resource_version FROM {{schema}}.resources s WHERE s.id = r.id)
 FROM {{schema}}.resources r
@@ -37,7 +37,7 @@ SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
        coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
                  FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
-       coalesce(r.schema_revision, 0),
+       coalesce(r.schema_revision, 0), r.status,
        r.id, r.kind
 FROM {{schema}}.resources r
 WHERE r.id = ANY($1::bigint[])
@@ -78,7 +78,7 @@ WHERE a.resource_id = $1 AND a.key_prefix = t.p AND a.key_name = t.n;
 -- number (a GAP row took it between nextval and the insert), nothing is written and no row
 -- is returned; the caller draws again. $5 is the schema revision the spec conforms to (NULL
 -- for kinds without a schema), $6 the object's labels before the change (NULL on create), for
--- selector watches.
+-- selector watches, $7 the object's status (server-written; NULL for most kinds).
 WITH v AS MATERIALIZED (SELECT nextval('{{schema}}.resource_version_seq') AS rv),
 c AS (
 	INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels)
@@ -92,7 +92,7 @@ c AS (
 	RETURNING resource_version
 ),
 u AS (
-	UPDATE {{schema}}.resources r SET spec = $4, schema_revision = $5, resource_version = c.resource_version, updated_at = now()
+	UPDATE {{schema}}.resources r SET spec = $4, schema_revision = $5, status = $7::jsonb, resource_version = c.resource_version, updated_at = now()
 	FROM c WHERE r.id = $1
 	RETURNING r.resource_version, r.created_at, r.updated_at
 )
@@ -114,7 +114,7 @@ SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
        coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
                  FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
-       coalesce(r.schema_revision, 0)
+       coalesce(r.schema_revision, 0), r.status
 FROM {{schema}}.resources r
 WHERE r.kind = $1 AND r.org = $2 AND r.name = $3;
 
@@ -129,7 +129,7 @@ SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
        coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
                  FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
-       coalesce(r.schema_revision, 0)
+       coalesce(r.schema_revision, 0), r.status
 FROM {{schema}}.resources r
 WHERE r.kind = $1 AND r.org = $2 AND r.name > $3
   AND ($5::boolean OR r.name = ANY($6::text[])
@@ -182,10 +182,11 @@ LIMIT $3;
 SELECT coalesce(max(resource_version), 0) FROM {{schema}}.changes;
 
 -- name: NodeDropForeignMemberships
--- $1 node id, $2 its new org, $3 the Group kind.
+-- $1 node id, $2 its new org, $3 the Group kind; the groups it left.
 DELETE FROM {{schema}}.group_members m
 USING {{schema}}.resources g
-WHERE m.node_id = $1 AND g.id = m.group_id AND g.kind = $3 AND g.org <> $2;
+WHERE m.node_id = $1 AND g.id = m.group_id AND g.kind = $3 AND g.org <> $2
+RETURNING m.group_id;
 
 -- name: OrgDependents
 -- What lives in an org: its nodes (spec.org), its groups, and the objects of user kinds inside
@@ -202,9 +203,11 @@ ORDER BY r.id
 FOR UPDATE OF r;
 
 -- name: GroupLockShare
+-- FOR KEY SHARE: enough to keep the group from being deleted until commit, and it does not
+-- conflict with GroupsLockForStatus, which other membership writers take at their end.
 SELECT id FROM {{schema}}.resources
 WHERE kind = $1 AND org = $2 AND name = $3
-FOR SHARE;
+FOR KEY SHARE;
 
 -- name: NodeLockShare
 SELECT id, coalesce(spec ->> 'org', '') FROM {{schema}}.resources
@@ -219,6 +222,7 @@ ON CONFLICT DO NOTHING;
 DELETE FROM {{schema}}.group_members m
 USING {{schema}}.resources n
 WHERE m.group_id = $1 AND m.node_id = n.id AND n.kind = $2 AND n.org = '' AND n.name = $3;
+
 
 -- name: GroupMembers
 -- $1 Group kind, $2 org, $3 group, $4 Node kind, $5 whether the group has a selector (the
@@ -261,21 +265,21 @@ NOT EXISTS (SELECT 1 FROM {{schema}}.labels l WHERE l.resource_id = r.id AND l.k
 SELECT id, name FROM {{schema}}.resources
 WHERE kind = $1 AND org = $2 AND name = ANY($3::text[])
 ORDER BY name
-FOR SHARE;
+FOR KEY SHARE;
 
 -- name: MembershipsSync
--- Makes the group ids $2 the node $1's complete set of static memberships; returns how many
--- memberships were added or removed.
+-- Makes the group ids $2 the node $1's complete set of static memberships; returns the
+-- groups whose memberships were added or removed.
 WITH gone AS (
 	DELETE FROM {{schema}}.group_members WHERE node_id = $1 AND NOT (group_id = ANY($2::bigint[]))
-	RETURNING 1
+	RETURNING group_id
 ), added AS (
 	INSERT INTO {{schema}}.group_members (group_id, node_id)
 	SELECT g, $1 FROM unnest($2::bigint[]) AS g
 	ON CONFLICT DO NOTHING
-	RETURNING 1
+	RETURNING group_id
 )
-SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM added);
+SELECT array(SELECT group_id FROM gone UNION ALL SELECT group_id FROM added)::bigint[];
 
 -- name: AnalyzeResources
 ANALYZE {{schema}}.resources, {{schema}}.labels, {{schema}}.annotations, {{schema}}.group_members;
@@ -311,3 +315,25 @@ SELECT EXISTS (
 	WHERE org = ''
 	  AND (kind = $1 OR ($1 = '' AND kind <> $4 AND kind <> $5))
 	  AND (name = $2 OR ($3 AND starts_with(name, $2))));
+
+-- name: GroupsLockForStatus
+-- Locks the groups whose static memberships a transaction changed, in id order (so two such
+-- transactions never wait for each other in a cycle), FOR NO KEY UPDATE: it does not conflict
+-- with the FOR KEY SHARE locks membership writes take on groups (GroupLockShare), so writers
+-- of memberships only queue here, at the end of their transactions. Groups deleted meanwhile
+-- are simply not returned.
+SELECT id FROM {{schema}}.resources
+WHERE id = ANY($1::bigint[])
+ORDER BY id
+FOR NO KEY UPDATE;
+
+-- name: GroupStaticCounts
+-- The number of static members of each group, read after GroupsLockForStatus (a statement of
+-- its own, so its snapshot includes every membership committed before the locks were granted).
+SELECT g.id, (SELECT count(*) FROM {{schema}}.group_members m WHERE m.group_id = g.id)
+FROM unnest($1::bigint[]) AS g(id);
+
+-- name: NodeMembershipsDrop
+-- Drops a node's static memberships before the node is deleted, naming the groups, so each is
+-- stamped with its new member count.
+DELETE FROM {{schema}}.group_members WHERE node_id = $1 RETURNING group_id;

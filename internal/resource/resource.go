@@ -357,6 +357,7 @@ func createTx(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, obj client.Objec
 	if err := checkReferences(ctx, k, obj, nil); err != nil {
 		return obj, 0, err
 	}
+	obj.Status = nil // the server's to write (a kind's Prepare may set it)
 	if k.Prepare != nil {
 		if err := k.Prepare(ctx, tx, &obj, nil); err != nil {
 			return obj, 0, err
@@ -449,7 +450,11 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 			return obj, err
 		}
 	}
-	stampArgs := []any{id, changeType, body, []byte(obj.Spec), schemaRev, prevLabels}
+	var status []byte // NULL, not JSON null, when the object has none
+	if len(obj.Status) > 0 {
+		status = obj.Status
+	}
+	stampArgs := []any{id, changeType, body, []byte(obj.Spec), schemaRev, prevLabels, status}
 	taken := false
 	steps = append(steps, db.Step{Query: q.Get("ResourceStamp"), Args: stampArgs,
 		Scan: func(r db.Row) error {
@@ -502,17 +507,20 @@ func notFound(ref Ref) error {
 
 func scanObject(kind string, row db.Row, extra ...any) (client.Object, error) {
 	var (
-		obj                 client.Object
-		spec, labels, annos []byte
-		rv                  int64
-		created, updated    time.Time
+		obj                         client.Object
+		spec, labels, annos, status []byte
+		rv                          int64
+		created, updated            time.Time
 	)
-	dest := append([]any{&obj.Metadata.Name, &obj.Metadata.Org, &spec, &rv, &created, &updated, &labels, &annos, &obj.Metadata.SchemaRevision}, extra...)
+	dest := append([]any{&obj.Metadata.Name, &obj.Metadata.Org, &spec, &rv, &created, &updated, &labels, &annos, &obj.Metadata.SchemaRevision, &status}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return client.Object{}, err
 	}
 	obj.Kind = kind
 	obj.Spec = spec
+	if status != nil {
+		obj.Status = status
+	}
 	obj.Metadata.ResourceVersion = strconv.FormatInt(rv, 10)
 	created, updated = created.UTC(), updated.UTC()
 	obj.Metadata.CreatedAt, obj.Metadata.UpdatedAt = &created, &updated
@@ -799,6 +807,7 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 
 // updateTx writes a normalized obj over cur, the stored object whose row (id) tx has locked.
 func updateTx(ctx context.Context, tx *db.Tx, k *Kind, id int64, cur, obj client.Object) (client.Object, error) {
+	obj.Status = cur.Status // the server's to write: a status sent with a write is ignored
 	if err := checkReferences(ctx, k, obj, &cur); err != nil {
 		return obj, err
 	}
