@@ -580,18 +580,28 @@ type AuditEntry struct {
 // RecordAudit writes e in the caller's transaction, so the record exists exactly when the
 // change it describes does.
 func RecordAudit(ctx context.Context, qr db.Querier, e AuditEntry) error {
+	step, err := AuditStep(e)
+	if err != nil {
+		return err
+	}
+	if _, err := qr.Exec(ctx, step.Query, step.Args...); err != nil {
+		return fmt.Errorf("record audit: %w", err)
+	}
+	return nil
+}
+
+// AuditStep is RecordAudit as a step of a pipeline (db.Tx.Pipeline), for a write that sends
+// its audit record in the same round trip as its last statements.
+func AuditStep(e AuditEntry) (db.Step, error) {
 	detail := []byte("{}")
 	if e.Detail != nil {
 		b, err := json.Marshal(e.Detail)
 		if err != nil {
-			return fmt.Errorf("audit detail: %w", err)
+			return db.Step{}, fmt.Errorf("audit detail: %w", err)
 		}
 		detail = b
 	}
-	if _, err := qr.Exec(ctx, q.Get("AuditInsert"), e.Actor, e.Action, e.Target, e.RemoteAddr, detail); err != nil {
-		return fmt.Errorf("record audit: %w", err)
-	}
-	return nil
+	return db.Step{Query: q.Get("AuditInsert"), Args: []any{e.Actor, e.Action, e.Target, e.RemoteAddr, detail}}, nil
 }
 
 // AuditRecord is a stored audit entry.

@@ -382,14 +382,30 @@ type Step struct {
 	Scan  func(Row) error
 }
 
+// Pipeline sends steps in one round trip outside any transaction of the caller (PostgreSQL
+// runs them as one implicit transaction, in order); see Tx.Pipeline. It is for reads that
+// need no transaction of their own but several statements, such as a check and a read.
+func (d *DB) Pipeline(ctx context.Context, steps ...Step) error {
+	return sendPipeline(ctx, d.pool, d.schema, steps)
+}
+
 // Pipeline sends steps in one round trip and PostgreSQL runs them in order, each as its own
 // statement (with its own snapshot, as if sent one by one). It is for statements that do not
 // need each other's results: a write that is several statements costs one round trip instead
 // of one per statement. The first error stops the pipeline and is returned.
 func (t *Tx) Pipeline(ctx context.Context, steps ...Step) error {
+	return sendPipeline(ctx, t.tx, t.schema, steps)
+}
+
+// batchSender is what sends a pgx batch: a pool or a transaction.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+func sendPipeline(ctx context.Context, to batchSender, schema string, steps []Step) error {
 	b := &pgx.Batch{}
 	for _, s := range steps {
-		qq := b.Queue(s.Query.render(t.schema), s.Args...)
+		qq := b.Queue(s.Query.render(schema), s.Args...)
 		if s.Scan != nil {
 			scan := s.Scan
 			qq.QueryRow(func(r pgx.Row) error { return scan(rowWrap{r}) })
@@ -397,5 +413,5 @@ func (t *Tx) Pipeline(ctx context.Context, steps ...Step) error {
 			qq.Exec(func(pgconn.CommandTag) error { return nil })
 		}
 	}
-	return interpretError(t.tx.SendBatch(ctx, b).Close())
+	return interpretError(to.SendBatch(ctx, b).Close())
 }

@@ -197,18 +197,31 @@ func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace 
 	}
 	var took int64
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
-		if err := requireProject(ctx, tx, project); err != nil {
+		// One round trip for the project, the lock and the workspace's row id.
+		var (
+			exists, ok, haveRow bool
+			h                   heldLock
+			id                  int64
+		)
+		err := tx.Pipeline(ctx, projectStep(project, &exists), lockStep("LockGetForShare", project, workspace, &h, &ok),
+			db.Step{Query: pq("StateGetID", project), Args: []any{workspace}, Scan: func(r db.Row) error {
+				err := r.Scan(&id)
+				if haveRow = err == nil; errors.Is(err, db.ErrNotFound) {
+					return nil
+				}
+				return err
+			}})
+		if err := s.checkedProject(ctx, project, exists, err); err != nil {
 			return err
 		}
-		if h, ok, err := scanLock(tx.QueryRow(ctx, q.Get("LockGetForShare"), project, workspace)); err != nil {
-			return err
-		} else if ok {
+		if ok {
 			*existing = h.Info
 			return heldBy(project, workspace, h, info.ID)
 		}
-		id, err := s.ensureRow(ctx, tx, actor, project, workspace)
-		if err != nil {
-			return err
+		if !haveRow {
+			if id, err = s.ensureRow(ctx, tx, actor, project, workspace); err != nil {
+				return err
+			}
 		}
 		owner := ""
 		if s.keeper != nil {
@@ -334,11 +347,12 @@ func (s *Service) Unlock(ctx context.Context, actor Actor, project, workspace st
 	var released heldLock
 	var terminated []pgHolder
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
-		if err := requireProject(ctx, tx, project); err != nil {
-			return err
-		}
-		h, ok, err := scanLock(tx.QueryRow(ctx, q.Get("LockGetForUpdate"), project, workspace))
-		if err != nil {
+		var (
+			exists, ok bool
+			h          heldLock
+		)
+		err := tx.Pipeline(ctx, projectStep(project, &exists), lockStep("LockGetForUpdate", project, workspace, &h, &ok))
+		if err := s.checkedProject(ctx, project, exists, err); err != nil {
 			return err
 		}
 		if !ok {
@@ -362,7 +376,22 @@ func (s *Service) Unlock(ctx context.Context, actor Actor, project, workspace st
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, q.Get("LockRelease"), project, workspace); err != nil {
+		// The release, its audit record and the forward to the owner's keeper go out in one
+		// round trip (NOTIFY is delivered at commit).
+		action, detail := "state.unlock", map[string]any{"id": h.ID}
+		if req.Force {
+			action, detail = "state.force-unlock", map[string]any{"kind": "http", "id": h.ID, "who": h.Info.Who, "operation": h.Info.Operation}
+		}
+		rec, err := auditStep(actor, action, project+"/"+workspace, detail)
+		if err != nil {
+			return err
+		}
+		steps := []db.Step{{Query: q.Get("LockRelease"), Args: []any{project, workspace}}, rec}
+		if h.Owner != "" && h.Owner != s.replica {
+			var ignored string
+			steps = append(steps, db.Step{Query: q.Get("LockNotify"), Args: []any{s.channel, h.Owner}, Scan: func(r db.Row) error { return r.Scan(&ignored) }})
+		}
+		if err := tx.Pipeline(ctx, steps...); err != nil {
 			return err
 		}
 		n, err := tx.Exec(ctx, pq("PlaceholderStateDelete", project), project, workspace)
@@ -374,19 +403,8 @@ func (s *Service) Unlock(ctx context.Context, actor Actor, project, workspace st
 				return err
 			}
 		}
-		if h.Owner != "" && h.Owner != s.replica {
-			// Forward to the owner's keeper; NOTIFY is delivered at commit.
-			var ignored string
-			if err := tx.QueryRow(ctx, q.Get("LockNotify"), s.channel, h.Owner).Scan(&ignored); err != nil {
-				return err
-			}
-		}
 		released = h
-		action, detail := "state.unlock", map[string]any{"id": h.ID}
-		if req.Force {
-			action, detail = "state.force-unlock", map[string]any{"kind": "http", "id": h.ID, "who": h.Info.Who, "operation": h.Info.Operation}
-		}
-		return audit(ctx, tx, actor, action, project+"/"+workspace, detail)
+		return nil
 	})
 	if err != nil {
 		return categorize(err)

@@ -282,6 +282,45 @@ func (s *Service) validate(project, workspace string) error {
 	return ValidateWorkspace(workspace)
 }
 
+// auditStep is audit as a pipeline step.
+func auditStep(actor Actor, action, target string, detail any) (db.Step, error) {
+	return auth.AuditStep(auth.AuditEntry{Actor: actor.Name, Action: action, Target: target, RemoteAddr: actor.RemoteAddr, Detail: detail})
+}
+
+// projectStep is the project check as the first step of a pipeline: the statements after it
+// may name the project's schema and fail when it does not exist, so callers look at
+// pass the outcome to checkedProject.
+func projectStep(project string, exists *bool) db.Step {
+	*exists = true // until the check says otherwise (a pipeline that failed before it)
+	return db.Step{Query: q.Get("StateProjectExists"), Args: []any{project}, Scan: func(r db.Row) error { return r.Scan(exists) }}
+}
+
+// checkedProject turns the outcome of a pipeline that began with projectStep into the
+// answer: a 404 when the project does not exist — said by the check, or, when the pipeline
+// failed before the check ran (PostgreSQL prepares every statement first, and one naming a
+// missing project's schema fails there), by the check run again on its own.
+func (s *Service) checkedProject(ctx context.Context, project string, exists bool, err error) error {
+	if !exists {
+		return fault.NotFound("project %q not found", project)
+	}
+	if err != nil {
+		if perr := requireProject(ctx, s.db, project); perr != nil && fault.KindOf(perr) == fault.KindNotFound {
+			return perr
+		}
+	}
+	return err
+}
+
+// lockStep reads the workspace's lock (LockGet, LockGetForShare or LockGetForUpdate) as a
+// pipeline step.
+func lockStep(query, project, workspace string, h *heldLock, locked *bool) db.Step {
+	return db.Step{Query: q.Get(query), Args: []any{project, workspace}, Scan: func(r db.Row) error {
+		var err error
+		*h, *locked, err = scanLock(r)
+		return err
+	}}
+}
+
 func audit(ctx context.Context, qr db.Querier, actor Actor, action, target string, detail any) error {
 	return auth.RecordAudit(ctx, qr, auth.AuditEntry{
 		Actor: actor.Name, Action: action, Target: target, RemoteAddr: actor.RemoteAddr, Detail: detail,

@@ -28,17 +28,25 @@ func (s *Service) StateGet(ctx context.Context, project, workspace string) (Stat
 	if err := s.validate(project, workspace); err != nil {
 		return State{}, err
 	}
-	if err := requireProject(ctx, s.db, project); err != nil {
+	var (
+		exists, found, placeholder bool
+		data                       *string
+	)
+	// One round trip: the project check, then the read (which fails when the project's
+	// schema does not exist, after the check has said so).
+	err := s.db.Pipeline(ctx, projectStep(project, &exists),
+		db.Step{Query: pq("StateGet", project), Args: []any{project, workspace}, Scan: func(r db.Row) error {
+			err := r.Scan(&data, &placeholder)
+			if found = err == nil; errors.Is(err, db.ErrNotFound) {
+				return nil
+			}
+			return err
+		}})
+	if err := s.checkedProject(ctx, project, exists, err); err != nil {
 		return State{}, categorize(err)
 	}
-	var data *string
-	var placeholder bool
-	err := s.db.QueryRow(ctx, pq("StateGet", project), project, workspace).Scan(&data, &placeholder)
-	if errors.Is(err, db.ErrNotFound) || (err == nil && (placeholder || data == nil || *data == "")) {
+	if !found || placeholder || data == nil || *data == "" {
 		return State{}, fault.NotFound("workspace %s/%s has no state", project, workspace)
-	}
-	if err != nil {
-		return State{}, categorize(err)
 	}
 	b := []byte(*data)
 	return State{Data: b, MD5: md5.Sum(b)}, nil
@@ -144,12 +152,34 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 	prepare, source := o.prepare, o.source
 	var res WriteResult
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
-		if err := requireProject(ctx, tx, project); err != nil {
+		// One round trip for the checks and the read: the project, the lock (FOR SHARE, so
+		// an UNLOCK cannot slip in before commit), and the state row FOR UPDATE (a concurrent
+		// writer waits here and then reads what this one wrote, so the write rules judge it
+		// against the state it would replace: TestConcurrentWriters).
+		read := "StateGetForUpdate"
+		if s.noRowLock {
+			read = "StateGetNoRowLock"
+		}
+		var (
+			projectExists, locked, exists, placeholder bool
+			lock                                       heldLock
+			id                                         int64
+			cur                                        string
+		)
+		err := tx.Pipeline(ctx, projectStep(project, &projectExists),
+			lockStep("LockGetForShare", project, workspace, &lock, &locked),
+			db.Step{Query: pq(read, project), Args: []any{project, workspace}, Scan: func(r db.Row) error {
+				err := r.Scan(&id, &cur, &placeholder)
+				if exists = err == nil; errors.Is(err, db.ErrNotFound) {
+					return nil
+				}
+				return err
+			}})
+		if err := s.checkedProject(ctx, project, projectExists, err); err != nil {
 			return err
 		}
-		lock, locked, err := scanLock(tx.QueryRow(ctx, q.Get("LockGetForShare"), project, workspace))
-		if err != nil {
-			return err
+		if s.afterRead != nil {
+			s.afterRead()
 		}
 		switch {
 		case locked && lock.ID != lockID:
@@ -161,23 +191,6 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 			if err := lock.usableBy(actor, project, workspace); err != nil {
 				return err
 			}
-		}
-		var id int64
-		var cur string
-		var placeholder bool
-		// FOR UPDATE: a concurrent writer waits here and then reads what this one wrote, so
-		// the write rules judge it against the state it would replace (TestConcurrentWriters).
-		read := "StateGetForUpdate"
-		if s.noRowLock {
-			read = "StateGetNoRowLock"
-		}
-		err = tx.QueryRow(ctx, pq(read, project), project, workspace).Scan(&id, &cur, &placeholder)
-		exists := err == nil
-		if s.afterRead != nil {
-			s.afterRead()
-		}
-		if err != nil && !errors.Is(err, db.ErrNotFound) {
-			return err
 		}
 		if exists {
 			if err := pgClientCheck(ctx, tx, project, workspace, id, lock, locked); err != nil {
@@ -197,31 +210,31 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 				return err
 			}
 		}
-		if err := setActor(ctx, tx, actor, source); err != nil {
-			return err
-		}
+		res.MD5 = md5.Sum(body)
+		// The rest in one round trip: who writes (for the versions trigger), the write, the
+		// version it made, and the pruning of old versions.
+		var a, b string
+		steps := []db.Step{{Query: q.Get("StateSetActor"), Args: []any{actor.Name, source}, Scan: func(r db.Row) error { return r.Scan(&a, &b) }}}
 		if !exists {
 			if err := creationKeys(ctx, tx, project, workspace); err != nil {
 				return err
 			}
-			err := tx.QueryRow(ctx, pq("StateInsert", project), workspace, string(body)).Scan(&id)
-			if errors.Is(err, db.ErrNotFound) {
-				return fault.Conflict("workspace %s/%s was created concurrently; retry", project, workspace)
-			}
-			if err != nil {
+			steps = append(steps, db.Step{Query: pq("StateInsert", project), Args: []any{workspace, string(body)}, Scan: func(r db.Row) error {
+				err := r.Scan(&id)
+				if errors.Is(err, db.ErrNotFound) {
+					return fault.Conflict("workspace %s/%s was created concurrently; retry", project, workspace)
+				}
 				return err
-			}
-		} else if _, err := tx.Exec(ctx, pq("StateUpdate", project), id, string(body)); err != nil {
-			return err
+			}})
+		} else {
+			steps = append(steps, db.Step{Query: pq("StateUpdate", project), Args: []any{id, string(body)}})
 		}
-		res.MD5 = md5.Sum(body)
-		if err := tx.QueryRow(ctx, q.Get("VersionLatest"), project, workspace).Scan(&res.Version); err != nil {
-			return err
-		}
+		steps = append(steps, db.Step{Query: q.Get("VersionLatest"), Args: []any{project, workspace}, Scan: func(r db.Row) error { return r.Scan(&res.Version) }})
 		if s.opts.KeepVersions > 0 {
-			if _, err := tx.Exec(ctx, q.Get("VersionPrune"), project, workspace, s.opts.KeepVersions); err != nil {
-				return err
-			}
+			steps = append(steps, db.Step{Query: q.Get("VersionPrune"), Args: []any{project, workspace, s.opts.KeepVersions}})
+		}
+		if err := tx.Pipeline(ctx, steps...); err != nil {
+			return err
 		}
 		if o.after != nil {
 			return o.after(tx, res)
