@@ -455,3 +455,47 @@ func TestDeleteAndRestoreRespectLocks(t *testing.T) {
 	rawBool(t, pg, `SELECT pg_advisory_unlock($1)`, key)
 	require.NoError(t, b.svc.StateDelete(ctx, b.actor, "p", "x", ""))
 }
+
+// TestProtectionWitness (issue 17, item 7): protection is read from the keeper's witness key
+// (migration 0017), one lock-table probe instead of a pg_locks scan, and is still a fact:
+//   - a lock this replica's keeper took reads protected (the witness is held);
+//   - a lock held the way a release-15 keeper holds it (the key, no witness) still reads
+//     protected, through the pg_locks fallback;
+//   - when that keeper's backend, still alive, no longer holds the key and a pg client has
+//     taken it, the lock reads unprotected. The control: probing the key itself (anyone
+//     holding it) would have called that protected.
+func TestProtectionWitness(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	b.project(t, "p")
+	_, err := b.svc.Lock(ctx, b.actor, "p", "w", lockBody("L-w"))
+	require.NoError(t, err)
+	st, err := b.svc.LockStatus(ctx, "p", "w")
+	require.NoError(t, err)
+	require.True(t, st.Protected, "the keeper's own lock: the witness is held")
+
+	// A keeper of release 15: its own session, registered, holding the key without a witness.
+	_, err = b.svc.StateWrite(ctx, b.actor, "p", "v", WriteRequest{Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+	old := rawSession(t, b.url)
+	key := stateID(t, old, "p", "v")
+	rawExec(t, old, `INSERT INTO strata.tf_keepers (replica, backend_pid, backend_start) VALUES ('old15', $1, $2)`, int32(old.PID()), old.BackendStart())
+	require.True(t, rawBool(t, old, `SELECT pg_try_advisory_lock($1)`, key))
+	rawExec(t, old, `INSERT INTO strata.tf_locks (project, workspace, lock_id, info, state_id, owner, created_by)
+		VALUES ('p', 'v', 'L-v', '{}', $1, 'old15', 'test')`, key)
+	st, err = b.svc.LockStatus(ctx, "p", "v")
+	require.NoError(t, err)
+	require.True(t, st.Protected, "a release-15 keeper's lock: the pg_locks fallback")
+
+	// Its backend lives on but has let the key go, and a pg client has it.
+	require.True(t, rawBool(t, old, `SELECT pg_advisory_unlock($1)`, key))
+	pg := rawSession(t, b.url)
+	require.True(t, pgClientTry(t, pg, key))
+	st, err = b.svc.LockStatus(ctx, "p", "v")
+	require.NoError(t, err)
+	require.False(t, st.Protected, "a pg client holds the key: not protected")
+	probe := rawSession(t, b.url)
+	require.False(t, rawBool(t, probe, `SELECT pg_try_advisory_lock_shared($1)`, key),
+		"control: a probe of the key itself finds it held, and would have said protected")
+}

@@ -51,12 +51,14 @@ SELECT DISTINCT state_id FROM {{schema}}.tf_locks WHERE owner = $1
 SELECT EXISTS (SELECT 1 FROM {{schema}}.tf_locks WHERE owner = $1 AND state_id = $2)
 
 -- name: KeeperTryLocks
--- Takes many session-level keys in one round trip. PostgreSQL counts repeated holds of one
--- key by one session, so the caller passes only keys it does not hold yet.
-SELECT k, pg_try_advisory_lock(k) FROM unnest($1::bigint[]) AS k
+-- Takes many session-level keys, each with its witness (tf_keeper_take, migration 0017), in
+-- one round trip. PostgreSQL counts repeated holds of one key by one session, so the caller
+-- passes only keys it does not hold yet.
+SELECT k, {{schema}}.tf_keeper_take(k) FROM unnest($1::bigint[]) AS k
 
 -- name: KeeperUnlocks
-SELECT k, pg_advisory_unlock(k) FROM unnest($1::bigint[]) AS k
+-- Lets keys go, each witness first (tf_keeper_release).
+SELECT k, {{schema}}.tf_keeper_release(k) FROM unnest($1::bigint[]) AS k
 
 -- name: KeeperVerify
 -- The keys among $1 that this session holds exclusively, as pg_locks (not memory) tells.
