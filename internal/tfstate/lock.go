@@ -227,8 +227,15 @@ func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace 
 		if s.keeper != nil {
 			owner = s.replica
 		}
+		// The insert and its audit record in one round trip: when the insert loses the race,
+		// the error below rolls the record back with everything else.
+		rec, err := auditStep(actor, "state.lock", project+"/"+workspace, map[string]any{"id": info.ID, "operation": info.Operation, "who": info.Who})
+		if err != nil {
+			return err
+		}
 		var got string
-		err = tx.QueryRow(ctx, q.Get("LockAcquire"), project, workspace, info.ID, string(stored), id, owner, actor.Name, actor.RemoteAddr).Scan(&got)
+		err = tx.Pipeline(ctx, db.Step{Query: q.Get("LockAcquire"), Args: []any{project, workspace, info.ID, string(stored), id, owner, actor.Name, actor.RemoteAddr},
+			Scan: func(r db.Row) error { return r.Scan(&got) }}, rec)
 		if errors.Is(err, db.ErrNotFound) {
 			// A concurrent LOCK committed first.
 			h, ok, err := scanLock(tx.QueryRow(ctx, q.Get("LockGetForShare"), project, workspace))
@@ -267,7 +274,7 @@ func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace 
 				return pgLocked(ctx, tx, project, workspace, id)
 			}
 		}
-		return audit(ctx, tx, actor, "state.lock", project+"/"+workspace, map[string]any{"id": info.ID, "operation": info.Operation, "who": info.Who})
+		return nil
 	})
 	if took != 0 && err != nil {
 		s.keeper.release(ctx, took)
@@ -283,14 +290,30 @@ func (s *Service) ensureRow(ctx context.Context, tx *db.Tx, actor Actor, project
 	if err == nil || !errors.Is(err, db.ErrNotFound) {
 		return id, err
 	}
-	if err := creationKeys(ctx, tx, project, workspace); err != nil {
+	// One round trip: the creation keys, the actor and the insert. When a pg client holds a
+	// creation key the insert has run for nothing, and the error rolls it back.
+	tofu := OpenTofuCreationKey(project, "states")
+	var (
+		keyA, keyB, raced bool
+		x, y              string
+	)
+	err = tx.Pipeline(ctx,
+		db.Step{Query: q.Get("StateCreationKeys"), Args: []any{tofu}, Scan: func(r db.Row) error { return r.Scan(&keyA, &keyB) }},
+		db.Step{Query: q.Get("StateSetActor"), Args: []any{actor.Name, "placeholder"}, Scan: func(r db.Row) error { return r.Scan(&x, &y) }},
+		db.Step{Query: pq("StateInsert", project), Args: []any{workspace, string(placeholderState())}, Scan: func(r db.Row) error {
+			err := r.Scan(&id)
+			if raced = errors.Is(err, db.ErrNotFound); raced {
+				return nil
+			}
+			return err
+		}})
+	if err != nil {
 		return 0, err
 	}
-	if err := setActor(ctx, tx, actor, "placeholder"); err != nil {
+	if err := creationKeysHeld(ctx, tx, project, workspace, tofu, keyA, keyB); err != nil {
 		return 0, err
 	}
-	err = tx.QueryRow(ctx, pq("StateInsert", project), workspace, string(placeholderState())).Scan(&id)
-	if errors.Is(err, db.ErrNotFound) {
+	if raced {
 		// Created concurrently (the insert waited for that transaction): use that row.
 		err = tx.QueryRow(ctx, pq("StateGetID", project), workspace).Scan(&id)
 	}

@@ -345,6 +345,12 @@ func creationKeys(ctx context.Context, tx *db.Tx, project, workspace string) err
 	if err := tx.QueryRow(ctx, q.Get("StateCreationKeys"), tofu).Scan(&a, &b); err != nil {
 		return err
 	}
+	return creationKeysHeld(ctx, tx, project, workspace, tofu, a, b)
+}
+
+// creationKeysHeld answers StateCreationKeys' result: nil when both creation keys were
+// taken (a and b), else the 423 naming the pg clients that hold them.
+func creationKeysHeld(ctx context.Context, tx *db.Tx, project, workspace string, tofu int64, a, b bool) error {
 	if a && b {
 		return nil
 	}
