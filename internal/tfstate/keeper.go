@@ -26,8 +26,10 @@ import (
 // pg_locks. A LOCK holds the slot for its whole transaction (taking the key before the row
 // commits), so a reconcile never sees a key whose row is not yet visible.
 //
-// "Protected" is a fact, not a flag: GET …/lock and writes look at pg_locks for the owner's
-// keeper backend. unprotected_since records the gaps: when the session is lost, every lock
+// "Protected" is a fact, not a flag: GET …/lock and writes probe the lock's witness key
+// (migration 0017), which only a keeper holds, and only while it holds the lock's key (taken
+// after the key, let go before it: tf_keeper_take, tf_keeper_release); a key held without a
+// witness (a keeper of release 15) is looked up in pg_locks instead. unprotected_since records the gaps: when the session is lost, every lock
 // of this replica is marked (through the pool, before anything else) and the window audited
 // (state.lock.unprotected); the mark is cleared only when the key has been taken again and
 // seen in pg_locks for this session's pid (state.lock.protected, with the window).

@@ -29,8 +29,8 @@ type heldLock struct {
 	UnprotectedSince *time.Time
 	// LastGapStart and LastGapEnd are the last recorded gap that has ended.
 	LastGapStart, LastGapEnd *time.Time
-	// KeyHeld is the fact, read from pg_locks in the same statement: the owner's live keeper
-	// backend holds the lock's key exclusively, so no pg client can.
+	// KeyHeld is the fact, read in the same statement (tf_lock_key_held): a keeper holds
+	// the lock's witness key, and so its key, exclusively, so no pg client can.
 	KeyHeld bool
 }
 
@@ -481,8 +481,8 @@ func (s *Service) afterUnlock(ctx context.Context, owner string, key int64) {
 // LockStatus tells who holds a workspace: an HTTP client (its LockInfo), or a pg client
 // (the backend's pid, address, application and since when), or nobody.
 //
-// For an HTTP lock, Protected is read from pg_locks in the same statement (the owner's
-// keeper backend exists and holds the key), not taken from a stored flag, so a lock is never
+// For an HTTP lock, Protected is read in the same statement (a keeper holds the lock's
+// witness key, and so its key; tf_lock_key_held), not taken from a stored flag, so a lock is never
 // shown protected after its owner's keeper backend is gone; unprotectedSince and lastGap
 // come from the gaps the keeper recorded. A lock whose owner's keeper is gone makes this
 // replica's keeper look at once, to take it over.

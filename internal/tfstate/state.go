@@ -245,8 +245,8 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 }
 
 // pgClientCheck makes sure no pg client holds the workspace's key while a write or delete
-// commits. A lock whose owner's keeper holds the key exclusively (KeyHeld, read from
-// pg_locks by the statement that read the lock row, in this transaction) needs no more: no
+// commits. A lock whose keeper holds the key exclusively (KeyHeld, read by the statement
+// that read the lock row, in this transaction) needs no more: no
 // pg client can hold it. Otherwise — no lock, a lock without keeper, or one whose keeper
 // lost the key (its session broke, timed out, or its replica died, whether or not a keeper
 // has noticed yet) — the write takes the row's key shared for the transaction, which fails
@@ -255,10 +255,9 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 // Why the fact and not the stored flag: unprotected_since is written only after a keeper
 // notices a loss, and the window before that is exactly when a pg client gets in. Why not
 // the try alone: the owner's keeper holds the key exclusively, so the shared try would
-// refuse the lock's own holder. The fact costs a join of pg_locks and pg_stat_activity in
-// the lock read: measured 0.20 ms per read against 0.02 ms for a plain row read (local
-// cluster, 8 locks, ~20 backends; both views are in-memory snapshots that grow with backends
-// and locks, not with data), noise next to a state write's own transaction.
+// refuse the lock's own holder; a probe of the lock's witness key (migration 0017), which
+// only keepers take, does not. It replaced a join of pg_locks and pg_stat_activity that cost
+// 0.20 ms per read (docs/benchmarks.md, "Round trips back under 1.1× local").
 func pgClientCheck(ctx context.Context, tx *db.Tx, project, workspace string, id int64, lock heldLock, locked bool) error {
 	if locked && lock.KeyHeld {
 		return nil
