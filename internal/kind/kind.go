@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -39,6 +40,7 @@ import (
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/kind/compat"
 	"github.com/stratahq/strata/internal/kind/schema"
+	"github.com/stratahq/strata/internal/resource"
 )
 
 //go:embed queries.sql
@@ -91,9 +93,13 @@ type Service struct {
 	current map[string]current
 
 	// Test hooks (export_test.go): skipWriteLock drops the writes' shared key, afterScan
-	// runs between a registration's scan and its insert.
-	skipWriteLock bool
-	afterScan     func()
+	// runs between a registration's locked check and its insert, afterUnlockedScan after its
+	// unlocked scan, and skipRecheck leaves out the locked re-check of what was written
+	// meanwhile.
+	skipWriteLock     bool
+	afterScan         func()
+	afterUnlockedScan func()
+	skipRecheck       bool
 }
 
 // admitKey memoizes, per transaction, the kind's revision read under its shared key.
@@ -520,6 +526,21 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 	for _, a := range req.Acknowledge {
 		acks = append(acks, compat.Ack{Path: a.Path, Rule: a.Rule})
 	}
+	vis := visibilityOf(ctx)
+	// The data-aware part of the check, without the kind's key: writes of the kind go on
+	// meanwhile, and the locked part below re-checks only the objects they wrote.
+	pre, err := s.scanUnlocked(ctx, name, next, acks, vis)
+	if err != nil {
+		return res, err
+	}
+	if s.afterUnlockedScan != nil {
+		s.afterUnlockedScan()
+	}
+	if dryRun && pre != nil && !pre.unchanged {
+		// A dry run answers from the unlocked scan: advice as of its snapshot, no key taken.
+		res.Scope, res.Revision, res.Report = pre.plan.scope, pre.plan.rev+1, pre.plan.report()
+		return res, nil
+	}
 	err = s.db.InTx(ctx, func(tx *db.Tx) error {
 		if _, err := tx.Exec(ctx, q.Get("KindLockExclusive"), s.db.Schema(), name); err != nil {
 			return err
@@ -572,8 +593,12 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 			res.Revision, res.Unchanged = cur.rev, true
 			return nil
 		}
-		report, err := s.check(ctx, tx, name, cur, next, acks, visibilityOf(ctx))
-		if err != nil {
+		var report client.KindReport
+		if p, ok, err := s.recheck(ctx, tx, name, cur, next, pre); err != nil {
+			return err
+		} else if ok {
+			report = p.report()
+		} else if report, err = s.check(ctx, tx, name, cur, next, acks, vis); err != nil {
 			return err
 		}
 		res.Report, res.Revision = report, cur.rev+1
@@ -661,6 +686,41 @@ func underSchema(err error) error {
 // change that needs the data-aware check is a 403 naming the scope it needs — decided from
 // the schemas alone, before any object is read.
 func (s *Service) check(ctx context.Context, tx *db.Tx, name string, cur current, next *schema.Schema, acks []compat.Ack, vis visibility) (client.KindReport, error) {
+	p, err := s.plan(ctx, tx, name, cur, next, acks, vis)
+	if err != nil {
+		return client.KindReport{}, err
+	}
+	if p.scan {
+		if err := s.scanAll(ctx, tx, name, next, p); err != nil {
+			return client.KindReport{}, err
+		}
+	}
+	return p.report(), nil
+}
+
+// checkPlan is a registration's check: the changes the new revision makes against every live
+// revision, which of them need the stored data (scan), and, once scanned, which objects hit
+// which change (by label, so a re-check of some objects replaces their entries).
+type checkPlan struct {
+	rev     int // the current revision the plan was made against
+	scope   string
+	against []int
+	changes []keyedChange
+	plain   []compat.Change
+	acks    []compat.Ack
+	scan    bool
+	hits    map[string][]int // object label -> indexes into plain
+	scanned int
+}
+
+type keyedChange struct {
+	change  compat.Change
+	against int
+	earlier bool
+}
+
+// plan computes the changes of a registration and whether they need the data.
+func (s *Service) plan(ctx context.Context, tx *db.Tx, name string, cur current, next *schema.Schema, acks []compat.Ack, vis visibility) (*checkPlan, error) {
 	latestRev := cur.rev
 	blind := !vis.all(cur.scope)
 	against := []int{latestRev}
@@ -672,19 +732,19 @@ func (s *Service) check(ctx context.Context, tx *db.Tx, name string, cur current
 	} else {
 		rows, err := tx.Query(ctx, q.Get("KindLiveRevisions"), name)
 		if err != nil {
-			return client.KindReport{}, err
+			return nil, err
 		}
 		for rows.Next() {
 			var r int
 			if err := rows.Scan(&r); err != nil {
 				rows.Close()
-				return client.KindReport{}, err
+				return nil, err
 			}
 			live = append(live, r)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return client.KindReport{}, err
+			return nil, err
 		}
 	}
 	sort.Sort(sort.Reverse(sort.IntSlice(live)))
@@ -693,21 +753,16 @@ func (s *Service) check(ctx context.Context, tx *db.Tx, name string, cur current
 			against = append(against, r)
 		}
 	}
-	type keyed struct {
-		change  compat.Change
-		against int
-		earlier bool
-	}
-	var changes []keyed
+	var changes []keyedChange
 	seen := map[string]bool{}
 	latest, err := s.revision(ctx, tx, name, latestRev)
 	if err != nil {
-		return client.KindReport{}, err
+		return nil, err
 	}
 	for _, rev := range against {
 		old, err := s.revision(ctx, tx, name, rev)
 		if err != nil {
-			return client.KindReport{}, err
+			return nil, err
 		}
 		// A change against an older revision that the latest revision already makes too was
 		// decided when it was registered (acknowledged then, if it needed that): context
@@ -724,21 +779,21 @@ func (s *Service) check(ctx context.Context, tx *db.Tx, name string, cur current
 				continue
 			}
 			seen[k] = true
-			changes = append(changes, keyed{c, rev, already[k]})
+			changes = append(changes, keyedChange{c, rev, already[k]})
 		}
 	}
+	acks = slices.Clone(acks)
 	for _, c := range changes {
 		if c.earlier && c.change.Ack != "" {
 			acks = append(acks, compat.Ack{Path: c.change.Path, Rule: c.change.Ack})
 		}
 	}
-	plain := make([]compat.Change, len(changes))
-	scan := false
+	p := &checkPlan{rev: cur.rev, scope: cur.scope, against: against, changes: changes, plain: make([]compat.Change, len(changes)), acks: acks, hits: map[string][]int{}}
 	for i, c := range changes {
-		plain[i] = c.change
-		scan = scan || c.change.Check != compat.NoCheck
+		p.plain[i] = c.change
+		p.scan = p.scan || c.change.Check != compat.NoCheck
 	}
-	if scan && blind {
+	if p.scan && blind {
 		var need string
 		for _, c := range changes {
 			if c.change.Check != compat.NoCheck {
@@ -746,18 +801,29 @@ func (s *Service) check(ctx context.Context, tx *db.Tx, name string, cur current
 				break
 			}
 		}
-		return client.KindReport{}, fault.Forbidden("this schema change of %s (%s) is checked against every stored object, and token %q may not read all of them: it needs scope resources:read:%s (or resources:read:*); changes that need no data (new optional fields, descriptions, defaults) need only kinds:write",
+		return nil, fault.Forbidden("this schema change of %s (%s) is checked against every stored object, and token %q may not read all of them: it needs scope resources:read:%s (or resources:read:*); changes that need no data (new optional fields, descriptions, defaults) need only kinds:write",
 			name, need, vis.p.Name, auth.TargetName(cur.scope, "*"))
 	}
+	return p, nil
+}
+
+// report decides the plan on the hits found so far. Each change's sample names the first
+// affected objects by label order, so a report does not depend on where rows lie on disk.
+func (p *checkPlan) report() client.KindReport {
 	impacts := map[int]compat.Impact{}
-	scanned := 0
-	if scan {
-		if scanned, err = s.scan(ctx, tx, name, next, plain, impacts); err != nil {
-			return client.KindReport{}, err
+	labels := slices.Sorted(maps.Keys(p.hits))
+	for _, label := range labels {
+		for _, i := range p.hits[label] {
+			im := impacts[i]
+			im.Count++
+			if len(im.Sample) < SampleSize {
+				im.Sample = append(im.Sample, label)
+			}
+			impacts[i] = im
 		}
 	}
-	decided := compat.Decide(plain, impacts, acks)
-	report := client.KindReport{Compatible: decided.Compatible, Changes: []client.KindFinding{}, Scanned: scanned, Against: against}
+	decided := compat.Decide(p.plain, impacts, p.acks)
+	report := client.KindReport{Compatible: decided.Compatible, Changes: []client.KindFinding{}, Scanned: p.scanned, Against: p.against}
 	for _, f := range decided.Changes {
 		kf := client.KindFinding{Path: f.Path, Field: f.Field, Rule: f.Rule, Row: f.Row, Verdict: string(f.Verdict), Acknowledged: f.Acknowledged,
 			Ack: f.Ack, Message: f.Message, WayForward: f.WayForward}
@@ -767,7 +833,7 @@ func (s *Service) check(ctx context.Context, tx *db.Tx, name string, cur current
 				kf.Impact.Sample = []string{}
 			}
 		}
-		for _, c := range changes {
+		for _, c := range p.changes {
 			if c.change.Path == f.Path && c.change.Rule == f.Rule {
 				kf.Against, kf.Earlier = c.against, c.earlier
 				if c.earlier {
@@ -778,18 +844,124 @@ func (s *Service) check(ctx context.Context, tx *db.Tx, name string, cur current
 		}
 		report.Changes = append(report.Changes, kf)
 	}
-	return report, nil
+	return report
 }
 
-// scan examines every stored object of the kind for the changes that need data: values the
-// new revision's schema refuses at a change's path and keyword, and values present or absent
-// at a path. It fills impacts (by change index) and returns how many objects it read.
-func (s *Service) scan(ctx context.Context, tx *db.Tx, name string, next *schema.Schema, changes []compat.Change, impacts map[int]compat.Impact) (int, error) {
+// unlockedScan is the first part of a registration's check, made in one snapshot without
+// the kind's key: the plan against the revision current then, its hits on every stored
+// object, and which changes the snapshot held (head and missing: SnapshotVersions).
+type unlockedScan struct {
+	plan      *checkPlan
+	head      int64
+	missing   []int64
+	unchanged bool // the schema is the current revision's: nothing to check
+}
+
+// scanUnlocked runs the data scan of a registration of an existing kind in a read-only
+// snapshot, holding no key: nil when there is nothing to scan under a lock-free snapshot
+// (a first registration, a built-in kind, changes that need no data), and the locked part
+// then checks as before.
+func (s *Service) scanUnlocked(ctx context.Context, name string, next *schema.Schema, acks []compat.Ack, vis visibility) (*unlockedScan, error) {
+	var out *unlockedScan
+	err := s.db.ReadTx(ctx, func(tx *db.Tx) error {
+		cur, err := s.lookup(ctx, tx, name, true)
+		if fault.KindOf(err) == fault.KindNotFound || (err == nil && cur.builtin) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		latest, err := s.revision(ctx, tx, name, cur.rev)
+		if err != nil {
+			return err
+		}
+		if same, err := encode(latest.Doc()); err == nil {
+			if canonical, err := encode(next.Doc()); err == nil && bytes.Equal(same, canonical) {
+				out = &unlockedScan{unchanged: true}
+				return nil
+			}
+		}
+		p, err := s.plan(ctx, tx, name, cur, next, acks, vis)
+		if err != nil || !p.scan {
+			return err // a refusal to scan blind is the answer; no scan needs no snapshot
+		}
+		head, missing, err := resource.SnapshotVersions(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := s.scanAll(ctx, tx, name, next, p); err != nil {
+			return err
+		}
+		out = &unlockedScan{plan: p, head: head, missing: missing}
+		return nil
+	})
+	return out, err
+}
+
+// recheck completes an unlocked scan under the kind's key (held by tx): when the kind is
+// still at the revision the scan planned against, it re-examines only the objects written
+// since the scan's snapshot (and forgets those deleted since), found in the changes log, and
+// reports true. Otherwise — no scan, another registration came between, or the log was
+// pruned past the snapshot — it reports false and the caller checks everything anew.
+func (s *Service) recheck(ctx context.Context, tx *db.Tx, name string, cur current, next *schema.Schema, pre *unlockedScan) (*checkPlan, bool, error) {
+	if pre == nil || pre.plan == nil || pre.plan.rev != cur.rev || pre.plan.scope != cur.scope {
+		return nil, false, nil
+	}
+	p := pre.plan
+	if s.skipRecheck {
+		return p, true, nil
+	}
+	var compacted int64
+	if err := tx.QueryRow(ctx, q.Get("KindCompacted")).Scan(&compacted); err != nil {
+		return nil, false, err
+	}
+	if compacted > pre.head {
+		return nil, false, nil
+	}
+	rows, err := tx.Query(ctx, q.Get("KindChangedNames"), name, pre.head, pre.missing)
+	if err != nil {
+		return nil, false, err
+	}
+	var orgs, names []string
+	for rows.Next() {
+		var org, obj string
+		if err := rows.Scan(&org, &obj); err != nil {
+			rows.Close()
+			return nil, false, err
+		}
+		orgs, names = append(orgs, org), append(names, obj)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	if len(names) == 0 {
+		return p, true, nil
+	}
+	for i := range names {
+		delete(p.hits, objectLabel(orgs[i], names[i])) // gone, or re-examined just below
+	}
+	n, err := s.scanRows(ctx, tx, name, next, p, q.Get("KindScanNamed"), name, orgs, names)
+	p.scanned += n
+	return p, true, err
+}
+
+// scanAll examines every stored object of the kind for the changes that need data: values
+// the new revision's schema refuses at a change's path and keyword, and values present or
+// absent at a path. It records each object's hits in p and counts the objects read.
+func (s *Service) scanAll(ctx context.Context, tx *db.Tx, name string, next *schema.Schema, p *checkPlan) error {
+	n, err := s.scanRows(ctx, tx, name, next, p, q.Get("KindScan"), name)
+	p.scanned += n
+	return err
+}
+
+// scanRows examines the objects query returns (org, name, spec), replacing their hits in p.
+func (s *Service) scanRows(ctx context.Context, tx *db.Tx, name string, next *schema.Schema, p *checkPlan, query *db.Query, args ...any) (int, error) {
 	needViolations := false
-	for _, c := range changes {
+	for _, c := range p.plain {
 		needViolations = needViolations || c.Check == compat.Violations
 	}
-	rows, err := tx.Query(ctx, q.Get("KindScan"), name)
+	rows, err := tx.Query(ctx, query, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -812,34 +984,40 @@ func (s *Service) scan(ctx context.Context, tx *db.Tx, name string, next *schema
 		if needViolations {
 			viols = next.Violations(next.Present(spec))
 		}
-		label := obj
-		if org != "" {
-			label = org + "/" + obj
-		}
-		for i, c := range changes {
-			hit := false
+		var hit []int
+		for i, c := range p.plain {
+			h := false
 			switch c.Check {
 			case compat.Violations:
 				for _, v := range viols {
 					if c.Counts(v.Schema, v.Keyword) {
-						hit = true
+						h = true
 						break
 					}
 				}
 			case compat.Present:
-				hit = compat.HasValue(spec, c.Path)
+				h = compat.HasValue(spec, c.Path)
 			case compat.Absent:
-				hit = compat.Lacks(spec, c.Path)
+				h = compat.Lacks(spec, c.Path)
 			}
-			if hit {
-				im := impacts[i]
-				im.Count++
-				if len(im.Sample) < SampleSize {
-					im.Sample = append(im.Sample, label)
-				}
-				impacts[i] = im
+			if h {
+				hit = append(hit, i)
 			}
+		}
+		label := objectLabel(org, obj)
+		if len(hit) > 0 {
+			p.hits[label] = hit
+		} else {
+			delete(p.hits, label)
 		}
 	}
 	return n, rows.Err()
+}
+
+// objectLabel names an object in a report: org/name, or name for global kinds.
+func objectLabel(org, name string) string {
+	if org != "" {
+		return org + "/" + name
+	}
+	return name
 }

@@ -388,6 +388,84 @@ func TestWriteDuringScanControl(t *testing.T) {
 	require.Equal(t, []string{"db=1.5"}, fractional)
 }
 
+// writeDuringUnlockedScan narrows ratio on replica a while, during a's data scan (which holds
+// no key), replica b writes: a fractional ratio over db (valid then), a new object with a
+// fractional ratio, and deletes old, whose fractional ratio the scan saw. It returns how long
+// b's writes took, a's registration error and the fractional ratios stored afterwards.
+func writeDuringUnlockedScan(t *testing.T, recheck bool) (time.Duration, error, []string) {
+	url := pgtest.NewDatabaseURL(t)
+	a, b := newReplica(t, url), newReplica(t, url)
+	ctx := context.Background()
+	_, err := a.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	require.NoError(t, err)
+	_, err = register(t, a, "Database", "org", `{"type":"object","properties":{"ratio":{"type":"number"}}}`)
+	require.NoError(t, err)
+	for _, n := range []string{"db", "old"} {
+		_, err = b.res.Create(ctx, ref(n), obj(`{"ratio":2}`))
+		require.NoError(t, err)
+	}
+	_, err = b.res.Replace(ctx, ref("old"), obj(`{"ratio":2.5}`))
+	require.NoError(t, err)
+	if !recheck {
+		kind.SkipRecheck(a.kinds)
+	}
+	var took time.Duration
+	kind.PauseAfterUnlockedScan(a.kinds, func() {
+		start := time.Now()
+		_, err := b.res.Replace(ctx, ref("db"), obj(`{"ratio":1.5}`))
+		require.NoError(t, err)
+		_, err = b.res.Create(ctx, ref("new"), obj(`{"ratio":0.5}`))
+		require.NoError(t, err)
+		require.NoError(t, b.res.Delete(ctx, ref("old"), "", false))
+		took = time.Since(start)
+	})
+	_, err = register(t, a, "Database", "", `{"type":"object","properties":{"ratio":{"type":"integer"}}}`)
+	return took, err, fractionalRatios(t, a)
+}
+
+// TestWriteDuringUnlockedScan (issue 17, item 6): a registration's data scan holds no key, so
+// writes of the kind go on while it runs; the short locked re-check that follows examines
+// exactly the objects written meanwhile. Here the writes made two objects violate the new
+// revision and deleted the one the scan had found: the registration is refused naming the
+// two (and not the deleted one). The writes run inside the registration's pause: had the
+// scan held the kind's key, they would wait for it forever and the test would time out.
+func TestWriteDuringUnlockedScan(t *testing.T) {
+	t.Parallel()
+	took, err, fractional := writeDuringUnlockedScan(t, true)
+	require.Less(t, took, 5*time.Second)
+	var fe *fault.Error
+	require.ErrorAs(t, err, &fe, "the re-check must see the writes")
+	require.Equal(t, fault.KindConflict, fe.Kind)
+	report := fe.Extensions["report"].(client.KindReport)
+	require.False(t, report.Compatible)
+	var samples []string
+	for _, c := range report.Changes {
+		if c.Impact != nil {
+			samples = append(samples, c.Impact.Sample...)
+		}
+	}
+	require.Equal(t, []string{"acme/db", "acme/new"}, samples)
+	require.ElementsMatch(t, []string{"db=1.5", "new=0.5"}, fractional)
+}
+
+// TestWriteDuringUnlockedScanControl shows the test above can fail: trusting the unlocked scan
+// alone (no re-check), the registration judges the data as it was — it names the object
+// deleted since and misses the two written meanwhile.
+func TestWriteDuringUnlockedScanControl(t *testing.T) {
+	t.Parallel()
+	_, err, _ := writeDuringUnlockedScan(t, false)
+	var fe *fault.Error
+	require.ErrorAs(t, err, &fe)
+	report := fe.Extensions["report"].(client.KindReport)
+	var samples []string
+	for _, c := range report.Changes {
+		if c.Impact != nil {
+			samples = append(samples, c.Impact.Sample...)
+		}
+	}
+	require.Equal(t, []string{"acme/old"}, samples, "without the re-check the report is about data that is gone")
+}
+
 // TestOrgDeleteCoversUserKinds: objects of user kinds inside an org keep the org from being
 // deleted (409 counting them) and go with it on a cascade, so a new org of the same name
 // never inherits them.

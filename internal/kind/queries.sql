@@ -54,8 +54,9 @@ INSERT INTO {{schema}}.kind_revisions (kind, revision, schema, report, created_b
 VALUES ($1, $2, $3, $4, $5);
 
 -- name: KindScan
--- Every stored object of the kind, for the data-aware checks of a registration (which holds
--- the kind's key exclusively, so none is written meanwhile).
+-- Every stored object of the kind, for the data-aware checks of a registration: in a
+-- read-only snapshot without the kind's key (then the objects written since are re-checked
+-- under it: KindChangedNames, KindScanNamed), or under the key when that cannot be used.
 SELECT org, name, spec
 FROM {{schema}}.resources
 WHERE kind = $1;
@@ -73,3 +74,22 @@ SELECT pg_advisory_xact_lock(hashtextextended($1 || '/kind-folded/' || lower($2)
 
 -- name: KindFoldedName
 SELECT name FROM {{schema}}.kinds WHERE lower(name) = lower($1) AND name <> $1 LIMIT 1;
+
+-- name: KindScanNamed
+-- The stored objects of the kind among the given (org, name) pairs, by the unique key.
+SELECT r.org, r.name, r.spec
+FROM unnest($2::text[], $3::text[]) AS t(org, name)
+JOIN {{schema}}.resources r ON r.kind = $1 AND r.org = t.org AND r.name = t.name;
+
+-- name: KindChangedNames
+-- The objects of the kind written since an unlocked scan's snapshot — versions above what it
+-- saw ($2), or among those it missed ($3, writers in flight then) — deletions included, from
+-- the changes log (changes_kind_rv): a short index range however many objects the kind has.
+SELECT DISTINCT org, name
+FROM {{schema}}.changes
+WHERE kind = $1 AND (resource_version > $2 OR resource_version = ANY($3::bigint[]));
+
+-- name: KindCompacted
+-- The changes log's compaction point (migration 0012): a re-check needs the log to reach
+-- back to its scan's snapshot.
+SELECT coalesce(max(compacted_through), 0) FROM {{schema}}.watch_compaction;

@@ -176,3 +176,23 @@ func (s *Service) gapsOf(ctx context.Context, tx *db.Tx, floor, head int64) ([]i
 	}
 	return versionGaps(ctx, tx, floor, head)
 }
+
+// SnapshotVersions returns the newest version tx's snapshot sees and the versions at or
+// below it that the snapshot misses (writers in flight when it was taken, or rolled back):
+// together they say exactly which changes the snapshot holds, so a reader that later needs
+// "everything that changed since" asks for versions above the first or among the second.
+// A kind registration's unlocked scan uses it (internal/kind).
+func SnapshotVersions(ctx context.Context, tx *db.Tx) (int64, []int64, error) {
+	var head int64
+	if err := tx.QueryRow(ctx, watchQ.Get("WatchHead")).Scan(&head); err != nil {
+		return 0, nil, err
+	}
+	missing, err := versionGaps(ctx, tx, 0, head)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(missing) > maxVersionGaps {
+		return 0, nil, fault.New(fault.KindUnavailable, "more than %d versions are in flight or unsettled; retry", maxVersionGaps)
+	}
+	return head, missing, nil
+}
