@@ -5,6 +5,11 @@
 #
 #   bash bench/node-pillars.sh             # static membership only (the anchor's shape)
 #   SELECTORS=1 bash bench/node-pillars.sh # plus every 10th group selecting env=prod
+#   STRATA_SESSION_DATABASE_URL=off ...     # no render cache: every HTTP render cold
+#   EXEC_MODE=exec ...                      # the HTTP renders from a second strata that talks to
+#                                           # the cluster as behind PgBouncer in transaction mode:
+#                                           # no named prepared statements (pgx's
+#                                           # default_query_exec_mode=exec; simple_protocol too)
 #
 # Each round runs pgbench for SECS seconds (default 15) with 8 clients on: the anchor's
 # function (../shared/bench/anchor-uyuni-pgbench.sql), the anchor's unmerged UNION query (the
@@ -52,6 +57,23 @@ run() {
 	echo "$tps $(sed -n "$(((n + 1) / 2))p" "$work/lat" | awk '{printf "%.2f", $1/1000}') $(sed -n "$(((n * 99 + 99) / 100))p" "$work/lat" | awk '{printf "%.2f", $1/1000}')"
 }
 go build -o "$work/labels" ./bench/labels
+render_server=$server
+if [ -n "${EXEC_MODE:-}" ]; then
+	# A second replica on the same database, in the pooler's query mode, without a session
+	# (so without a render cache, as a transaction-mode pooler gives none).
+	"$work/strata" serve --database-url "$pg&default_query_exec_mode=$EXEC_MODE" --session-database-url off \
+		--listen 127.0.0.1:0 2>"$work/serve2.log" &
+	pid2=$!
+	trap 'kill -TERM "$pid2" 2>/dev/null; wait "$pid2" 2>/dev/null; cleanup' EXIT
+	for _ in $(seq 1 300); do
+		addr2=$(grep -o '"msg":"strata serving","addr":"[^"]*"' "$work/serve2.log" | sed 's/.*"addr":"//; s/"$//' || true)
+		[ -n "$addr2" ] && curl -sf "http://$addr2/readyz" >/dev/null && break
+		sleep 0.1
+	done
+	[ -n "$addr2" ] || { echo "the second strata did not start"; cat "$work/serve2.log"; exit 1; }
+	render_server="http://$addr2"
+	echo "== HTTP renders from a replica in query mode $EXEC_MODE, no render cache"
+fi
 for round in $(seq 1 "$rounds"); do
 	read -r a ap50 ap99 <<<"$(run "$anchors/anchor-uyuni-pgbench.sql")"
 	read -r u up50 up99 <<<"$(run "$anchors/anchor-uyuni-union.sql")"
@@ -59,6 +81,6 @@ for round in $(seq 1 "$rounds"); do
 	echo "round=$round anchor_function tps=$a p50=${ap50}ms p99=${ap99}ms | anchor_union tps=$u p50=${up50}ms p99=${up99}ms | node_pillars tps=$s p50=${sp50}ms p99=${sp99}ms ratio=$(echo "scale=1; $s / $a" | bc)"
 	# The merged render over HTTP (GET /v1/nodes/{node}/pillar, 8 clients, random minion):
 	# strata merges in Go and caches per replica; the first round starts with a cold cache.
-	h=$("$work/labels" get -server "$server" -token "$token" -c 8 -n 100000000 -duration "${secs}s" -path '/v1/nodes/minion-{r}/pillar' -range 10000)
+	h=$("$work/labels" get -server "$render_server" -token "$token" -c 8 -n 100000000 -duration "${secs}s" -path '/v1/nodes/minion-{r}/pillar' -range 10000)
 	echo "round=$round http_render $h"
 done

@@ -311,7 +311,7 @@ func (s *Service) Verify(ctx context.Context, secret string) (*Principal, error)
 		scopes  []string
 		expires *time.Time
 	)
-	err := s.db.QueryRow(ctx, q.Get("TokenGetByHash"), h[:]).Scan(&p.TokenID, &p.Name, &scopes, &expires)
+	err := s.db.QueryRow(ctx, q.Get("TokenGetByHash"), db.Bytes(h[:])).Scan(&p.TokenID, &p.Name, &scopes, &expires)
 	if errors.Is(err, db.ErrNotFound) {
 		return nil, ErrUnauthenticated
 	}
@@ -444,7 +444,7 @@ func createTx(ctx context.Context, tx *db.Tx, actor AuditActor, p CreateParams, 
 	}
 	h := sha256.Sum256([]byte(secret))
 	tok := Token{ID: newTokenID(), Name: p.Name, Scopes: p.Scopes, CreatedBy: actor.Actor, ExpiresAt: p.ExpiresAt}
-	if err := tx.QueryRow(ctx, q.Get("TokenInsert"), tok.ID, tok.Name, h[:], tok.Scopes, tok.CreatedBy, tok.ExpiresAt).Scan(&tok.CreatedAt); err != nil {
+	if err := tx.QueryRow(ctx, q.Get("TokenInsert"), tok.ID, tok.Name, db.Bytes(h[:]), tok.Scopes, tok.CreatedBy, tok.ExpiresAt).Scan(&tok.CreatedAt); err != nil {
 		if errors.Is(err, db.ErrConflict) {
 			return Token{}, "", fault.Conflict("a token with this secret exists already")
 		}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 )
 
@@ -33,7 +34,7 @@ func (s *Service) cursorAEAD(ctx context.Context) (cipher.AEAD, error) {
 		return nil, err
 	}
 	var key []byte
-	if err := s.db.QueryRow(ctx, q.Get("ServerKeyGetOrCreate"), cursorKeyName, fresh).Scan(&key); err != nil {
+	if err := s.db.QueryRow(ctx, q.Get("ServerKeyGetOrCreate"), cursorKeyName, db.Bytes(fresh)).Scan(&key); err != nil {
 		return nil, fmt.Errorf("list cursor key: %w", err)
 	}
 	block, err := aes.NewCipher(key)

@@ -128,7 +128,7 @@ func TestMigrateScopes(t *testing.T) {
 	// Tokens as an older release stored them (its grammar accepted these names).
 	insert := func(id, name string, scopes ...string) {
 		_, err := d.Exec(ctx, &db.Query{Name: "seed", Text: `INSERT INTO {{schema}}.tokens (id, name, secret_hash, scopes, created_by) VALUES ($1, $2, $3, $4, 'test')`},
-			id, name, []byte(id), scopes)
+			id, name, db.Bytes(id), scopes)
 		require.NoError(t, err)
 	}
 	insert("tok_a", "node-op", "nodes:write:web*", "pillars:write:web*", "pillars:render:web*")

@@ -16,6 +16,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -192,8 +193,47 @@ type pgxQuerier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Bytes is a bytea parameter. Every other []byte argument is sent as text (JSON documents,
+// mostly), which PostgreSQL reads for jsonb and text parameters in every query mode: with
+// named prepared statements the server says a parameter is jsonb and pgx sends []byte as
+// its text, but in the modes a transaction-mode pooler needs (pgx's exec and simple_protocol,
+// where the type of a parameter comes from its Go type) a []byte would go as bytea and
+// `$1::jsonb` would fail on its hex form. So bytea is the marked case, not JSON.
+type Bytes []byte
+
+// params prepares arguments for pgx: []byte as text, Bytes as bytea.
+func params(args []any) []any {
+	var out []any
+	for i, a := range args {
+		var v any
+		switch b := a.(type) {
+		case []byte:
+			if b == nil {
+				v = nil
+			} else {
+				v = string(b)
+			}
+		case Bytes:
+			v = []byte(b)
+		default:
+			if out != nil {
+				out[i] = a
+			}
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(args)
+		}
+		out[i] = v
+	}
+	if out == nil {
+		return args
+	}
+	return out
+}
+
 func exec(ctx context.Context, c pgxQuerier, schema string, q *Query, args []any) (int64, error) {
-	tag, err := c.Exec(ctx, q.render(schema), args...)
+	tag, err := c.Exec(ctx, q.render(schema), params(args)...)
 	if err != nil {
 		return 0, interpretError(err)
 	}
@@ -201,7 +241,7 @@ func exec(ctx context.Context, c pgxQuerier, schema string, q *Query, args []any
 }
 
 func query(ctx context.Context, c pgxQuerier, schema string, q *Query, args []any) (Rows, error) {
-	rows, err := c.Query(ctx, q.render(schema), args...)
+	rows, err := c.Query(ctx, q.render(schema), params(args)...)
 	if err != nil {
 		return nil, interpretError(err)
 	}
@@ -209,7 +249,7 @@ func query(ctx context.Context, c pgxQuerier, schema string, q *Query, args []an
 }
 
 func queryRow(ctx context.Context, c pgxQuerier, schema string, q *Query, args []any) Row {
-	return rowWrap{c.QueryRow(ctx, q.render(schema), args...)}
+	return rowWrap{c.QueryRow(ctx, q.render(schema), params(args)...)}
 }
 
 type rowWrap struct{ r pgx.Row }
@@ -405,7 +445,7 @@ type batchSender interface {
 func sendPipeline(ctx context.Context, to batchSender, schema string, steps []Step) error {
 	b := &pgx.Batch{}
 	for _, s := range steps {
-		qq := b.Queue(s.Query.render(schema), s.Args...)
+		qq := b.Queue(s.Query.render(schema), params(s.Args)...)
 		if s.Scan != nil {
 			scan := s.Scan
 			qq.QueryRow(func(r pgx.Row) error { return scan(rowWrap{r}) })

@@ -135,7 +135,7 @@ func TestStartMigratesLegacyScopes(t *testing.T) {
 	secret := auth.NewSecret()
 	h := sha256.Sum256([]byte(secret))
 	_, err = d.Exec(ctx, &db.Query{Name: "legacy", Text: `INSERT INTO {{schema}}.tokens (id, name, secret_hash, scopes, created_by)
-		VALUES ('tok_legacy', 'legacy', $1, $2, 'test')`}, h[:], []string{"nodes:write:web*", "pillars:read:web*"})
+		VALUES ('tok_legacy', 'legacy', $1, $2, 'test')`}, db.Bytes(h[:]), []string{"nodes:write:web*", "pillars:read:web*"})
 	require.NoError(t, err)
 
 	base, err := startServer(t, url)
