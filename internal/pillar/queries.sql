@@ -82,23 +82,26 @@ SELECT 3, $1, 0, '', false, p.category, p.data FROM {{schema}}.pillars p JOIN n 
 -- PillarLayers and what else a render needs, in one statement (one round trip, one
 -- snapshot): first a row of layer -1 carrying the node's org (target) and, as data, its
 -- labels and the mergeLists setting — absent when the node does not exist — then the rows of
--- PillarLayers. $5 is the mergeLists setting's key.
+-- PillarLayers. The node's name is the only parameter: the kinds and the setting's key are
+-- written out, so PostgreSQL's generic plan for the prepared statement knows their
+-- selectivity and is kept. With them as parameters it planned every render anew (a custom
+-- plan each time), which cost four times the execution (docs/benchmarks.md).
 WITH n AS (
-	SELECT id, spec ->> 'org' AS org FROM {{schema}}.resources WHERE kind = $2 AND org = '' AND name = $1
+	SELECT id, spec ->> 'org' AS org FROM {{schema}}.resources WHERE kind = 'Node' AND org = '' AND name = $1
 ), o AS (
-	SELECT r.id, r.name FROM {{schema}}.resources r JOIN n ON r.kind = $3 AND r.org = '' AND r.name = n.org
+	SELECT r.id, r.name FROM {{schema}}.resources r JOIN n ON r.kind = 'Org' AND r.org = '' AND r.name = n.org
 ), g AS (
 	SELECT r.id, r.name,
 	       CASE WHEN jsonb_typeof(r.spec -> 'priority') = 'number' THEN (r.spec ->> 'priority')::int ELSE 0 END AS priority,
 	       coalesce(r.spec ->> 'selector', '') AS selector,
 	       EXISTS (SELECT 1 FROM {{schema}}.group_members m WHERE m.group_id = r.id AND m.node_id = n.id OFFSET 0) AS static
-	FROM {{schema}}.resources r JOIN n ON r.kind = $4 AND r.org = n.org
+	FROM {{schema}}.resources r JOIN n ON r.kind = 'Group' AND r.org = n.org
 )
 SELECT -1 AS layer, coalesce(n.org, '') AS target, 0 AS priority, ''::text AS selector, false AS static, ''::text AS category,
        jsonb_build_object(
          'labels', coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
                              FROM {{schema}}.labels l WHERE l.resource_id = n.id), '{}'),
-         'mergeLists', (SELECT value FROM {{schema}}.settings WHERE key = $5)) AS data
+         'mergeLists', (SELECT value FROM {{schema}}.settings WHERE key = 'pillar_merge_lists')) AS data
 FROM n
 UNION ALL
 SELECT 0, '', 0, '', false, p.category, p.data FROM {{schema}}.pillars p WHERE p.resource_id IS NULL AND EXISTS (SELECT 1 FROM n)

@@ -482,7 +482,11 @@ func (s *Service) Layers(ctx context.Context, node NodeInfo) ([]Layer, error) {
 
 // layerRows runs a PillarLayers-shaped query for node.
 func (s *Service) layerRows(ctx context.Context, query, node string, more ...any) ([]layerRow, error) {
-	rows, err := s.db.Query(ctx, q.Get(query), append([]any{node, resource.KindNode, resource.KindOrg, resource.KindGroup}, more...)...)
+	return s.scanLayerRows(s.db.Query(ctx, q.Get(query), append([]any{node, resource.KindNode, resource.KindOrg, resource.KindGroup}, more...)...))
+}
+
+// scanLayerRows reads the rows of PillarLayers or PillarRender.
+func (s *Service) scanLayerRows(rows db.Rows, err error) ([]layerRow, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -604,7 +608,7 @@ func (s *Service) RenderFresh(ctx context.Context, res *resource.Service, node s
 // render computes node's pillar from one statement (PillarRender: the node's org and labels,
 // the merge setting and every row that may apply, in one snapshot), then merges.
 func (s *Service) render(ctx context.Context, _ *resource.Service, node string, explain bool) (Rendered, error) {
-	all, err := s.layerRows(ctx, "PillarRender", node, SettingMergeLists)
+	all, err := s.scanLayerRows(s.db.Query(ctx, q.Get("PillarRender"), node))
 	if err != nil {
 		return Rendered{}, err
 	}
