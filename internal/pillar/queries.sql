@@ -82,36 +82,9 @@ SELECT 3, $1, 0, '', false, p.category, p.data FROM {{schema}}.pillars p JOIN n 
 -- PillarLayers and what else a render needs, in one statement (one round trip, one
 -- snapshot): first a row of layer -1 carrying the node's org (target) and, as data, its
 -- labels and the mergeLists setting — absent when the node does not exist — then the rows of
--- PillarLayers. The node's name is the only parameter: the kinds and the setting's key are
--- written out, so PostgreSQL's generic plan for the prepared statement knows their
--- selectivity and is kept. With them as parameters it planned every render anew (a custom
--- plan each time), which cost four times the execution (docs/benchmarks.md).
-WITH n AS (
-	SELECT id, spec ->> 'org' AS org FROM {{schema}}.resources WHERE kind = 'Node' AND org = '' AND name = $1
-), o AS (
-	SELECT r.id, r.name FROM {{schema}}.resources r JOIN n ON r.kind = 'Org' AND r.org = '' AND r.name = n.org
-), g AS (
-	SELECT r.id, r.name,
-	       CASE WHEN jsonb_typeof(r.spec -> 'priority') = 'number' THEN (r.spec ->> 'priority')::int ELSE 0 END AS priority,
-	       coalesce(r.spec ->> 'selector', '') AS selector,
-	       EXISTS (SELECT 1 FROM {{schema}}.group_members m WHERE m.group_id = r.id AND m.node_id = n.id OFFSET 0) AS static
-	FROM {{schema}}.resources r JOIN n ON r.kind = 'Group' AND r.org = n.org
-)
-SELECT -1 AS layer, coalesce(n.org, '') AS target, 0 AS priority, ''::text AS selector, false AS static, ''::text AS category,
-       jsonb_build_object(
-         'labels', coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
-                             FROM {{schema}}.labels l WHERE l.resource_id = n.id), '{}'),
-         'mergeLists', (SELECT value FROM {{schema}}.settings WHERE key = 'pillar_merge_lists')) AS data
-FROM n
-UNION ALL
-SELECT 0, '', 0, '', false, p.category, p.data FROM {{schema}}.pillars p WHERE p.resource_id IS NULL AND EXISTS (SELECT 1 FROM n)
-UNION ALL
-SELECT 1, o.name, 0, '', false, p.category, p.data FROM {{schema}}.pillars p JOIN o ON p.resource_id = o.id
-UNION ALL
-SELECT 2, g.name, g.priority, g.selector, g.static, p.category, p.data FROM {{schema}}.pillars p JOIN g ON p.resource_id = g.id
-WHERE g.static OR g.selector <> ''
-UNION ALL
-SELECT 3, $1, 0, '', false, p.category, p.data FROM {{schema}}.pillars p JOIN n ON p.resource_id = n.id;
+-- PillarLayers. The query is the function pillar_render (migration 0018), so its plan is
+-- cached in the session in every query mode.
+SELECT layer, target, priority, selector, static, category, data FROM {{schema}}.pillar_render($1);
 
 -- name: SettingGet
 SELECT value FROM {{schema}}.settings WHERE key = $1;
