@@ -50,6 +50,9 @@ func TestDependencyRules(t *testing.T) {
 			}
 			if rel == "internal/httpapi" {
 				require.False(t, strings.HasPrefix(imp, "github.com/jackc/"), "httpapi must not import pgx")
+				// The HTTP layer knows faults, not the database: database errors carry their
+				// fault (fault.Faulter), so problem writing needs no import of internal/db.
+				require.False(t, imp == mod+dbPkg || strings.HasPrefix(imp, mod+dbPkg+"/"), "httpapi must not import %s (use internal/fault)", imp)
 			}
 		}
 		if rel == "client" {

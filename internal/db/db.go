@@ -131,6 +131,25 @@ func (d *DB) URL() string { return d.url }
 // Ping checks that the database answers.
 func (d *DB) Ping(ctx context.Context) error { return interpretError(d.pool.Ping(ctx)) }
 
+// CheckWritable reports, as an ErrReadOnly error, a database that would refuse writes: a hot
+// standby (pg_is_in_recovery) or one whose sessions start read-only
+// (default_transaction_read_only, as an operator sets it during maintenance). Two settings
+// read on a pooled connection, no write.
+func (d *DB) CheckWritable(ctx context.Context) error {
+	var readOnly, recovery bool
+	err := d.pool.QueryRow(ctx, "SELECT current_setting('transaction_read_only')::boolean, pg_is_in_recovery()").Scan(&readOnly, &recovery)
+	if err != nil {
+		return interpretError(err)
+	}
+	switch {
+	case recovery:
+		return &Error{Kind: ErrReadOnly, Err: errors.New("the database is a standby (in recovery)")}
+	case readOnly:
+		return &Error{Kind: ErrReadOnly, Err: errors.New("the database's transactions are read-only (default_transaction_read_only)")}
+	}
+	return nil
+}
+
 // PoolStats reports the pool's connection counts, for metrics.
 func (d *DB) PoolStats() PoolStats {
 	s := d.pool.Stat()

@@ -33,6 +33,9 @@ var (
 	ErrUnavailable = errors.New("database unavailable")
 	// ErrPermission means the database role lacks a privilege.
 	ErrPermission = errors.New("insufficient privilege")
+	// ErrReadOnly means the database refuses writes: default_transaction_read_only, a hot
+	// standby, or a transaction_read_only session. Reads still work.
+	ErrReadOnly = errors.New("database is read-only")
 )
 
 // Error carries the category, the constraint it came from when there is one, and the
@@ -114,9 +117,49 @@ func classify(code string) error {
 		return ErrLockNotAvailable
 	case pgerrcode.InsufficientPrivilege:
 		return ErrPermission
+	case pgerrcode.ReadOnlySQLTransaction:
+		return ErrReadOnly
 	case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow,
-		pgerrcode.TooManyConnections, pgerrcode.ConnectionException, pgerrcode.ConnectionFailure:
+		pgerrcode.TooManyConnections, pgerrcode.ConnectionException, pgerrcode.ConnectionFailure,
+		pgerrcode.DiskFull, pgerrcode.InsufficientResources, pgerrcode.OutOfMemory,
+		pgerrcode.ConfigurationLimitExceeded:
 		return ErrUnavailable
+	}
+	return nil
+}
+
+// reason is the 503 reason of an unavailable or read-only database error.
+func (e *Error) reason() string {
+	switch {
+	case e.Kind == ErrReadOnly:
+		return fault.ReasonReadOnly
+	case e.Code == pgerrcode.DiskFull:
+		return fault.ReasonDiskFull
+	case e.Code == pgerrcode.TooManyConnections || e.Code == pgerrcode.ConfigurationLimitExceeded:
+		return fault.ReasonConnections
+	}
+	return fault.ReasonUnavailable
+}
+
+// Fault is the fault an error of this package stands for (see the package function Fault),
+// nil when it depends on the operation (not found, conflict, permission).
+func (e *Error) Fault() *fault.Error {
+	switch {
+	case e.Kind == ErrInvalid:
+		return &fault.Error{Kind: fault.KindInvalid, Detail: "the database refused a value in the request (out of range or not representable)", Err: e}
+	case e.Kind == ErrReadOnly:
+		return fault.Unavailable(fault.ReasonReadOnly, e, "the database is read-only (a standby, or default_transaction_read_only); writes are refused until it accepts them again, reads still work")
+	case e.Kind == ErrUnavailable:
+		switch r := e.reason(); r {
+		case fault.ReasonDiskFull:
+			return fault.Unavailable(r, e, "the database's disk is full; writes are refused until space is freed")
+		case fault.ReasonConnections:
+			return fault.Unavailable(r, e, "the database has no connection to spare; try again")
+		default:
+			return fault.Unavailable(r, e, "the database is not reachable; try again")
+		}
+	case e.Kind == ErrLockNotAvailable:
+		return fault.Unavailable(fault.ReasonUnavailable, e, "the database could not complete the request because of concurrent activity; try again")
 	}
 	return nil
 }
@@ -127,7 +170,8 @@ func classify(code string) error {
 // that is not the database's (the caller decides; httpapi makes it a logged 500).
 //
 //   - ErrInvalid: KindInvalid (a value only the database could judge; still the client's input)
-//   - ErrUnavailable: KindUnavailable (unreachable, shutting down, too many connections)
+//   - ErrReadOnly: KindUnavailable, reason read-only (a standby, default_transaction_read_only)
+//   - ErrUnavailable: KindUnavailable, reason disk-full, connections or unavailable
 //   - ErrLockNotAvailable: KindUnavailable (lock_timeout, serialization failure, deadlock: retry)
 //   - context.DeadlineExceeded / context.Canceled: KindUnavailable (timed out / cancelled)
 //
@@ -141,13 +185,16 @@ func Fault(err error) error {
 	if errors.As(err, &fe) {
 		return err
 	}
+	var de *Error
+	if errors.As(err, &de) {
+		if f := de.Fault(); f != nil {
+			f.Err = err
+			return f
+		}
+	}
 	switch {
-	case errors.Is(err, ErrInvalid):
-		return fault.Wrap(fault.KindInvalid, err, "the database refused a value in the request (out of range or not representable)")
 	case errors.Is(err, ErrUnavailable):
-		return fault.Wrap(fault.KindUnavailable, err, "the database is not reachable; try again")
-	case errors.Is(err, ErrLockNotAvailable):
-		return fault.Wrap(fault.KindUnavailable, err, "the database could not complete the request because of concurrent activity; try again")
+		return fault.Unavailable(fault.ReasonUnavailable, err, "the database is not reachable; try again")
 	case errors.Is(err, context.DeadlineExceeded):
 		return fault.Wrap(fault.KindUnavailable, err, "the request timed out")
 	case errors.Is(err, context.Canceled):

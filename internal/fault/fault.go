@@ -54,6 +54,37 @@ type Error struct {
 	Err        error
 }
 
+// Faulter is an error that knows its fault: the database layer's errors are, so the HTTP
+// layer turns them into problems knowing only this package.
+type Faulter interface {
+	Fault() *Error
+}
+
+// Unavailability reasons, the "reason" member of a 503 problem: what a load balancer or an
+// operator needs to tell a database that refuses writes from one that is gone.
+const (
+	ReasonReadOnly    = "read-only"
+	ReasonDiskFull    = "disk-full"
+	ReasonConnections = "connections"
+	ReasonUnavailable = "unavailable"
+)
+
+// Unavailable is a 503 with a reason (one of the Reason constants).
+func Unavailable(reason string, err error, format string, args ...any) *Error {
+	return &Error{Kind: KindUnavailable, Detail: fmt.Sprintf(format, args...), Extensions: map[string]any{"reason": reason}, Err: err}
+}
+
+// ReasonOf is the reason of a 503 (ReasonUnavailable when it names none), or "".
+func ReasonOf(e *Error) string {
+	if e == nil || e.Kind != KindUnavailable {
+		return ""
+	}
+	if r, ok := e.Extensions["reason"].(string); ok {
+		return r
+	}
+	return ReasonUnavailable
+}
+
 func (e *Error) Error() string {
 	msg := e.Detail
 	if len(e.Fields) > 0 {

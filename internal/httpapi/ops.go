@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -23,7 +24,23 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	warnings, err := a.ready(ctx)
 	if err != nil {
-		return fault.Wrap(fault.KindUnavailable, err, "not ready: %v", err)
+		// Unauthenticated callers learn the reason, not the database's address or role:
+		// the details go to the log.
+		a.logger.WarnContext(r.Context(), "not ready", "err", err)
+		f := classify(err)
+		reason := fault.ReasonOf(f)
+		if reason == "" {
+			reason = fault.ReasonUnavailable
+		}
+		detail := map[string]string{
+			fault.ReasonReadOnly:    "not ready: the database refuses writes (read-only or a standby)",
+			fault.ReasonDiskFull:    "not ready: the database's disk is full",
+			fault.ReasonConnections: "not ready: the database has no connection to spare",
+		}[reason]
+		if detail == "" {
+			detail = "not ready: " + readyDetail(err)
+		}
+		return fault.Unavailable(reason, err, "%s", detail)
 	}
 	body := map[string]any{"status": "ready"}
 	if len(warnings) > 0 {
@@ -34,4 +51,15 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) error {
 
 func (a *API) versionInfo(w http.ResponseWriter, _ *http.Request) error {
 	return writeJSON(w, http.StatusOK, map[string]string{"version": a.version})
+}
+
+// readyDetail says why a replica is not ready without what only operators may see: a
+// database error is named by its kind, other reasons (schema, the render cache's session)
+// are strata's own and are shown.
+func readyDetail(err error) string {
+	var fr fault.Faulter
+	if errors.As(err, &fr) && fr.Fault() != nil {
+		return "the database is not reachable"
+	}
+	return err.Error()
 }

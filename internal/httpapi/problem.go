@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/client"
-	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 )
 
@@ -50,9 +50,9 @@ var kinds = map[fault.Kind]kindInfo{
 
 // classify maps any error to a fault.Error, so the one writer below has a single input.
 // Errors that are not categorised by the capability packages are recognised here: request
-// bodies that are too large (413); database and context errors by the one mapping,
-// db.Fault (an unreachable database or a timed-out request is a 503); everything else is a
-// 500 whose cause is logged, never shown.
+// bodies that are too large (413); errors that know their fault (the database layer's:
+// fault.Faulter, so this package knows nothing of the database) and context errors (a
+// timed-out request is a 503); everything else is a 500 whose cause is logged, never shown.
 func classify(err error) *fault.Error {
 	var fe *fault.Error
 	if errors.As(err, &fe) {
@@ -62,8 +62,17 @@ func classify(err error) *fault.Error {
 	if errors.As(err, &maxErr) {
 		return &fault.Error{Kind: fault.KindTooLarge, Detail: fmt.Sprintf("request body is larger than the limit of %d bytes", maxErr.Limit), Err: err}
 	}
-	if errors.As(db.Fault(err), &fe) {
-		return fe
+	var fr fault.Faulter
+	if errors.As(err, &fr) {
+		if f := fr.Fault(); f != nil {
+			return f
+		}
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fault.Unavailable(fault.ReasonUnavailable, err, "the request timed out")
+	case errors.Is(err, context.Canceled):
+		return fault.Unavailable(fault.ReasonUnavailable, err, "the request was cancelled")
 	}
 	return &fault.Error{Kind: fault.KindInternal, Detail: "internal error; the server log has the details", Err: err}
 }
@@ -81,6 +90,14 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	}
 	if fe.Kind == fault.KindUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="strata", Basic realm="strata"`)
+	}
+	if fe.Kind == fault.KindUnavailable && w.Header().Get("Retry-After") == "" {
+		// Seconds: a database that refuses writes (read-only, disk full) is not back in one.
+		retry := "1"
+		if r := fault.ReasonOf(fe); r == fault.ReasonReadOnly || r == fault.ReasonDiskFull {
+			retry = "10"
+		}
+		w.Header().Set("Retry-After", retry)
 	}
 	if fe.Body != nil {
 		ct := fe.ContentType

@@ -352,6 +352,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			if err := d.Ping(ctx); err != nil {
 				return nil, fmt.Errorf("database: %w", err)
 			}
+			if err := d.CheckWritable(ctx); err != nil {
+				return nil, fmt.Errorf("database: %w", err)
+			}
 			warnings, err := SchemaReadiness(ctx, d, latest)
 			if err != nil {
 				return nil, err
