@@ -89,6 +89,20 @@ func (s *syncBuffer) String() string {
 // startServer runs `strata serve --listen 127.0.0.1:0 args…` and waits for /readyz.
 func startServer(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
+	return startServerWaiting(t, "strata serving", true, env, args...)
+}
+
+// startServerEarly starts strata and returns as soon as it listens, before its database is
+// open (it may be waiting for it).
+func startServerEarly(t *testing.T, env []string, args ...string) *server {
+	t.Helper()
+	return startServerWaiting(t, "strata listening; opening the database", false, env, args...)
+}
+
+// startServerWaiting starts strata and returns once it has logged msg (with the address) and,
+// when ready is set, answers /readyz with 200.
+func startServerWaiting(t *testing.T, msg string, ready bool, env []string, args ...string) *server {
+	t.Helper()
 	pr, pw := io.Pipe()
 	s := &server{stderr: &syncBuffer{}, done: make(chan error, 1)}
 	s.cmd = exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
@@ -106,7 +120,7 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 				Msg  string `json:"msg"`
 				Addr string `json:"addr"`
 			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "strata serving" {
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == msg {
 				addr <- line.Addr
 			}
 		}
@@ -121,6 +135,9 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("strata did not start within 60s:\n%s", s.stderr.String())
+	}
+	if !ready {
+		return s
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	probe := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // readiness only
@@ -407,11 +424,15 @@ func TestCLI(t *testing.T) {
 // TestBadConfig: clear errors for impossible configurations.
 func TestBadConfig(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(binary, "serve", "--database-url", "postgres://127.0.0.1:1/none?connect_timeout=2", "--data-dir", dataDir(t))
+	// A database that never becomes reachable: serve waits (by default forever), here for a
+	// bounded time, then says so.
+	cmd := exec.Command(binary, "serve", "--database-url", "postgres://127.0.0.1:1/none?connect_timeout=2", "--data-dir", dataDir(t), "--wait-for-database", "1s")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	require.True(t, errors.As(err, &exit), "strata must fail: %s", out)
 	require.Contains(t, string(out), "connect to database")
+	require.Contains(t, string(out), "--wait-for-database")
+	require.Contains(t, string(out), "waiting for the database", "each attempt is logged")
 
 	cmd = exec.Command(binary, "serve", "--tls-cert", "x.pem", "--data-dir", dataDir(t))
 	out, err = cmd.CombinedOutput()

@@ -3,9 +3,13 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	neturl "net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,3 +100,128 @@ func TestReadOnlyDatabaseIsA503(t *testing.T) {
 		return back.status == 201 && readyAgain.status == 200
 	}, 30*time.Second, 100*time.Millisecond, "writes and readiness come back: %+v %+v", back, readyAgain)
 }
+
+// TestServeWaitsForItsDatabase (issue 18, item 3): serve exited at once (rc 1) when its
+// database was down at boot, so a supervisor was mandatory. Now it listens at once — /healthz
+// 200, everything else 503 with reason unavailable — retries the database with a growing
+// pause, logging each attempt, and serves when the database appears. The database here is
+// behind a TCP proxy that refuses connections until the test lets them through.
+func TestServeWaitsForItsDatabase(t *testing.T) {
+	t.Parallel()
+	target := pgtest.NewDatabaseURL(t)
+	cfg, err := pgconnParse(target)
+	require.NoError(t, err)
+	proxy := newGateProxy(t, cfg.dial)
+	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=2", cfg.user, proxy.addr, cfg.database)
+
+	token := "strata_" + strings.Repeat("waitDatabaseTok", 3)
+	s := startServerEarly(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t))
+	get := func(path string) (int, string) {
+		req, _ := http.NewRequest("GET", s.url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	st, _ := get("/healthz")
+	require.Equal(t, 200, st, "alive while waiting")
+	st, body := get("/readyz")
+	require.Equal(t, 503, st)
+	require.Contains(t, body, `"reason":"unavailable"`)
+	st, _ = get("/v1/orgs")
+	require.Equal(t, 503, st)
+	require.Eventually(t, func() bool { return strings.Count(s.stderr.String(), "waiting for the database") >= 2 }, 30*time.Second, 50*time.Millisecond,
+		"each attempt is logged:\n%s", s.stderr.String())
+
+	proxy.open()
+	require.Eventually(t, func() bool { st, _ := get("/readyz"); return st == 200 }, 60*time.Second, 100*time.Millisecond,
+		"serves once the database is there:\n%s", s.stderr.String())
+	st, _ = get("/v1/orgs")
+	require.Equal(t, 200, st)
+}
+
+// pgTarget is where a test database lives, taken apart from its connection string.
+type pgTarget struct {
+	user, database string
+	dial           func() (net.Conn, error)
+}
+
+// pgconnParse reads a PostgreSQL URL or keyword/value string (the forms pgtest hands out).
+func pgconnParse(conn string) (pgTarget, error) {
+	kv := map[string]string{"port": "5432"}
+	if strings.HasPrefix(conn, "postgres://") || strings.HasPrefix(conn, "postgresql://") {
+		u, err := neturl.Parse(conn)
+		if err != nil {
+			return pgTarget{}, err
+		}
+		kv["user"] = u.User.Username()
+		kv["dbname"] = strings.TrimPrefix(u.Path, "/")
+		if h := u.Hostname(); h != "" {
+			kv["host"] = h
+		}
+		if p := u.Port(); p != "" {
+			kv["port"] = p
+		}
+		for k, v := range u.Query() {
+			kv[k] = v[0]
+		}
+	} else {
+		for _, f := range strings.Fields(conn) {
+			if k, v, ok := strings.Cut(f, "="); ok {
+				kv[k] = strings.Trim(v, "'")
+			}
+		}
+	}
+	host, port := kv["host"], kv["port"]
+	t := pgTarget{user: kv["user"], database: kv["dbname"]}
+	if strings.HasPrefix(host, "/") {
+		t.dial = func() (net.Conn, error) { return net.Dial("unix", host+"/.s.PGSQL."+port) }
+	} else {
+		t.dial = func() (net.Conn, error) { return net.Dial("tcp", net.JoinHostPort(host, port)) }
+	}
+	if t.user == "" || t.database == "" || host == "" {
+		return t, fmt.Errorf("cannot take %q apart", conn)
+	}
+	return t, nil
+}
+
+// gateProxy accepts TCP connections and closes them at once until open is called, then
+// relays them to the database.
+type gateProxy struct {
+	addr   string
+	isOpen atomic.Bool
+}
+
+func newGateProxy(t *testing.T, dial func() (net.Conn, error)) *gateProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	p := &gateProxy{addr: ln.Addr().String()}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if !p.isOpen.Load() {
+				c.Close()
+				continue
+			}
+			go func() {
+				defer c.Close()
+				up, err := dial()
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { _, _ = io.Copy(up, c); up.Close() }()
+				_, _ = io.Copy(c, up)
+			}()
+		}
+	}()
+	return p
+}
+
+func (p *gateProxy) open() { p.isOpen.Store(true) }

@@ -93,6 +93,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		cfg      server.Config
 		logLevel string
 		shutdown time.Duration
+		waitDB   time.Duration
 		lockWait time.Duration
 	)
 	cmd := &cobra.Command{
@@ -126,6 +127,7 @@ With --database-url it uses that database; several replicas may share one.`,
 			cfg.Version = Version
 			cfg.BootstrapToken = os.Getenv("STRATA_BOOTSTRAP_TOKEN")
 			cfg.ShutdownTimeout = shutdown
+			cfg.WaitForDatabase = waitDB // 0: forever
 			return server.Run(cmd.Context(), cfg)
 		},
 	}
@@ -149,6 +151,7 @@ With --database-url it uses that database; several replicas may share one.`,
 	f.DurationVar(&cfg.WatchBookmarkInterval, "watch-bookmark-interval", envDuration("STRATA_WATCH_BOOKMARK_INTERVAL", 30*time.Second), "how often a watch stream sends a BOOKMARK event carrying the resourceVersion it is complete through (env STRATA_WATCH_BOOKMARK_INTERVAL)")
 	f.DurationVar(&cfg.WatchMaxDuration, "watch-max-duration", envDuration("STRATA_WATCH_MAX_DURATION", server.DefaultWatchMaxDuration), "the shortest lifetime of a watch stream: each ends cleanly after a random duration in [d, 2d) and its client resumes from its last resourceVersion (env STRATA_WATCH_MAX_DURATION)")
 	f.StringVar(&logLevel, "log-level", envOr("STRATA_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env STRATA_LOG_LEVEL)")
+	f.DurationVar(&waitDB, "wait-for-database", envDuration("STRATA_WAIT_FOR_DATABASE", 0), "how long to wait, retrying, for a database (--database-url) that cannot be reached at start; 0 waits forever, while /healthz answers and everything else 503 (env STRATA_WAIT_FOR_DATABASE)")
 	f.DurationVar(&shutdown, "shutdown-timeout", envDuration("STRATA_SHUTDOWN_TIMEOUT", 30*time.Second), "how long in-flight requests may take to finish on SIGINT/SIGTERM (env STRATA_SHUTDOWN_TIMEOUT)")
 	migrationLockTimeout(f, &lockWait)
 	return cmd
@@ -166,12 +169,14 @@ func newMigrateCmd(g *globals) *cobra.Command {
 	// The db flags live on the parent so both "migrate --database-url X up" and
 	// "migrate up --database-url X" work.
 	dbf.register(cmd.PersistentFlags())
+	var waitDB time.Duration
+	cmd.PersistentFlags().DurationVar(&waitDB, "wait-for-database", envDuration("STRATA_WAIT_FOR_DATABASE", 30*time.Second), "how long to wait, retrying, for a database that cannot be reached (env STRATA_WAIT_FOR_DATABASE)")
 	// withDB runs fn on the database (starting the embedded cluster when no URL is given)
 	// and closes it afterwards.
 	withDB := func(run func(cmd *cobra.Command, d *db.DB) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, _ []string) error {
 			logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			d, err := server.OpenDatabase(cmd.Context(), server.Config{DatabaseURL: dbf.databaseURL, Schema: dbf.schema, DataDir: g.dataDir, Logger: logger}, nil)
+			d, err := server.OpenDatabase(cmd.Context(), server.Config{DatabaseURL: dbf.databaseURL, Schema: dbf.schema, DataDir: g.dataDir, Logger: logger, WaitForDatabase: waitDB}, nil)
 			if err != nil {
 				return err
 			}

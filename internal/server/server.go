@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratahq/strata/internal/auth"
@@ -72,6 +73,9 @@ type Config struct {
 	MigrationLockTimeout time.Duration
 	// ShutdownTimeout bounds the graceful shutdown (default 30s).
 	ShutdownTimeout time.Duration
+	// WaitForDatabase bounds how long OpenDatabase retries a database (given by URL) that
+	// cannot be reached: 0 waits forever (serve's default), a negative value not at all.
+	WaitForDatabase time.Duration
 	// ChangesRetention and AuditRetention are how long rows of the changes log and of the
 	// audit log are kept; 0 keeps them forever. The CLI's defaults are 7 days and 90 days
 	// (DefaultChangesRetention, DefaultAuditRetention).
@@ -173,7 +177,7 @@ func OpenDatabase(ctx context.Context, cfg Config, observer db.QueryObserver) (*
 		url = cluster.URL()
 		cfg.Logger.Info("embedded PostgreSQL running", "data_dir", cfg.DataDir, "tcp", cfg.EmbeddedListen)
 	}
-	d, err := db.Open(ctx, db.Options{URL: url, Schema: cfg.Schema, Logger: cfg.Logger, Observer: observer, MaxConns: 20})
+	d, err := openWaiting(ctx, cfg, db.Options{URL: url, Schema: cfg.Schema, Logger: cfg.Logger, Observer: observer, MaxConns: 20}, out.cluster == nil)
 	if err != nil {
 		_ = out.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -182,6 +186,56 @@ func OpenDatabase(ctx context.Context, cfg Config, observer db.QueryObserver) (*
 	out.url = url
 	return out, nil
 }
+
+// openWaiting opens the pool, retrying while the database cannot be reached (connection
+// refused, starting up, shutting down) with a growing pause, each attempt logged, for up to
+// cfg.WaitForDatabase (0: until ctx ends). A database that answers with any other error (a
+// wrong password, a missing database) fails at once: waiting would not mend it. The embedded
+// cluster (wait false) is started by strata itself and is not waited for.
+func openWaiting(ctx context.Context, cfg Config, opts db.Options, wait bool) (*db.DB, error) {
+	start := time.Now()
+	pause := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		d, err := db.Open(ctx, opts)
+		if err == nil || !wait || cfg.WaitForDatabase < 0 || !errors.Is(err, db.ErrUnavailable) || ctx.Err() != nil {
+			return d, err
+		}
+		if cfg.WaitForDatabase > 0 && time.Since(start)+pause > cfg.WaitForDatabase {
+			return nil, fmt.Errorf("the database did not become reachable within %v (--wait-for-database): %w", cfg.WaitForDatabase, err)
+		}
+		cfg.Logger.Warn("waiting for the database", "attempt", attempt, "retry_in", pause.String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 10*time.Second)
+	}
+}
+
+// waitingHandler answers while the database is not open yet: /healthz 200 (the process is
+// alive), everything else 503 with reason unavailable, so a balancer holds traffic back and
+// a client retries.
+var waitingHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/healthz" {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"alive"}` + "\n"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = fmt.Fprintf(w, `{"type":"https://strata.dev/problems/unavailable","title":"Service unavailable","status":503,"detail":"strata is starting: waiting for its database","instance":%q,"reason":"unavailable"}`+"\n", r.URL.Path)
+})
+
+// swapHandler serves through whichever handler was stored last.
+type swapHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(w, r)
+}
+
+func (s *swapHandler) set(h http.Handler) { s.h.Store(&h) }
 
 // Run serves until ctx is cancelled, then shuts down gracefully.
 func Run(ctx context.Context, cfg Config) (err error) {
@@ -201,6 +255,44 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
+
+	// Listen first: while the database is being waited for, /healthz answers and every other
+	// request (and /readyz) a 503, so a supervisor sees the process alive and a balancer
+	// sends nothing yet. "strata serving" is logged once the API serves.
+	handler := &swapHandler{}
+	handler.set(waitingHandler)
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		WriteTimeout:      5 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("load TLS certificate: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	serving := false
+	defer func() {
+		if !serving {
+			_ = srv.Close()
+		}
+	}()
+	logger.Info("strata listening; opening the database", "addr", ln.Addr().String())
 
 	reg, qm := newRegistry()
 	database, err := OpenDatabase(ctx, cfg, qm)
@@ -376,36 +468,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		},
 	})
 
-	srv := &http.Server{
-		Handler:           api,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       2 * time.Minute,
-		WriteTimeout:      5 * time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	if cfg.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("load TLS certificate: %w", err)
-		}
-		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		ln = tls.NewListener(ln, srv.TLSConfig)
-	}
+	handler.set(api)
+	serving = true
 	logger.Info("strata serving", "addr", ln.Addr().String(), "tls", cfg.TLSCert != "", "schema", cfg.Schema, "version", cfg.Version)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
 	}
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
