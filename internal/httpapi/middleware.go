@@ -73,7 +73,7 @@ func (a *API) observe(next http.Handler) http.Handler {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				a.logger.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				a.logger.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "request_id", reqID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 				if rec.status == 0 {
 					writeError(rec, r, a.logger, fmt.Errorf("panic: %v", p))
 				}
@@ -102,7 +102,7 @@ func (a *API) observe(next http.Handler) http.Handler {
 				"bytes", rec.bytes, "duration_ms", float64(d.Microseconds())/1000,
 				"remote", remoteAddr(r), "request_id", reqID, "token", actor)
 		}()
-		inner := r.WithContext(context.WithValue(r.Context(), principalSlot{}, holder))
+		inner := r.WithContext(context.WithValue(context.WithValue(r.Context(), principalSlot{}, holder), requestIDKey{}, reqID))
 		defer func() { r.Pattern = inner.Pattern }() // runs first: the mux sets Pattern on inner
 		next.ServeHTTP(rec, inner)
 	})

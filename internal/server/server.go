@@ -240,6 +240,8 @@ func (s *swapHandler) set(h http.Handler) { s.h.Store(&h) }
 // Run serves until ctx is cancelled, then shuts down gracefully.
 func Run(ctx context.Context, cfg Config) (err error) {
 	cfg.setDefaults()
+	// Every record logged with a request's context carries its request_id.
+	cfg.Logger = slog.New(httpapi.LogHandler(cfg.Logger.Handler()))
 	logger := cfg.Logger
 	if cfg.BootstrapToken != "" && cfg.DatabaseURL == "" {
 		logger.Info("STRATA_BOOTSTRAP_TOKEN is set; it becomes the admin token on first start")
