@@ -533,6 +533,20 @@ func TestTLS(t *testing.T) {
 	out, err := cli(t, env, "org", "list", "--ca-cert", certFile, "-o", "json")
 	require.NoError(t, err)
 	require.Contains(t, out, `"items"`)
+
+	// A renewed certificate (issue 18, item 8) is served without a restart: the old CA no
+	// longer verifies, the new one does.
+	old := filepath.Join(dir, "old.pem")
+	require.NoError(t, os.Rename(certFile, old))
+	time.Sleep(1100 * time.Millisecond) // modification times a second apart at least
+	writeSelfSigned(t, certFile, keyFile)
+	require.Eventually(t, func() bool {
+		_, err := cli(t, env, "org", "list", "--ca-cert", old)
+		return err != nil
+	}, 10*time.Second, 200*time.Millisecond, "the old certificate is no longer served")
+	_, err = cli(t, env, "org", "list", "--ca-cert", certFile)
+	require.NoError(t, err, "the new certificate is served")
+	require.Contains(t, s.stderr.String(), "TLS certificate reloaded")
 }
 
 func writeSelfSigned(t *testing.T, certFile, keyFile string) {

@@ -278,12 +278,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	if cfg.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		certs, err := newCertReloader(cfg.TLSCert, cfg.TLSKey, logger)
 		if err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("load TLS certificate: %w", err)
 		}
-		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		// A renewed certificate (the files rewritten) is picked up without a restart.
+		srv.TLSConfig = &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12}
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
 	errc := make(chan error, 1)
