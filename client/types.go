@@ -84,13 +84,16 @@ type TokenList struct {
 
 // AuditRecord is one audit log entry.
 type AuditRecord struct {
-	ID         int64           `json:"id"`
-	At         time.Time       `json:"at"`
-	Actor      string          `json:"actor"`
-	Action     string          `json:"action"`
-	Target     string          `json:"target"`
-	RemoteAddr string          `json:"remoteAddr"`
-	Detail     json.RawMessage `json:"detail"`
+	ID         int64     `json:"id"`
+	At         time.Time `json:"at"`
+	Actor      string    `json:"actor"`
+	Action     string    `json:"action"`
+	Target     string    `json:"target"`
+	RemoteAddr string    `json:"remoteAddr"`
+	// RequestID is the id of the HTTP request that made the change (its X-Request-Id, also
+	// on the request's log lines); empty for strata's own actions.
+	RequestID string          `json:"requestId,omitempty"`
+	Detail    json.RawMessage `json:"detail"`
 }
 
 // AuditList is one page of the audit log, newest first; pass Next as ?before= for the next.

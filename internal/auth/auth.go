@@ -566,6 +566,22 @@ func (s *Service) Bootstrap(ctx context.Context, secret string) (string, error) 
 type AuditActor struct {
 	Actor      string
 	RemoteAddr string
+	// RequestID is the id of the HTTP request the action belongs to ("" outside requests).
+	RequestID string
+}
+
+type auditActorKey struct{}
+
+// WithAuditActor returns ctx carrying who acts in it, for the records every write makes
+// (the audit log, the changes log) however deep in the capability packages it happens.
+func WithAuditActor(ctx context.Context, a AuditActor) context.Context {
+	return context.WithValue(ctx, auditActorKey{}, a)
+}
+
+// AuditActorFrom returns who acts in ctx (the zero AuditActor outside a request).
+func AuditActorFrom(ctx context.Context) AuditActor {
+	a, _ := ctx.Value(auditActorKey{}).(AuditActor)
+	return a
 }
 
 // AuditEntry is one audit record.
@@ -574,13 +590,16 @@ type AuditEntry struct {
 	Action     string
 	Target     string
 	RemoteAddr string
-	Detail     any
+	// RequestID is the HTTP request's id; RecordAudit and AuditStep fill it (and an empty
+	// RemoteAddr) from the context's AuditActor.
+	RequestID string
+	Detail    any
 }
 
 // RecordAudit writes e in the caller's transaction, so the record exists exactly when the
 // change it describes does.
 func RecordAudit(ctx context.Context, qr db.Querier, e AuditEntry) error {
-	step, err := AuditStep(e)
+	step, err := AuditStep(ctx, e)
 	if err != nil {
 		return err
 	}
@@ -592,7 +611,14 @@ func RecordAudit(ctx context.Context, qr db.Querier, e AuditEntry) error {
 
 // AuditStep is RecordAudit as a step of a pipeline (db.Tx.Pipeline), for a write that sends
 // its audit record in the same round trip as its last statements.
-func AuditStep(e AuditEntry) (db.Step, error) {
+func AuditStep(ctx context.Context, e AuditEntry) (db.Step, error) {
+	from := AuditActorFrom(ctx)
+	if e.RequestID == "" {
+		e.RequestID = from.RequestID
+	}
+	if e.RemoteAddr == "" {
+		e.RemoteAddr = from.RemoteAddr
+	}
 	detail := []byte("{}")
 	if e.Detail != nil {
 		b, err := json.Marshal(e.Detail)
@@ -601,7 +627,7 @@ func AuditStep(e AuditEntry) (db.Step, error) {
 		}
 		detail = b
 	}
-	return db.Step{Query: q.Get("AuditInsert"), Args: []any{e.Actor, e.Action, e.Target, e.RemoteAddr, detail}}, nil
+	return db.Step{Query: q.Get("AuditInsert"), Args: []any{e.Actor, e.Action, e.Target, e.RemoteAddr, detail, e.RequestID}}, nil
 }
 
 // AuditRecord is a stored audit entry.
@@ -612,6 +638,7 @@ type AuditRecord struct {
 	Action     string
 	Target     string
 	RemoteAddr string
+	RequestID  string
 	Detail     json.RawMessage
 }
 
@@ -633,7 +660,7 @@ func (s *Service) ListAudit(ctx context.Context, before int64, actionPrefix stri
 	for rows.Next() {
 		var r AuditRecord
 		var detail []byte
-		if err := rows.Scan(&r.ID, &r.At, &r.Actor, &r.Action, &r.Target, &r.RemoteAddr, &detail); err != nil {
+		if err := rows.Scan(&r.ID, &r.At, &r.Actor, &r.Action, &r.Target, &r.RemoteAddr, &detail, &r.RequestID); err != nil {
 			return nil, err
 		}
 		r.Detail = detail

@@ -35,12 +35,12 @@ INSERT INTO {{schema}}.bootstrap (key, value) VALUES ($1, $2)
 ON CONFLICT (key) DO NOTHING;
 
 -- name: AuditInsert
-INSERT INTO {{schema}}.audit_log (actor, action, target, remote_addr, detail)
-VALUES ($1, $2, $3, $4, $5);
+INSERT INTO {{schema}}.audit_log (actor, action, target, remote_addr, detail, request_id)
+VALUES ($1, $2, $3, $4, $5, $6);
 
 -- name: AuditList
 -- Every action: newest first along the primary key.
-SELECT id, at, actor, action, target, remote_addr, detail
+SELECT id, at, actor, action, target, remote_addr, detail, request_id
 FROM {{schema}}.audit_log
 WHERE ($1::bigint = 0 OR id < $1)
 ORDER BY id DESC
@@ -51,7 +51,7 @@ LIMIT $2;
 -- highest code point, so the audit_log_action_id index (action COLLATE "C", id) serves it;
 -- starts_with keeps the answer exact whatever the range admits. A starts_with(...) filter
 -- alone cannot use any index: the log would be read backwards until a page is found.
-SELECT id, at, actor, action, target, remote_addr, detail
+SELECT id, at, actor, action, target, remote_addr, detail, request_id
 FROM {{schema}}.audit_log
 WHERE ($1::bigint = 0 OR id < $1)
   AND action COLLATE "C" >= $2 AND action COLLATE "C" < $3

@@ -144,7 +144,7 @@ func (a *API) kindPut(w http.ResponseWriter, r *http.Request, p *auth.Principal)
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	res, err := a.kinds.Register(r.Context(), auth.AuditActor{Actor: p.Actor(), RemoteAddr: r.RemoteAddr}, r.PathValue("kind"), req, dryRun)
+	res, err := a.kinds.Register(r.Context(), auditActor(r, p), r.PathValue("kind"), req, dryRun)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -100,9 +101,12 @@ func (a *API) observe(next http.Handler) http.Handler {
 			a.logger.Log(r.Context(), level, "request",
 				"method", r.Method, "path", r.URL.Path, "route", route, "status", status,
 				"bytes", rec.bytes, "duration_ms", float64(d.Microseconds())/1000,
-				"remote", remoteAddr(r), "request_id", reqID, "token", actor)
+				"remote", a.clientAddr(r), "request_id", reqID, "token", actor)
 		}()
-		inner := r.WithContext(context.WithValue(context.WithValue(r.Context(), principalSlot{}, holder), requestIDKey{}, reqID))
+		ctx := context.WithValue(r.Context(), principalSlot{}, holder)
+		ctx = context.WithValue(ctx, requestIDKey{}, reqID)
+		ctx = context.WithValue(ctx, clientAddrKey{}, a.clientAddr(r))
+		inner := r.WithContext(ctx)
 		defer func() { r.Pattern = inner.Pattern }() // runs first: the mux sets Pattern on inner
 		next.ServeHTTP(rec, inner)
 	})
@@ -149,6 +153,9 @@ func (a *API) authedLimit(limit int64, h func(w http.ResponseWriter, r *http.Req
 		// The principal also authorizes what bodies reach beyond the path (a node's spec.org,
 		// a member of another org): the generic write path asks it (resource.Reference).
 		r = r.WithContext(resource.WithAuthorizer(auth.WithPrincipal(r.Context(), p), p))
+		// Who acts, from where, in which request: every write deeper down records it (the
+		// audit log, the changes log).
+		r = r.WithContext(auth.WithAuditActor(r.Context(), auditActor(r, p)))
 		return h(w, r, p)
 	})
 }
@@ -172,7 +179,20 @@ func bearerOrBasic(r *http.Request) string {
 	return ""
 }
 
+// clientAddrKey carries the request's client address (clientAddr) in its context.
+type clientAddrKey struct{}
+
+// remoteAddr is the request's client address, without port: the one the outer middleware
+// worked out (clientAddr), or the peer's.
 func remoteAddr(r *http.Request) string {
+	if a, ok := r.Context().Value(clientAddrKey{}).(string); ok {
+		return a
+	}
+	return peerAddr(r)
+}
+
+// peerAddr is the address of the connection's other end, without port.
+func peerAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
@@ -180,9 +200,64 @@ func remoteAddr(r *http.Request) string {
 	return host
 }
 
+// clientAddr is who sent the request. From a trusted proxy (--trusted-proxies) it is the
+// nearest address in X-Forwarded-For (or, without it, Forwarded's for=) that is not itself
+// a trusted proxy, read from the right, since a client can put anything at the left; from
+// any other peer the headers are ignored and it is the peer.
+func (a *API) clientAddr(r *http.Request) string {
+	peer := peerAddr(r)
+	if !a.isTrusted(peer) {
+		return peer
+	}
+	var hops []string
+	for _, h := range r.Header.Values("X-Forwarded-For") {
+		for _, f := range strings.Split(h, ",") {
+			hops = append(hops, strings.TrimSpace(f))
+		}
+	}
+	if len(hops) == 0 {
+		for _, h := range r.Header.Values("Forwarded") {
+			for _, elem := range strings.Split(h, ",") {
+				for _, pair := range strings.Split(elem, ";") {
+					if k, v, ok := strings.Cut(strings.TrimSpace(pair), "="); ok && strings.EqualFold(k, "for") {
+						v = strings.Trim(v, `"`)
+						if host, _, err := net.SplitHostPort(v); err == nil {
+							v = host
+						}
+						hops = append(hops, strings.Trim(v, "[]"))
+					}
+				}
+			}
+		}
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		addr, err := netip.ParseAddr(hops[i])
+		if err != nil {
+			return peer // a hop that is no address: trust nothing further left
+		}
+		if !a.isTrusted(addr.String()) {
+			return addr.String()
+		}
+	}
+	return peer
+}
+
+func (a *API) isTrusted(host string) bool {
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	for _, p := range a.trusted {
+		if p.Contains(addr.Unmap()) || p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
 // auditActor names the caller for the audit log.
 func auditActor(r *http.Request, p *auth.Principal) auth.AuditActor {
-	return auth.AuditActor{Actor: p.Actor(), RemoteAddr: remoteAddr(r)}
+	return auth.AuditActor{Actor: p.Actor(), RemoteAddr: remoteAddr(r), RequestID: RequestID(r.Context())}
 }
 
 // httpMetrics are the HTTP-level Prometheus metrics.

@@ -55,6 +55,9 @@ type Options struct {
 	// SaltLegacyClients may render pillars through /v1/salt/pillar without a token (Salt
 	// 3005 and older cannot send one); empty by default.
 	SaltLegacyClients []netip.Prefix
+	// TrustedProxies are the peers (load balancers, reverse proxies) whose X-Forwarded-For
+	// or Forwarded header names the client; from any other peer the header is ignored.
+	TrustedProxies []netip.Prefix
 	// SaltRenderTimeout bounds a Salt-facing render (DefaultSaltRenderTimeout when zero).
 	SaltRenderTimeout time.Duration
 	State             *tfstate.Service
@@ -92,6 +95,7 @@ type API struct {
 	kinds       *kind.Service
 	pillars     *pillar.Service
 	saltLegacy  []netip.Prefix
+	trusted     []netip.Prefix
 	saltTimeout time.Duration
 	state       *tfstate.Service
 	ready       Readiness
@@ -119,6 +123,7 @@ func New(opts Options) *API {
 		kinds:       opts.Kinds,
 		pillars:     opts.Pillars,
 		saltLegacy:  opts.SaltLegacyClients,
+		trusted:     opts.TrustedProxies,
 		saltTimeout: opts.SaltRenderTimeout,
 		state:       opts.State,
 		ready:       opts.Ready,

@@ -113,7 +113,10 @@ func (a *API) saltPrincipal(r *http.Request) (*auth.Principal, error) {
 
 // ParseSaltLegacyClients parses --salt-legacy-clients: comma-separated addresses or CIDR
 // prefixes allowed to render pillars without a token.
-func ParseSaltLegacyClients(s string) ([]netip.Prefix, error) {
+func ParseSaltLegacyClients(s string) ([]netip.Prefix, error) { return ParsePrefixes("salt legacy client", s) }
+
+// ParsePrefixes reads comma-separated addresses or CIDR prefixes (what names them in errors).
+func ParsePrefixes(what, s string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
@@ -123,14 +126,14 @@ func ParseSaltLegacyClients(s string) ([]netip.Prefix, error) {
 		if !strings.Contains(f, "/") {
 			addr, err := netip.ParseAddr(f)
 			if err != nil {
-				return nil, fmt.Errorf("salt legacy client %q: %w", f, err)
+				return nil, fmt.Errorf("%s %q: %w", what, f, err)
 			}
 			out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
 			continue
 		}
 		p, err := netip.ParsePrefix(f)
 		if err != nil {
-			return nil, fmt.Errorf("salt legacy client %q: %w", f, err)
+			return nil, fmt.Errorf("%s %q: %w", what, f, err)
 		}
 		out = append(out, p.Masked())
 	}

@@ -126,7 +126,7 @@ func (a *API) auditList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	}
 	out := client.AuditList{Items: []client.AuditRecord{}}
 	for _, rec := range recs {
-		out.Items = append(out.Items, client.AuditRecord{ID: rec.ID, At: rec.At.UTC(), Actor: rec.Actor, Action: rec.Action,
+		out.Items = append(out.Items, client.AuditRecord{ID: rec.ID, At: rec.At.UTC(), Actor: rec.Actor, Action: rec.Action, RequestID: rec.RequestID,
 			Target: rec.Target, RemoteAddr: rec.RemoteAddr, Detail: rec.Detail})
 	}
 	if more {

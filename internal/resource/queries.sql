@@ -78,14 +78,15 @@ WHERE a.resource_id = $1 AND a.key_prefix = t.p AND a.key_name = t.n;
 -- number (a GAP row took it between nextval and the insert), nothing is written and no row
 -- is returned; the caller draws again. $5 is the schema revision the spec conforms to (NULL
 -- for kinds without a schema), $6 the object's labels before the change (NULL on create), for
--- selector watches, $7 the object's status (server-written; NULL for most kinds).
+-- selector watches, $7 the object's status (server-written; NULL for most kinds), $8-$10 who
+-- wrote it, from where, in which request (auth.AuditActor).
 WITH v AS MATERIALIZED (SELECT nextval('{{schema}}.resource_version_seq') AS rv),
 c AS (
-	INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels)
+	INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels, actor, remote_addr, request_id)
 	SELECT v.rv, r.kind, r.org, r.name, $2,
 	       jsonb_set(jsonb_set(jsonb_set($3::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)),
 	                 '{metadata,createdAt}', to_jsonb(r.created_at)), '{metadata,updatedAt}', to_jsonb(now())),
-	       $6::jsonb
+	       $6::jsonb, $8, $9, $10
 	FROM v, {{schema}}.resources r
 	WHERE r.id = $1
 	ON CONFLICT (resource_version) DO NOTHING
@@ -103,8 +104,8 @@ SELECT resource_version, created_at, updated_at FROM u;
 -- so a watcher can resume from it. No row when a reader settled the drawn number first (see
 -- ResourceStamp); the caller draws again.
 WITH v AS MATERIALIZED (SELECT nextval('{{schema}}.resource_version_seq') AS rv)
-INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels)
-SELECT v.rv, $1, $2, $3, 'DELETED', jsonb_set($4::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)), $5::jsonb FROM v
+INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels, actor, remote_addr, request_id)
+SELECT v.rv, $1, $2, $3, 'DELETED', jsonb_set($4::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)), $5::jsonb, $6, $7, $8 FROM v
 ON CONFLICT (resource_version) DO NOTHING
 RETURNING resource_version;
 

@@ -454,7 +454,8 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 	if len(obj.Status) > 0 {
 		status = obj.Status
 	}
-	stampArgs := []any{id, changeType, body, []byte(obj.Spec), schemaRev, prevLabels, status}
+	who := writer(ctx)
+	stampArgs := []any{id, changeType, body, []byte(obj.Spec), schemaRev, prevLabels, status, who.Actor, who.RemoteAddr, who.RequestID}
 	taken := false
 	steps = append(steps, db.Step{Query: q.Get("ResourceStamp"), Args: stampArgs,
 		Scan: func(r db.Row) error {
@@ -465,6 +466,15 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 			}
 			return err
 		}})
+	action := "object.update"
+	if changeType == "ADDED" {
+		action = "object.create"
+	}
+	rec, err := auth.AuditStep(ctx, auth.AuditEntry{Actor: who.Actor, Action: action, Target: objectTarget(obj)})
+	if err != nil {
+		return obj, err
+	}
+	steps = append(steps, rec)
 	if err := tx.Pipeline(ctx, steps...); err != nil {
 		return obj, fmt.Errorf("write and stamp: %w", err)
 	}
@@ -920,15 +930,37 @@ func deleteLocked(ctx context.Context, tx *db.Tx, id int64, last client.Object) 
 	if err != nil {
 		return err
 	}
+	who := writer(ctx)
+	if err := auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: who.Actor, Action: "object.delete", Target: objectTarget(last)}); err != nil {
+		return err
+	}
 	for range maxStampTries {
 		var rv int64
-		err := tx.QueryRow(ctx, q.Get("ResourceStampDeleted"), last.Kind, last.Metadata.Org, last.Metadata.Name, body, prevLabels).Scan(&rv)
+		err := tx.QueryRow(ctx, q.Get("ResourceStampDeleted"), last.Kind, last.Metadata.Org, last.Metadata.Name, body, prevLabels, who.Actor, who.RemoteAddr, who.RequestID).Scan(&rv)
 		if !errors.Is(err, db.ErrNotFound) {
 			return err
 		}
 		// A reader settled the drawn number first: draw again.
 	}
 	return fault.New(fault.KindUnavailable, "could not draw a resourceVersion in %d tries; retry the write", maxStampTries)
+}
+
+// writer is who writes in ctx: the request's actor, or "system" for strata's own writes.
+func writer(ctx context.Context) auth.AuditActor {
+	a := auth.AuditActorFrom(ctx)
+	if a.Actor == "" {
+		a.Actor = "system"
+	}
+	return a
+}
+
+// objectTarget names an object in the audit log: Kind/org/name, or Kind/name for global
+// kinds.
+func objectTarget(o client.Object) string {
+	if o.Metadata.Org != "" {
+		return o.Kind + "/" + o.Metadata.Org + "/" + o.Metadata.Name
+	}
+	return o.Kind + "/" + o.Metadata.Name
 }
 
 // maxStampTries bounds the draws of one stamp. A draw is lost only when a reader settles the

@@ -84,6 +84,9 @@ type Config struct {
 	// pillars through /v1/salt/pillar without a token (Salt 3005 and older send none). Empty
 	// (the default) allows no one.
 	SaltLegacyClients string
+	// TrustedProxies are comma-separated addresses or CIDR prefixes of load balancers and
+	// reverse proxies whose X-Forwarded-For / Forwarded header names the client.
+	TrustedProxies string
 	// SaltRenderTimeout bounds a Salt-facing pillar render (default 10s).
 	SaltRenderTimeout time.Duration
 	// WatchBookmarkInterval is how often a watch stream sends a BOOKMARK (default 30s).
@@ -416,6 +419,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 
 	latest := migrations.Latest()
+	trusted, err := httpapi.ParsePrefixes("trusted proxy", cfg.TrustedProxies)
+	if err != nil {
+		return err
+	}
 	saltLegacy, err := httpapi.ParseSaltLegacyClients(cfg.SaltLegacyClients)
 	if err != nil {
 		return fmt.Errorf("--salt-legacy-clients: %w", err)
@@ -437,6 +444,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Pillars:           pillars,
 		State:             state,
 		SaltLegacyClients: saltLegacy,
+		TrustedProxies:    trusted,
 		SaltRenderTimeout: cfg.SaltRenderTimeout,
 		Version:           cfg.Version,
 
@@ -531,6 +539,9 @@ func (c *Config) validate() error {
 	}
 	if err := db.ValidateSchemaName(c.Schema); err != nil {
 		return fmt.Errorf("--schema: %w", err)
+	}
+	if _, err := httpapi.ParsePrefixes("--trusted-proxies", c.TrustedProxies); err != nil {
+		return err
 	}
 	if _, err := httpapi.ParseSaltLegacyClients(c.SaltLegacyClients); err != nil {
 		return fmt.Errorf("--salt-legacy-clients: %w", err)

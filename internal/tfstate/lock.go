@@ -229,7 +229,7 @@ func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace 
 		}
 		// The insert and its audit record in one round trip: when the insert loses the race,
 		// the error below rolls the record back with everything else.
-		rec, err := auditStep(actor, "state.lock", project+"/"+workspace, map[string]any{"id": info.ID, "operation": info.Operation, "who": info.Who})
+		rec, err := auditStep(ctx, actor, "state.lock", project+"/"+workspace, map[string]any{"id": info.ID, "operation": info.Operation, "who": info.Who})
 		if err != nil {
 			return err
 		}
@@ -405,7 +405,7 @@ func (s *Service) Unlock(ctx context.Context, actor Actor, project, workspace st
 		if req.Force {
 			action, detail = "state.force-unlock", map[string]any{"kind": "http", "id": h.ID, "who": h.Info.Who, "operation": h.Info.Operation}
 		}
-		rec, err := auditStep(actor, action, project+"/"+workspace, detail)
+		rec, err := auditStep(ctx, actor, action, project+"/"+workspace, detail)
 		if err != nil {
 			return err
 		}

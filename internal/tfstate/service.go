@@ -283,8 +283,8 @@ func (s *Service) validate(project, workspace string) error {
 }
 
 // auditStep is audit as a pipeline step.
-func auditStep(actor Actor, action, target string, detail any) (db.Step, error) {
-	return auth.AuditStep(auth.AuditEntry{Actor: actor.Name, Action: action, Target: target, RemoteAddr: actor.RemoteAddr, Detail: detail})
+func auditStep(ctx context.Context, actor Actor, action, target string, detail any) (db.Step, error) {
+	return auth.AuditStep(ctx, auth.AuditEntry{Actor: actor.Name, Action: action, Target: target, RemoteAddr: actor.RemoteAddr, Detail: detail})
 }
 
 // projectStep is the project check as the first step of a pipeline: the statements after it
