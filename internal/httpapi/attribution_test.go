@@ -70,8 +70,8 @@ func TestObjectWritesAttributed(t *testing.T) {
 		hdr  []string
 		want string
 	}{
-		{direct, []string{"X-Forwarded-For", "203.0.113.9"}, "127.0.0.1"},                // not a trusted peer: ignored
-		{behindProxy, []string{"X-Forwarded-For", "203.0.113.9"}, "203.0.113.9"},         // the proxy's word
+		{direct, []string{"X-Forwarded-For", "203.0.113.9"}, "127.0.0.1"},                 // not a trusted peer: ignored
+		{behindProxy, []string{"X-Forwarded-For", "203.0.113.9"}, "203.0.113.9"},          // the proxy's word
 		{behindProxy, []string{"X-Forwarded-For", "6.6.6.6, 203.0.113.9"}, "203.0.113.9"}, // the left is the client's to write
 		{behindProxy, []string{"Forwarded", `for="203.0.113.7:4711";proto=https`}, "203.0.113.7"},
 	} {

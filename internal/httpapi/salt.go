@@ -113,7 +113,9 @@ func (a *API) saltPrincipal(r *http.Request) (*auth.Principal, error) {
 
 // ParseSaltLegacyClients parses --salt-legacy-clients: comma-separated addresses or CIDR
 // prefixes allowed to render pillars without a token.
-func ParseSaltLegacyClients(s string) ([]netip.Prefix, error) { return ParsePrefixes("salt legacy client", s) }
+func ParseSaltLegacyClients(s string) ([]netip.Prefix, error) {
+	return ParsePrefixes("salt legacy client", s)
+}
 
 // ParsePrefixes reads comma-separated addresses or CIDR prefixes (what names them in errors).
 func ParsePrefixes(what, s string) ([]netip.Prefix, error) {
