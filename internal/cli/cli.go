@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -33,8 +34,52 @@ import (
 	"github.com/stratahq/strata/internal/pgembed"
 )
 
-// Version is set at build time (-ldflags "-X github.com/stratahq/strata/internal/cli.Version=…").
+// Version is set at build time (-ldflags "-X github.com/stratahq/strata/internal/cli.Version=…",
+// as deploy/build-deb.sh does); otherwise it is taken from the build information Go records
+// (a module version, or the VCS revision and time of a build in a checkout).
 var Version = "dev"
+
+func init() {
+	if Version == "dev" {
+		Version = buildVersion()
+	}
+}
+
+// buildVersion describes a build without a stamped version: the module version when it was
+// built as a dependency, else "dev+<revision>[-dirty] (<commit time>)".
+func buildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, at, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	out := "dev+" + rev + dirty
+	if at != "" {
+		out += " (" + at + ")"
+	}
+	return out
+}
 
 // globals are the flags every client command shares.
 type globals struct {

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"github.com/stratahq/strata/internal/db/migrations"
+	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,4 +69,15 @@ func registerPillarCacheMetrics(reg *prometheus.Registry, c *pillar.Cache) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_pillar_cache_entries", Help: "Renders in this replica's cache."},
 			func() float64 { _, n := c.Size(); return float64(n) }),
 	)
+}
+
+// registerBuildInfo exports strata_build_info{version, goversion, schema} = 1, so dashboards
+// and alerts can tell which build and schema each replica runs.
+func registerBuildInfo(reg *prometheus.Registry, version string) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "strata_build_info",
+		Help: "The running strata build: its version, the Go version it was built with, and the schema version it knows.",
+	}, []string{"version", "goversion", "schema"})
+	g.WithLabelValues(version, runtime.Version(), strconv.FormatInt(migrations.Latest(), 10)).Set(1)
+	reg.MustRegister(g)
 }

@@ -301,6 +301,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	logger.Info("strata listening; opening the database", "addr", ln.Addr().String())
 
 	reg, qm := newRegistry()
+	registerBuildInfo(reg, cfg.Version)
 	database, err := OpenDatabase(ctx, cfg, qm)
 	if err != nil {
 		return err
