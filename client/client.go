@@ -6,6 +6,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -270,6 +271,63 @@ type AuditListOptions struct {
 }
 
 // AuditList reads the audit log, newest first.
+// AuditFollow streams the audit log as it is written (GET /v1/audit?watch=true), calling fn
+// for each record in the server's follow order (a record never arrives after one written
+// later). after resumes after a record received (its Cursor); empty starts now. It returns
+// when ctx ends (nil), fn fails (its error), or the server ends the stream (nil: resume from
+// the last record's Cursor; an *Error when it ended with an error event).
+func (c *Client) AuditFollow(ctx context.Context, after, action string, fn func(AuditRecord) error) error {
+	q := url.Values{"watch": {"true"}}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if action != "" {
+		q.Set("action", action)
+	}
+	cc := *c
+	hc := *c.http
+	hc.Timeout = 0 // a stream: no overall timeout
+	cc.http = &hc
+	resp, err := cc.stream(ctx, Request{Method: http.MethodGet, Path: "/v1/audit", Query: q}, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), maxWatchLine)
+	for sc.Scan() {
+		var ev struct {
+			Type   string          `json:"type"`
+			Object json.RawMessage `json:"object"`
+		}
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("audit follow: bad line: %w", err)
+		}
+		if ev.Type == "ERROR" {
+			e := &Error{}
+			if err := json.Unmarshal(ev.Object, &e.Problem); err != nil {
+				return fmt.Errorf("audit follow: bad error event: %w", err)
+			}
+			e.Status = e.Problem.Status
+			return e
+		}
+		var rec AuditRecord
+		if err := json.Unmarshal(ev.Object, &rec); err != nil {
+			return fmt.Errorf("audit follow: bad record: %w", err)
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return sc.Err()
+}
+
 func (c *Client) AuditList(ctx context.Context, opts AuditListOptions) (AuditList, error) {
 	q := url.Values{}
 	if opts.Limit > 0 {

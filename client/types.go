@@ -94,6 +94,9 @@ type AuditRecord struct {
 	// on the request's log lines); empty for strata's own actions.
 	RequestID string          `json:"requestId,omitempty"`
 	Detail    json.RawMessage `json:"detail"`
+	// Cursor, in a follow (GET /v1/audit?watch=true), is where to resume after this record
+	// (?after=).
+	Cursor string `json:"cursor,omitempty"`
 }
 
 // AuditList is one page of the audit log, newest first; pass Next as ?before= for the next.

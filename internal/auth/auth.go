@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -630,6 +631,58 @@ func AuditStep(ctx context.Context, e AuditEntry) (db.Step, error) {
 	return db.Step{Query: q.Get("AuditInsert"), Args: []any{e.Actor, e.Action, e.Target, e.RemoteAddr, detail, e.RequestID}}, nil
 }
 
+// AuditCursor is a position in the audit log's follow order: (transaction id, record id),
+// written "<xact>.<id>".
+type AuditCursor struct {
+	Xact string
+	ID   int64
+}
+
+func (c AuditCursor) String() string { return c.Xact + "." + strconv.FormatInt(c.ID, 10) }
+
+// ParseAuditCursor reads a cursor a follower sent back (the `cursor` of a record it got).
+func ParseAuditCursor(s string) (AuditCursor, error) {
+	x, id, ok := strings.Cut(s, ".")
+	n, err := strconv.ParseInt(id, 10, 64)
+	if !ok || err != nil || n < 0 || x == "" || strings.Trim(x, "0123456789") != "" || len(x) > 20 {
+		return AuditCursor{}, fault.Invalid("after", "after must be the cursor of an audit record this server sent, not %q", fault.Truncate(s, 40))
+	}
+	return AuditCursor{Xact: x, ID: n}, nil
+}
+
+// AuditFollowStart is the cursor of a follow that starts now.
+func (s *Service) AuditFollowStart(ctx context.Context) (AuditCursor, error) {
+	var x string
+	err := s.db.QueryRow(ctx, q.Get("AuditFollowStart")).Scan(&x)
+	return AuditCursor{Xact: x}, err
+}
+
+// FollowAudit returns up to limit records after cur in follow order (AuditFollow), each with
+// its cursor, and the cursor after the last. A record never appears before one already
+// returned, whatever order transactions commit in.
+func (s *Service) FollowAudit(ctx context.Context, cur AuditCursor, actionPrefix string, limit int) ([]AuditRecord, AuditCursor, error) {
+	rows, err := s.db.Query(ctx, q.Get("AuditFollow"), cur.Xact, cur.ID, actionPrefix, limit)
+	if err != nil {
+		return nil, cur, err
+	}
+	defer rows.Close()
+	var out []AuditRecord
+	for rows.Next() {
+		var (
+			r      AuditRecord
+			detail []byte
+		)
+		if err := rows.Scan(&r.ID, &r.At, &r.Actor, &r.Action, &r.Target, &r.RemoteAddr, &detail, &r.RequestID, &r.Cursor.Xact); err != nil {
+			return nil, cur, err
+		}
+		r.Detail = detail
+		r.Cursor.ID = r.ID
+		cur = r.Cursor
+		out = append(out, r)
+	}
+	return out, cur, rows.Err()
+}
+
 // AuditRecord is a stored audit entry.
 type AuditRecord struct {
 	ID         int64
@@ -639,7 +692,9 @@ type AuditRecord struct {
 	Target     string
 	RemoteAddr string
 	RequestID  string
-	Detail     json.RawMessage
+	// Cursor is the record's place in follow order (FollowAudit only).
+	Cursor AuditCursor
+	Detail json.RawMessage
 }
 
 // ListAudit returns up to limit records older than before (0: newest), newest first,

@@ -91,3 +91,21 @@ SELECT id FROM {{schema}}.tokens
 WHERE name = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
 ORDER BY created_at
 LIMIT 1;
+
+-- name: AuditFollow
+-- The records after the cursor ($1 xact, $2 id) in (xact, id) order, of transactions older
+-- than every transaction still running: none can ever appear below that line, so a follower
+-- that goes on from the last record it read misses nothing (migration 0020). $3 an action
+-- prefix ('' for all), $4 the batch size.
+SELECT id, at, actor, action, target, remote_addr, detail, request_id, coalesce(xact, '0'::xid8)::text
+FROM {{schema}}.audit_log
+WHERE (coalesce(xact, '0'::xid8), id) > ($1::xid8, $2::bigint)
+  AND coalesce(xact, '0'::xid8) < pg_snapshot_xmin(pg_current_snapshot())
+  AND starts_with(action, $3)
+ORDER BY coalesce(xact, '0'::xid8), id
+LIMIT $4;
+
+-- name: AuditFollowStart
+-- Where a follow "from now" starts: every transaction older than the oldest one running is
+-- history (a few records committed just before may still follow).
+SELECT pg_snapshot_xmin(pg_current_snapshot())::text;

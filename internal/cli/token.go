@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -113,18 +114,56 @@ func fmtTime(t *time.Time) string {
 }
 
 func newAuditCmd(g *globals) *cobra.Command {
-	var opts client.AuditListOptions
+	var (
+		opts        client.AuditListOptions
+		follow, all bool
+		after       string
+	)
 	cmd := &cobra.Command{
 		Use:   "audit",
-		Short: "Show the audit log, newest first (admin)",
-		Args:  cobra.NoArgs,
+		Short: "Show the audit log, newest first (admin); --follow streams it as it is written",
+		Long: `Show the audit log, newest first (admin).
+
+--all pages through the whole log (no page cap) for an export. --follow streams records as
+they are written, oldest first, never skipping one whatever order transactions commit in: with
+-o json one JSON object per line (for a SIEM), each with a "cursor"; --after CURSOR resumes
+after the record that carried it. Ctrl-C ends it.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			list, err := c.AuditList(cmd.Context(), opts)
-			if err != nil {
+			if follow {
+				return c.AuditFollow(cmd.Context(), after, opts.Action, func(r client.AuditRecord) error {
+					if g.output == "json" {
+						b, err := json.Marshal(r)
+						if err != nil {
+							return err
+						}
+						_, err = fmt.Fprintf(g.stdout, "%s\n", b)
+						return err
+					}
+					_, err := fmt.Fprintf(g.stdout, "%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.At.Format(time.RFC3339), r.Actor, r.Action, r.Target, r.RemoteAddr)
+					return err
+				})
+			}
+			var list client.AuditList
+			if all {
+				o := opts
+				o.Limit = 1000
+				for {
+					page, err := c.AuditList(cmd.Context(), o)
+					if err != nil {
+						return err
+					}
+					list.Items = append(list.Items, page.Items...)
+					if page.Continue == "" {
+						break
+					}
+					o.Continue, o.Before = page.Continue, 0
+				}
+			} else if list, err = c.AuditList(cmd.Context(), opts); err != nil {
 				return err
 			}
 			return g.print(list, func(w io.Writer) error {
@@ -139,5 +178,9 @@ func newAuditCmd(g *globals) *cobra.Command {
 	cmd.Flags().IntVar(&opts.Limit, "limit", 50, "how many records")
 	cmd.Flags().Int64Var(&opts.Before, "before", 0, "only records older than this id")
 	cmd.Flags().StringVar(&opts.Action, "action", "", "only actions starting with this (e.g. token., state.)")
+	cmd.Flags().BoolVar(&all, "all", false, "the whole log, every page (for an export)")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream records as they are written (with -o json: one JSON object per line)")
+	cmd.Flags().StringVar(&after, "after", "", "with --follow: resume after the record with this cursor")
+	cmd.MarkFlagsMutuallyExclusive("all", "follow")
 	return cmd
 }

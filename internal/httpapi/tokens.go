@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
@@ -96,6 +99,9 @@ func (a *API) auditList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	}
 	qv := r.URL.Query()
 	action := qv.Get("action")
+	if qv.Get("watch") == "true" {
+		return a.auditFollow(w, r, p, action)
+	}
 	// The action filter is part of the list's identity: a continue token from an unfiltered
 	// list does not continue a filtered one.
 	pg, err := a.page(r, "audit?action="+action, 100, 1000)
@@ -137,4 +143,82 @@ func (a *API) auditList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 		}
 	}
 	return writeJSON(w, http.StatusOK, out)
+}
+
+// auditFollow streams the audit log as it is written (GET /v1/audit?watch=true), one
+// {"type":"ADDED","object":<record>} line per record, in the order of auth.FollowAudit: a
+// record never arrives after one that follows it, whatever order transactions commit in.
+// ?after=<cursor> resumes after a record received (each carries its cursor); without it the
+// stream starts now. It polls every pollEvery when idle, re-checks the token as watches do
+// (a revoked token ends it with an ERROR 401) and ends after the watch lifetime.
+func (a *API) auditFollow(w http.ResponseWriter, r *http.Request, p *auth.Principal, action string) error {
+	ctx := r.Context()
+	var cur auth.AuditCursor
+	var err error
+	if after := r.URL.Query().Get("after"); after != "" {
+		cur, err = auth.ParseAuditCursor(after)
+	} else {
+		cur, err = a.tokens.AuditFollowStart(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return nil
+	}
+	const pollEvery = 500 * time.Millisecond
+	end := time.Now().Add(a.watchMax + rand.N(a.watchMax))
+	recheck := time.Now().Add(a.watchRecheck)
+	for time.Now().Before(end) {
+		if !time.Now().Before(recheck) {
+			recheck = time.Now().Add(a.watchRecheck)
+			if err := a.stillValid(ctx, p); err != nil {
+				if ctx.Err() == nil {
+					b, _ := json.Marshal(watchEvent{Type: "ERROR", Object: a.problemOf(r, err)})
+					_, _ = w.Write(append(b, '\n'))
+				}
+				return nil
+			}
+		}
+		recs, next, err := a.tokens.FollowAudit(ctx, cur, action, 500)
+		if err != nil {
+			if ctx.Err() == nil {
+				b, _ := json.Marshal(watchEvent{Type: "ERROR", Object: a.problemOf(r, err)})
+				_, _ = w.Write(append(b, '\n'))
+			}
+			return nil
+		}
+		cur = next
+		for _, rec := range recs {
+			b, err := json.Marshal(watchEvent{Type: "ADDED", Object: client.AuditRecord{ID: rec.ID, At: rec.At.UTC(), Actor: rec.Actor, Action: rec.Action,
+				Target: rec.Target, RemoteAddr: rec.RemoteAddr, RequestID: rec.RequestID, Detail: rec.Detail, Cursor: rec.Cursor.String()}})
+			if err != nil {
+				return nil
+			}
+			if err := rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout)); err != nil {
+				return nil
+			}
+			if _, err := w.Write(append(b, '\n')); err != nil {
+				return nil
+			}
+		}
+		if len(recs) > 0 {
+			if err := rc.Flush(); err != nil {
+				return nil
+			}
+			if len(recs) == 500 {
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pollEvery):
+		}
+	}
+	return nil
 }
