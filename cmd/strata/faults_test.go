@@ -55,6 +55,9 @@ func TestReadOnlyDatabaseIsA503(t *testing.T) {
 		return answer{resp.StatusCode, resp.Header.Get("Retry-After"), p.Reason, string(b)}
 	}
 	require.Equal(t, 201, call("POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`).status)
+	st := call("GET", "/v1/status", "")
+	require.Equal(t, 200, st.status, st.body)
+	require.Contains(t, st.body, `"checks"`, "the admin's view of the replica: strata doctor's checks")
 
 	// setReadOnly flips the database's default and ends strata's sessions, so its pool
 	// reconnects under the new default (as after a maintenance restart).
@@ -144,8 +147,13 @@ func TestServeWaitsForItsDatabase(t *testing.T) {
 
 // pgTarget is where a test database lives, taken apart from its connection string.
 type pgTarget struct {
-	user, database string
-	dial           func() (net.Conn, error)
+	user, database, host, port string
+	dial                       func() (net.Conn, error)
+}
+
+// as is a keyword/value connection string for role on the same server and database.
+func (t pgTarget) as(role string) string {
+	return fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable", t.host, t.port, role, t.database)
 }
 
 // pgconnParse reads a PostgreSQL URL or keyword/value string (the forms pgtest hands out).
@@ -175,7 +183,7 @@ func pgconnParse(conn string) (pgTarget, error) {
 		}
 	}
 	host, port := kv["host"], kv["port"]
-	t := pgTarget{user: kv["user"], database: kv["dbname"]}
+	t := pgTarget{user: kv["user"], database: kv["dbname"], host: host, port: port}
 	if strings.HasPrefix(host, "/") {
 		t.dial = func() (net.Conn, error) { return net.Dial("unix", host+"/.s.PGSQL."+port) }
 	} else {
@@ -225,3 +233,61 @@ func newGateProxy(t *testing.T, dial func() (net.Conn, error)) *gateProxy {
 }
 
 func (p *gateProxy) open() { p.isOpen.Store(true) }
+
+// TestDoctorUnderAPlainRole (issue 18, item 6): privileges were discovered at first use. strata
+// doctor, connected as a role with no attributes that owns the database, says what it can
+// serve and what each missing feature needs; as a superuser everything is there. serve runs
+// the same checks at start and GET /v1/status (admin) shows them.
+func TestDoctorUnderAPlainRole(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabaseURL(t)
+	target, err := pgconnParse(url)
+	require.NoError(t, err)
+	ctx := context.Background()
+	admin, err := db.Open(ctx, db.Options{URL: url, MaxConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(admin.Close)
+	role := "plain_" + strings.TrimPrefix(target.database, "t_")
+	for _, stmt := range []string{
+		`DO $$ BEGIN EXECUTE format('CREATE ROLE %I LOGIN', '` + role + `'); END $$`,
+		`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I OWNER TO %I', current_database(), '` + role + `'); END $$`,
+		`DO $$ BEGIN EXECUTE format('GRANT USAGE ON SCHEMA strata TO %I', '` + role + `'); EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA strata TO %I', '` + role + `'); END $$`,
+	} {
+		_, err := admin.Exec(ctx, &db.Query{Name: "role", Text: stmt})
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), &db.Query{Name: "drop", Text: `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I OWNER TO CURRENT_USER', current_database()); EXECUTE format('DROP OWNED BY %I', '` + role + `'); EXECUTE format('DROP ROLE %I', '` + role + `'); END $$`})
+	})
+	doctor := func(conn string) map[string]map[string]any {
+		t.Helper()
+		out, errOut, err := cliStreams(t, nil, "doctor", "--database-url", conn, "-o", "json")
+		require.NoError(t, err, "%s%s", out, errOut)
+		var list struct {
+			Items []map[string]any `json:"items"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &list), out)
+		byFeature := map[string]map[string]any{}
+		for _, c := range list.Items {
+			byFeature[c["feature"].(string)] = c
+		}
+		return byFeature
+	}
+	plain := doctor(target.as(role))
+	require.Len(t, plain, 6)
+	for f, c := range plain {
+		switch {
+		case strings.HasPrefix(f, "serve"), f == "writes", strings.HasPrefix(f, "Terraform projects"):
+			require.Equal(t, true, c["ok"], "%s: %v", f, c)
+		default:
+			require.Equal(t, false, c["ok"], "%s: %v", f, c)
+			require.NotEmpty(t, c["needs"], f)
+		}
+	}
+	require.Contains(t, plain["project and Salt credentials (login roles)"]["needs"], "CREATEROLE")
+	require.Contains(t, plain["force-unlock of pg clients' locks"]["needs"], "pg_signal_backend")
+	require.Contains(t, plain["lock holders' user, address and application"]["needs"], "pg_read_all_stats")
+	for f, c := range doctor(url) {
+		require.Equal(t, true, c["ok"], "as a superuser, %s: %v", f, c)
+	}
+}

@@ -293,3 +293,54 @@ func newVersionCmd(g *globals) *cobra.Command {
 		},
 	}
 }
+
+func newDoctorCmd(g *globals) *cobra.Command {
+	var (
+		dbf    dbFlags
+		waitDB time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check what the database and strata's role can serve (talks to the database directly)",
+		Long: `Check, on the database strata serve would use (--database-url, or the embedded cluster), each
+feature and whether strata's role can serve it: the schema at this release's version, a
+database that accepts writes, and the privileges of the optional features (CREATE on the
+database for Terraform projects, CREATEROLE for project and Salt credentials,
+pg_signal_backend for force-unlocking pg clients, pg_read_all_stats for lock holders'
+details). Exits 1 when strata could not serve at all. strata serve runs the same checks at
+start (log, /readyz warnings, GET /v1/status).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			d, err := server.OpenDatabase(cmd.Context(), server.Config{DatabaseURL: dbf.databaseURL, Schema: dbf.schema, DataDir: g.dataDir, Logger: logger, WaitForDatabase: waitDB}, nil)
+			if err != nil {
+				return err
+			}
+			defer d.Close(cmd.Context())
+			checks, err := server.Doctor(cmd.Context(), d.DB)
+			if err != nil {
+				return err
+			}
+			if err := g.printList(checks, func(w io.Writer) error {
+				tw := newTable(w, "FEATURE", "OK", "NEEDS")
+				for _, c := range checks {
+					ok := "yes"
+					if !c.OK {
+						ok = "no"
+					}
+					tw.row(c.Feature, ok, c.Needs)
+				}
+				return tw.flush()
+			}); err != nil {
+				return err
+			}
+			if !checks[0].OK {
+				return fmt.Errorf("strata cannot serve this database: %s", checks[0].Needs)
+			}
+			return nil
+		},
+	}
+	dbf.register(cmd.Flags())
+	cmd.Flags().DurationVar(&waitDB, "wait-for-database", envDuration("STRATA_WAIT_FOR_DATABASE", 30*time.Second), "how long to wait, retrying, for a database that cannot be reached (env STRATA_WAIT_FOR_DATABASE)")
+	return cmd
+}

@@ -131,6 +131,27 @@ func (d *DB) URL() string { return d.url }
 // Ping checks that the database answers.
 func (d *DB) Ping(ctx context.Context) error { return interpretError(d.pool.Ping(ctx)) }
 
+// Privileges are what strata's database role may do beyond its own objects.
+type Privileges struct {
+	Role                 string
+	Superuser            bool
+	CreateOnDatabase     bool // CREATE on the database: new schemas (Terraform projects)
+	CreateRole           bool // CREATEROLE: project and Salt login roles
+	SignalBackend        bool // pg_signal_backend: force-unlock a pg client's lock
+	ReadAllStats         bool // pg_read_all_stats: other roles' sessions (lock holders' details)
+	CreateOnPublicSchema bool // CREATE on schema public: the pg backend's shared sequence
+}
+
+// RolePrivileges reads the connected role's privileges.
+func (d *DB) RolePrivileges(ctx context.Context) (Privileges, error) {
+	var p Privileges
+	err := d.pool.QueryRow(ctx, `SELECT r.rolname, r.rolsuper, has_database_privilege(current_database(), 'CREATE'),
+		r.rolcreaterole, pg_has_role('pg_signal_backend', 'MEMBER'), pg_has_role('pg_read_all_stats', 'MEMBER'),
+		coalesce(has_schema_privilege('public', 'CREATE'), false)
+		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&p.Role, &p.Superuser, &p.CreateOnDatabase, &p.CreateRole, &p.SignalBackend, &p.ReadAllStats, &p.CreateOnPublicSchema)
+	return p, interpretError(err)
+}
+
 // CheckWritable reports, as an ErrReadOnly error, a database that would refuse writes: a hot
 // standby (pg_is_in_recovery) or one whose sessions start read-only
 // (default_transaction_read_only, as an operator sets it during maintenance). Two settings

@@ -38,6 +38,7 @@ var authzCases = []authzCase{
 	{"GET /v1/tokens", "/v1/tokens", "", true, false, false},
 	{"DELETE /v1/tokens/{id}", "/v1/tokens/tok_x", "", false, false, false},
 	{"GET /v1/audit", "/v1/audit", "", false, false, false},
+	{"GET /v1/status", "/v1/status", "", false, false, false},
 	{"GET /v1/orgs", "/v1/orgs", "", true, false, false},
 	{"POST /v1/orgs", "/v1/orgs", `{"metadata":{"name":"acme2"}}`, false, false, false},
 	{"GET /v1/orgs/{org}", "/v1/orgs/acme", "", false, false, false},

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"github.com/stratahq/strata/internal/auth"
 	"net/http"
 	"time"
 
@@ -62,4 +63,20 @@ func readyDetail(err error) string {
 		return "the database is not reachable"
 	}
 	return err.Error()
+}
+
+// statusGet is GET /v1/status: the replica's checks (strata doctor's, with the database's
+// role and what it lacks), for admins only, since they describe the database.
+func (a *API) statusGet(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	if !p.IsAdmin() {
+		return fault.Forbidden("GET /v1/status needs the admin scope: it describes the database and its role")
+	}
+	if a.status == nil {
+		return fault.NotFound("this replica reports no status")
+	}
+	st, err := a.status(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, st)
 }

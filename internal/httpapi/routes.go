@@ -62,7 +62,9 @@ type Options struct {
 	SaltRenderTimeout time.Duration
 	State             *tfstate.Service
 	Ready             Readiness
-	Version           string
+	// Status reports the replica's checks for GET /v1/status (admin); nil answers 404.
+	Status  func(ctx context.Context) (any, error)
+	Version string
 
 	// Watch is the replica's change poller; nil answers ?watch=true with 503.
 	Watch *resource.Hub
@@ -96,6 +98,7 @@ type API struct {
 	pillars     *pillar.Service
 	saltLegacy  []netip.Prefix
 	trusted     []netip.Prefix
+	status      func(ctx context.Context) (any, error)
 	saltTimeout time.Duration
 	state       *tfstate.Service
 	ready       Readiness
@@ -124,6 +127,7 @@ func New(opts Options) *API {
 		pillars:     opts.Pillars,
 		saltLegacy:  opts.SaltLegacyClients,
 		trusted:     opts.TrustedProxies,
+		status:      opts.Status,
 		saltTimeout: opts.SaltRenderTimeout,
 		state:       opts.State,
 		ready:       opts.Ready,
@@ -224,6 +228,7 @@ func (a *API) table() []route {
 		{pattern: "GET /v1/tokens", family: "tokens", verb: "read", source: listed, handler: a.tokenList},
 		{pattern: "DELETE /v1/tokens/{id}", family: "tokens", verb: "delete", source: byHandler, handler: a.tokenRevoke},
 		{pattern: "GET /v1/audit", family: "audit", verb: "read", source: byHandler, handler: a.auditList},
+		{pattern: "GET /v1/status", family: "status", verb: "read", source: byHandler, handler: a.statusGet},
 
 		// Terraform/OpenTofu projects and state (the http backend protocol).
 		{pattern: "GET /v1/projects", family: "projects", verb: "read", source: listed, handler: a.projectList},

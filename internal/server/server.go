@@ -380,6 +380,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	resources.OnWrite(pillars.InvalidateCache) // read-your-writes for renders on this replica
 	kinds := kind.NewService(d)
 	resources.UseSchemas(kinds)
+	// What the role cannot serve is said now, not at the first request that needs it.
+	var doctorWarnings []string
+	if checks, err := Doctor(ctx, d); err != nil {
+		logger.Warn("cannot check the database role's privileges", "err", err)
+	} else {
+		doctorWarnings = DoctorWarnings(checks)
+		for _, w := range doctorWarnings {
+			logger.Warn("a feature is not available to this database role (strata doctor)", "detail", w)
+		}
+	}
 	if err := kinds.EnsureBuiltin(ctx); err != nil {
 		return err
 	}
@@ -452,6 +462,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Watch:                 hub,
 		WatchBookmarkInterval: cfg.WatchBookmarkInterval,
 		WatchMaxDuration:      cfg.WatchMaxDuration,
+		Status: func(ctx context.Context) (any, error) {
+			checks, err := Doctor(ctx, d)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"version": cfg.Version, "schemaVersion": migrations.Latest(), "schema": cfg.Schema, "checks": checks}, nil
+		},
 		Ready: func(ctx context.Context) ([]string, error) {
 			if err := d.Ping(ctx); err != nil {
 				return nil, fmt.Errorf("database: %w", err)
@@ -463,6 +480,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			if err != nil {
 				return nil, err
 			}
+			warnings = append(warnings, doctorWarnings...)
 			if st := state.Readiness(ctx); !st.PGClientsExcluded || st.UnprotectedLocks > 0 {
 				warnings = append(warnings, "terraform state: "+st.Detail)
 			}
