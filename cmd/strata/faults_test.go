@@ -247,7 +247,7 @@ func TestDoctorUnderAPlainRole(t *testing.T) {
 	admin, err := db.Open(ctx, db.Options{URL: url, MaxConns: 1})
 	require.NoError(t, err)
 	t.Cleanup(admin.Close)
-	role := "plain_" + strings.TrimPrefix(target.database, "t_")
+	role := fmt.Sprintf("plain_%s_%d", strings.TrimPrefix(target.database, "t_"), time.Now().UnixNano()%1_000_000)
 	for _, stmt := range []string{
 		`DO $$ BEGIN EXECUTE format('CREATE ROLE %I LOGIN', '` + role + `'); END $$`,
 		`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I OWNER TO %I', current_database(), '` + role + `'); END $$`,

@@ -66,6 +66,7 @@ func TestOutputContract(t *testing.T) {
 		"token list":     {"token", "list"},
 		"audit":          {"audit"},
 		"migrate status": {"migrate", "status", "--database-url", url},
+		"doctor":         {"doctor", "--database-url", url},
 	}
 	singles := map[string][]string{
 		"org get":             {"org", "get", "acme"},

@@ -3,6 +3,9 @@ package tfstate
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	neturl "net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -498,4 +501,70 @@ func TestProtectionWitness(t *testing.T) {
 	probe := rawSession(t, b.url)
 	require.False(t, rawBool(t, probe, `SELECT pg_try_advisory_lock_shared($1)`, key),
 		"control: a probe of the key itself finds it held, and would have said protected")
+}
+
+// TestHolderDetailsNeedReadAllStats (issue 18, item 6): without pg_read_all_stats, PostgreSQL
+// hides other roles' client address and application, and a pg client connected over TCP was
+// shown "from local socket". Now a holder's hidden details read "unknown (needs
+// pg_read_all_stats)"; with the privilege (the control, as a superuser) they are the real
+// ones — here the client's Unix socket, named as such.
+func TestHolderDetailsNeedReadAllStats(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	b.project(t, "p")
+	_, err := b.svc.StateWrite(ctx, b.actor, "p", "default", WriteRequest{Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+	pg := rawSession(t, b.url)
+	key := stateID(t, pg, "p", "default")
+	require.True(t, pgClientTry(t, pg, key))
+
+	st, err := b.svc.LockStatus(ctx, "p", "default")
+	require.NoError(t, err)
+	require.NotNil(t, st.PG)
+	require.Equal(t, "local socket", st.PG.ClientAddr, "control: with the privilege the real address")
+
+	// The same service as a role without pg_read_all_stats, reading the same tables.
+	role := fmt.Sprintf("plain_holder_%d", time.Now().UnixNano()%1_000_000_000)
+	for _, stmt := range []string{
+		`CREATE ROLE ` + role + ` LOGIN`,
+		`GRANT USAGE ON SCHEMA strata, p TO ` + role,
+		`GRANT SELECT ON ALL TABLES IN SCHEMA strata, p TO ` + role,
+	} {
+		rawExec(t, pg, stmt)
+	}
+	t.Cleanup(func() {
+		s := rawSession(t, b.url)
+		_, _ = s.Exec(context.Background(), &db.Query{Name: "drop", Text: `DROP OWNED BY ` + role + `; DROP ROLE ` + role})
+	})
+	plainURL := withUser(t, b.url, role)
+	d, err := db.Open(ctx, db.Options{URL: plainURL, MaxConns: 2, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	plain, err := New(d, Options{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	st, err = plain.LockStatus(ctx, "p", "default")
+	require.NoError(t, err)
+	require.NotNil(t, st.PG)
+	require.Equal(t, "unknown (needs pg_read_all_stats)", st.PG.ClientAddr)
+	require.Equal(t, "unknown (needs pg_read_all_stats)", st.PG.ApplicationName)
+}
+
+// withUser is url for another role (the test clusters trust local connections).
+func withUser(t *testing.T, url, role string) string {
+	t.Helper()
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		u, err := neturl.Parse(url)
+		require.NoError(t, err)
+		u.User = neturl.User(role)
+		return u.String()
+	}
+	var out []string
+	for _, f := range strings.Fields(url) {
+		if strings.HasPrefix(f, "user=") {
+			f = "user=" + role
+		}
+		out = append(out, f)
+	}
+	return strings.Join(out, " ")
 }

@@ -45,7 +45,7 @@ SELECT pg_notify($1, $2)
 -- as classid = key >> 32, objid = key & 0xffffffff, objsubid = 1. strata's own lock keepers
 -- are left out (recognised by pid and backend start, since pids are reused).
 SELECT (l.classid::bigint << 32) | l.objid::bigint AS key, l.pid,
-	coalesce(a.usename::text, ''), coalesce(host(a.client_addr), ''), coalesce(a.application_name, ''),
+	coalesce(a.usename::text, ''), CASE WHEN a.usename = current_user OR pg_has_role('pg_read_all_stats', 'MEMBER') THEN coalesce(host(a.client_addr), 'local socket') ELSE 'unknown (needs pg_read_all_stats)' END, CASE WHEN a.usename = current_user OR pg_has_role('pg_read_all_stats', 'MEMBER') THEN coalesce(a.application_name, '') ELSE 'unknown (needs pg_read_all_stats)' END,
 	coalesce(a.xact_start, a.state_change, a.backend_start, now()), l.mode = 'ExclusiveLock'
 FROM pg_locks l
 LEFT JOIN pg_stat_activity a ON a.pid = l.pid

@@ -80,8 +80,8 @@ WITH holders AS (
 	SELECT DISTINCT ON (key) key, pid, usename, client_addr, application_name, since
 	FROM (
 		SELECT (l.classid::bigint << 32) | l.objid::bigint AS key, l.pid,
-			coalesce(a.usename::text, '') AS usename, coalesce(host(a.client_addr), '') AS client_addr,
-			coalesce(a.application_name, '') AS application_name,
+			coalesce(a.usename::text, '') AS usename, CASE WHEN a.usename = current_user OR pg_has_role('pg_read_all_stats', 'MEMBER') THEN coalesce(host(a.client_addr), 'local socket') ELSE 'unknown (needs pg_read_all_stats)' END AS client_addr,
+			CASE WHEN a.usename = current_user OR pg_has_role('pg_read_all_stats', 'MEMBER') THEN coalesce(a.application_name, '') ELSE 'unknown (needs pg_read_all_stats)' END AS application_name,
 			coalesce(a.xact_start, a.state_change, a.backend_start, now()) AS since
 		FROM pg_locks l
 		LEFT JOIN pg_stat_activity a ON a.pid = l.pid
