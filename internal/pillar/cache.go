@@ -37,6 +37,8 @@ type Cache struct {
 	hits       atomic.Int64
 	misses     atomic.Int64
 	evictions  atomic.Int64
+	// invalidated counts invalidations by scope (scopeNode, scopeOrg, scopeAll).
+	invalidated [scopeCount]atomic.Int64
 }
 
 // cacheEntry is one cached render and what it counts against the cache's bound.
@@ -120,6 +122,16 @@ func (c *Cache) Invalidate() { c.InvalidateScopes("*") }
 // stored, whichever node it is for.
 func (c *Cache) InvalidateScopes(payload string) {
 	scopes := strings.Fields(payload)
+	for _, sc := range scopes {
+		switch {
+		case sc == "*":
+			c.invalidated[scopeAll].Add(1)
+		case strings.HasPrefix(sc, "node:"):
+			c.invalidated[scopeNode].Add(1)
+		case strings.HasPrefix(sc, "org:"):
+			c.invalidated[scopeOrg].Add(1)
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
@@ -181,6 +193,20 @@ func (c *Cache) Ready() error {
 
 // Stats returns the cache's hit and miss counts.
 func (c *Cache) Stats() (hits, misses int64) { return c.hits.Load(), c.misses.Load() }
+
+// Invalidation scopes, for InvalidationsBy.
+const (
+	scopeNode = iota
+	scopeOrg
+	scopeAll
+	scopeCount
+)
+
+// InvalidationsBy reports how many invalidations of each scope the cache received: a node's
+// renders, an org's, or all (global rows, settings, or more names than a notification holds).
+func (c *Cache) InvalidationsBy() (node, org, all int64) {
+	return c.invalidated[scopeNode].Load(), c.invalidated[scopeOrg].Load(), c.invalidated[scopeAll].Load()
+}
 
 // Evictions is how many renders were dropped to stay within the bound.
 func (c *Cache) Evictions() int64 { return c.evictions.Load() }

@@ -107,6 +107,10 @@ type Hub struct {
 	ready     chan struct{}
 	listening atomic.Bool
 
+	// delivered counts events queued to subscribers; cutBehind and cutGone the subscriptions
+	// ended because they fell behind or their history was pruned (metrics).
+	delivered, cutBehind, cutGone atomic.Int64
+
 	// recorded and recordedAt: the last version written to watch_resolved, and when (owned
 	// by the polling goroutine).
 	recorded   int64
@@ -136,6 +140,23 @@ func (h *Hub) Head() int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.head
+}
+
+// HubStats is what the poller has done, for metrics.
+type HubStats struct {
+	Subscribers int
+	Head        int64 // every version up to it is resolved and fanned out
+	Delivered   int64 // events queued to subscribers
+	CutBehind   int64 // subscriptions ended because they fell behind
+	CutGone     int64 // subscriptions ended because their history was pruned
+}
+
+// Stats reports the poller's counters.
+func (h *Hub) Stats() HubStats {
+	h.mu.Lock()
+	n, head := len(h.subs), h.head
+	h.mu.Unlock()
+	return HubStats{Subscribers: n, Head: head, Delivered: h.delivered.Load(), CutBehind: h.cutBehind.Load(), CutGone: h.cutGone.Load()}
 }
 
 // Listening reports whether the poller is subscribed to change notifications (when not, it
@@ -253,6 +274,7 @@ func (h *Hub) poll(ctx context.Context) error {
 			// some, so each is told to list again, and the poller goes on from there.
 			for s := range h.subs {
 				if s.cursor < compacted {
+					h.cutGone.Add(1)
 					h.endLocked(s, goneError(s.cursor, compacted))
 				}
 			}
@@ -299,7 +321,9 @@ func (h *Hub) fanOutLocked(c Change) {
 		select {
 		case s.ch <- c:
 			s.cursor = c.RV
+			h.delivered.Add(1)
 		default:
+			h.cutBehind.Add(1)
 			h.endLocked(s, fault.New(fault.KindUnavailable,
 				"the watch fell more than %d events behind and was ended; resume it from the last resourceVersion received", h.Buffer))
 		}

@@ -1,7 +1,12 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"github.com/stratahq/strata/internal/db/migrations"
+	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/resource"
+	"github.com/stratahq/strata/internal/tfstate"
 	"runtime"
 	"strconv"
 	"time"
@@ -80,4 +85,85 @@ func registerBuildInfo(reg *prometheus.Registry, version string) {
 	}, []string{"version", "goversion", "schema"})
 	g.WithLabelValues(version, runtime.Version(), strconv.FormatInt(migrations.Latest(), 10)).Set(1)
 	reg.MustRegister(g)
+}
+
+// opsCollector exports, at each scrape, what an operator alerts on: Terraform locks (held,
+// unprotected, the oldest unprotected one's age), the lock keeper's session, the watch
+// poller, render-cache invalidations by scope, the applied schema version and readiness by
+// reason. The database-backed figures cost two small queries and the readiness check per
+// scrape.
+type opsCollector struct {
+	state     *tfstate.Service
+	hub       *resource.Hub
+	cache     *pillar.Cache
+	d         *db.DB
+	readiness func(context.Context) ([]string, error)
+}
+
+var (
+	descLocksHeld        = prometheus.NewDesc("strata_tf_locks_held", "Terraform HTTP locks held (all replicas).", nil, nil)
+	descLocksUnprotected = prometheus.NewDesc("strata_tf_locks_unprotected", "Terraform HTTP locks whose advisory key no keeper holds: a pg client could take the workspace.", nil, nil)
+	descLockUnprotAge    = prometheus.NewDesc("strata_tf_lock_unprotected_seconds", "How long the oldest unprotected Terraform lock has been unprotected (0 when none is).", nil, nil)
+	descKeeperUp         = prometheus.NewDesc("strata_tf_keeper_up", "1 when this replica's lock keeper has its database session (pg clients are excluded).", nil, nil)
+	descWatchSubs        = prometheus.NewDesc("strata_watch_subscribers", "Watch streams this replica serves.", nil, nil)
+	descWatchHead        = prometheus.NewDesc("strata_watch_head_version", "The resourceVersion through which this replica's change poller has fanned out every change.", nil, nil)
+	descWatchEvents      = prometheus.NewDesc("strata_watch_events_total", "Change events queued to watch streams.", nil, nil)
+	descWatchCutoffs     = prometheus.NewDesc("strata_watch_cutoffs_total", "Watch streams ended by the server: behind (fell more than the buffer behind) or gone (history pruned).", []string{"reason"}, nil)
+	descInvalidations    = prometheus.NewDesc("strata_pillar_cache_invalidations_total", "Render-cache invalidations received, by scope: node, org, or all.", []string{"scope"}, nil)
+	descSchemaVersion    = prometheus.NewDesc("strata_schema_version", "The database's applied schema version.", nil, nil)
+	descReady            = prometheus.NewDesc("strata_ready", "1 when /readyz would answer 200; when 0, reason says why (read-only, disk-full, connections, unavailable, other).", []string{"reason"}, nil)
+)
+
+func (c *opsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLocksHeld, descLocksUnprotected, descLockUnprotAge, descKeeperUp, descWatchSubs, descWatchHead,
+		descWatchEvents, descWatchCutoffs, descInvalidations, descSchemaVersion, descReady} {
+		ch <- d
+	}
+}
+
+func (c *opsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if held, unprot, age, err := c.state.LockCounts(ctx); err == nil {
+		ch <- prometheus.MustNewConstMetric(descLocksHeld, prometheus.GaugeValue, float64(held))
+		ch <- prometheus.MustNewConstMetric(descLocksUnprotected, prometheus.GaugeValue, float64(unprot))
+		ch <- prometheus.MustNewConstMetric(descLockUnprotAge, prometheus.GaugeValue, age)
+	}
+	up := 0.0
+	if c.state.Readiness(ctx).PGClientsExcluded {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descKeeperUp, prometheus.GaugeValue, up)
+	if c.hub != nil {
+		st := c.hub.Stats()
+		ch <- prometheus.MustNewConstMetric(descWatchSubs, prometheus.GaugeValue, float64(st.Subscribers))
+		ch <- prometheus.MustNewConstMetric(descWatchHead, prometheus.GaugeValue, float64(st.Head))
+		ch <- prometheus.MustNewConstMetric(descWatchEvents, prometheus.CounterValue, float64(st.Delivered))
+		ch <- prometheus.MustNewConstMetric(descWatchCutoffs, prometheus.CounterValue, float64(st.CutBehind), "behind")
+		ch <- prometheus.MustNewConstMetric(descWatchCutoffs, prometheus.CounterValue, float64(st.CutGone), "gone")
+	}
+	if c.cache != nil {
+		node, org, all := c.cache.InvalidationsBy()
+		ch <- prometheus.MustNewConstMetric(descInvalidations, prometheus.CounterValue, float64(node), "node")
+		ch <- prometheus.MustNewConstMetric(descInvalidations, prometheus.CounterValue, float64(org), "org")
+		ch <- prometheus.MustNewConstMetric(descInvalidations, prometheus.CounterValue, float64(all), "all")
+	}
+	if v, err := c.d.SchemaVersion(ctx); err == nil {
+		ch <- prometheus.MustNewConstMetric(descSchemaVersion, prometheus.GaugeValue, float64(v))
+	}
+	ready, reason := 1.0, ""
+	if _, err := c.readiness(ctx); err != nil {
+		ready, reason = 0, "other"
+		var fr fault.Faulter
+		if errors.As(err, &fr) {
+			if f := fr.Fault(); f != nil && fault.ReasonOf(f) != "" {
+				reason = fault.ReasonOf(f)
+			}
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready, reason)
+}
+
+func registerOpsMetrics(reg *prometheus.Registry, state *tfstate.Service, hub *resource.Hub, cache *pillar.Cache, d *db.DB, readiness func(context.Context) ([]string, error)) {
+	reg.MustRegister(&opsCollector{state: state, hub: hub, cache: cache, d: d, readiness: readiness})
 }

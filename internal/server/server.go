@@ -438,6 +438,34 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return fmt.Errorf("--salt-legacy-clients: %w", err)
 	}
+	readiness := func(ctx context.Context) ([]string, error) {
+		if err := d.Ping(ctx); err != nil {
+			return nil, fmt.Errorf("database: %w", err)
+		}
+		if err := d.CheckWritable(ctx); err != nil {
+			return nil, fmt.Errorf("database: %w", err)
+		}
+		warnings, err := SchemaReadiness(ctx, d, latest)
+		if err != nil {
+			return nil, err
+		}
+		warnings = append(warnings, doctorWarnings...)
+		if st := state.Readiness(ctx); !st.PGClientsExcluded || st.UnprotectedLocks > 0 {
+			warnings = append(warnings, "terraform state: "+st.Detail)
+		}
+		if listenChanges != nil && !hub.Listening() {
+			warnings = append(warnings, "watch: not subscribed to change notifications; events arrive by the once-a-second poll until it is again")
+		}
+		if pillarCache != nil {
+			// Not subscribed means invalidations may be missed: not ready (renders are
+			// still computed, never served stale, meanwhile).
+			if err := pillarCache.Ready(); err != nil {
+				return warnings, err
+			}
+		}
+		return warnings, nil
+	}
+	registerOpsMetrics(reg, state, hub, pillarCache, d, readiness)
 	api := httpapi.New(httpapi.Options{
 		Logger:       logger,
 		Registry:     reg,
@@ -469,33 +497,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			}
 			return map[string]any{"version": cfg.Version, "schemaVersion": migrations.Latest(), "schema": cfg.Schema, "checks": checks}, nil
 		},
-		Ready: func(ctx context.Context) ([]string, error) {
-			if err := d.Ping(ctx); err != nil {
-				return nil, fmt.Errorf("database: %w", err)
-			}
-			if err := d.CheckWritable(ctx); err != nil {
-				return nil, fmt.Errorf("database: %w", err)
-			}
-			warnings, err := SchemaReadiness(ctx, d, latest)
-			if err != nil {
-				return nil, err
-			}
-			warnings = append(warnings, doctorWarnings...)
-			if st := state.Readiness(ctx); !st.PGClientsExcluded || st.UnprotectedLocks > 0 {
-				warnings = append(warnings, "terraform state: "+st.Detail)
-			}
-			if listenChanges != nil && !hub.Listening() {
-				warnings = append(warnings, "watch: not subscribed to change notifications; events arrive by the once-a-second poll until it is again")
-			}
-			if pillarCache != nil {
-				// Not subscribed means invalidations may be missed: not ready (renders are
-				// still computed, never served stale, meanwhile).
-				if err := pillarCache.Ready(); err != nil {
-					return warnings, err
-				}
-			}
-			return warnings, nil
-		},
+		Ready: readiness,
 	})
 
 	handler.set(api)

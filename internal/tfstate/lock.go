@@ -526,3 +526,10 @@ func (h heldLock) status() client.LockStatus {
 	}
 	return st
 }
+
+// LockCounts reports the HTTP locks held (across replicas), how many are marked unprotected,
+// and for how many seconds the oldest has been, for metrics and alerts.
+func (s *Service) LockCounts(ctx context.Context) (held, unprotected int64, oldestSeconds float64, err error) {
+	err = s.db.QueryRow(ctx, q.Get("LockCounts")).Scan(&held, &unprotected, &oldestSeconds)
+	return held, unprotected, oldestSeconds, err
+}

@@ -67,3 +67,11 @@ SELECT EXISTS (
 
 -- name: LockTerminate
 SELECT pg_terminate_backend($1)
+
+
+-- name: LockCounts
+-- HTTP locks held in the database, those marked unprotected, and the age in seconds of the
+-- oldest unprotected one (metrics: strata_tf_locks*).
+SELECT count(*), count(*) FILTER (WHERE unprotected_since IS NOT NULL),
+       coalesce(extract(epoch FROM now() - min(unprotected_since)), 0)::float8
+FROM {{schema}}.tf_locks
