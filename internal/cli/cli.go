@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stratahq/strata/internal/server"
 	"io"
 	"net"
 	"net/http"
@@ -30,7 +31,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/stratahq/strata/client"
-	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/pgembed"
 )
 
@@ -109,9 +109,9 @@ func explain(err error, root *cobra.Command) string {
 	var ue *url.Error
 	var oe *net.OpError
 	if errors.As(err, &ue) && errors.As(err, &oe) && (oe.Op == "dial" || errors.Is(err, syscall.ECONNREFUSED)) {
-		server, _ := root.PersistentFlags().GetString("server")
+		addr, _ := root.PersistentFlags().GetString("server")
 		return fmt.Sprintf("cannot reach a strata server at %s (%v).\n"+
-			"Start one with `strata serve`, or point at yours with --server URL or STRATA_SERVER.", db.Redact(server), oe.Err)
+			"Start one with `strata serve`, or point at yours with --server URL or STRATA_SERVER.", server.Redact(addr), oe.Err)
 	}
 	msg := err.Error()
 	var ce *client.Error
@@ -181,7 +181,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.server, "server", envOr("STRATA_SERVER", client.DefaultServer), "strata server URL (env STRATA_SERVER)")
-	hideDefault(pf, "server", db.Redact)
+	hideDefault(pf, "server", server.Redact)
 	pf.StringVar(&g.token, "token", os.Getenv("STRATA_TOKEN"), "API token (env STRATA_TOKEN; default: <data-dir>/admin-token)")
 	hideDefault(pf, "token", maskAll)
 	pf.StringVar(&g.dataDir, "data-dir", envOr("STRATA_DATA_DIR", pgembed.DefaultDataDir()), "data directory: embedded PostgreSQL and the admin-token file (env STRATA_DATA_DIR)")
@@ -260,15 +260,15 @@ func (g *globals) client() (*client.Client, error) {
 			return nil, fmt.Errorf("read token file: %w", err)
 		}
 	}
-	server := g.server
-	if !strings.Contains(server, "://") {
-		return nil, fmt.Errorf("--server %q: give a URL with its scheme, e.g. http://%s", db.Redact(server), db.Redact(server))
+	addr := g.server
+	if !strings.Contains(addr, "://") {
+		return nil, fmt.Errorf("--server %q: give a URL with its scheme, e.g. http://%s", server.Redact(addr), server.Redact(addr))
 	}
 	httpClient, err := g.httpClient()
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(server, tok, httpClient)
+	c, err := client.New(addr, tok, httpClient)
 	if err != nil {
 		return nil, err
 	}

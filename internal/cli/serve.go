@@ -12,8 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/stratahq/strata/internal/db"
-	"github.com/stratahq/strata/internal/db/migrations"
 	"github.com/stratahq/strata/internal/server"
 )
 
@@ -25,11 +23,11 @@ type dbFlags struct {
 
 // migrationLockTimeout registers --migration-lock-timeout on fs.
 func migrationLockTimeout(fs *pflag.FlagSet, d *time.Duration) {
-	fs.DurationVar(d, "migration-lock-timeout", envDuration("STRATA_MIGRATION_LOCK_TIMEOUT", db.DefaultMigrationLockTimeout),
+	fs.DurationVar(d, "migration-lock-timeout", envDuration("STRATA_MIGRATION_LOCK_TIMEOUT", server.DefaultMigrationLockTimeout),
 		"how long a migration statement waits for a table lock before failing (nothing applied, safe to retry); 0 waits without limit (env STRATA_MIGRATION_LOCK_TIMEOUT)")
 }
 
-// lockTimeoutOption turns the flag's value into db.MigrateOptions.LockTimeout, where 0 means
+// lockTimeoutOption turns the flag's value into MigrateUp's lock timeout, where 0 means
 // the default and a negative value no limit.
 func lockTimeoutOption(d time.Duration) (time.Duration, error) {
 	switch {
@@ -43,8 +41,8 @@ func lockTimeoutOption(d time.Duration) (time.Duration, error) {
 
 func (f *dbFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.databaseURL, "database-url", os.Getenv("STRATA_DATABASE_URL"), "PostgreSQL URL; empty starts the embedded cluster in <data-dir>/pg (env STRATA_DATABASE_URL)")
-	hideDefault(fs, "database-url", db.Redact)
-	fs.StringVar(&f.schema, "schema", envOr("STRATA_SCHEMA", db.DefaultSchema), "schema for strata's tables (env STRATA_SCHEMA)")
+	hideDefault(fs, "database-url", server.Redact)
+	fs.StringVar(&f.schema, "schema", envOr("STRATA_SCHEMA", server.DefaultSchema), "schema for strata's tables (env STRATA_SCHEMA)")
 }
 
 // envInt reads an integer default from the environment. A value that is not an integer is
@@ -135,7 +133,7 @@ With --database-url it uses that database; several replicas may share one.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.Listen, "listen", envOr("STRATA_LISTEN", server.DefaultListen), "HTTP listen address (env STRATA_LISTEN)")
 	f.StringVar(&cfg.SessionDatabaseURL, "session-database-url", os.Getenv("STRATA_SESSION_DATABASE_URL"), "direct or session-mode PostgreSQL URL for session features (pg-client lock exclusion, LISTEN) when --database-url is a transaction-mode pooler; \"off\" disables them (env STRATA_SESSION_DATABASE_URL)")
-	hideDefault(f, "session-database-url", db.Redact)
+	hideDefault(f, "session-database-url", server.Redact)
 	f.StringVar(&cfg.EmbeddedListen, "embedded-listen", os.Getenv("STRATA_EMBEDDED_LISTEN"), "also let the embedded PostgreSQL listen on this TCP address (password in <data-dir>/pg-password), e.g. for pg backend clients (env STRATA_EMBEDDED_LISTEN)")
 	f.StringVar(&cfg.TLSCert, "tls-cert", os.Getenv("STRATA_TLS_CERT"), "TLS certificate file (env STRATA_TLS_CERT)")
 	f.StringVar(&cfg.TLSKey, "tls-key", os.Getenv("STRATA_TLS_KEY"), "TLS key file (env STRATA_TLS_KEY)")
@@ -174,7 +172,7 @@ func newMigrateCmd(g *globals) *cobra.Command {
 	cmd.PersistentFlags().DurationVar(&waitDB, "wait-for-database", envDuration("STRATA_WAIT_FOR_DATABASE", 30*time.Second), "how long to wait, retrying, for a database that cannot be reached (env STRATA_WAIT_FOR_DATABASE)")
 	// withDB runs fn on the database (starting the embedded cluster when no URL is given)
 	// and closes it afterwards.
-	withDB := func(run func(cmd *cobra.Command, d *db.DB) error) func(*cobra.Command, []string) error {
+	withDB := func(run func(cmd *cobra.Command, d *server.Database) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, _ []string) error {
 			logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			d, err := server.OpenDatabase(cmd.Context(), server.Config{DatabaseURL: dbf.databaseURL, Schema: dbf.schema, DataDir: g.dataDir, Logger: logger, WaitForDatabase: waitDB}, nil)
@@ -182,7 +180,7 @@ func newMigrateCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer d.Close(cmd.Context())
-			return run(cmd, d.DB)
+			return run(cmd, d)
 		}
 	}
 	up := &cobra.Command{
@@ -195,28 +193,20 @@ as CREATE INDEX CONCURRENTLY) runs on its own after the ones before it committed
 newer than this strata knows, nothing is applied: that succeeds when the schema declares this
 release compatible and fails otherwise.`,
 		Args: cobra.NoArgs,
-		RunE: withDB(func(cmd *cobra.Command, d *db.DB) error {
+		RunE: withDB(func(cmd *cobra.Command, d *server.Database) error {
 			timeout, err := lockTimeoutOption(lockWait)
 			if err != nil {
 				return err
 			}
-			applied, err := d.MigrateWith(cmd.Context(), db.MigrateOptions{LockTimeout: timeout})
+			applied, note, err := d.MigrateUp(cmd.Context(), timeout)
 			if err != nil {
 				return err
 			}
-			if len(applied) == 0 {
-				st, err := d.CheckSchema(cmd.Context(), migrations.Latest())
-				if err != nil {
-					return err
-				}
-				if w := st.Warning(); w != "" {
-					fmt.Fprintln(g.stdout, "nothing to apply: "+w)
-				} else {
-					fmt.Fprintln(g.stdout, "database schema is current")
-				}
+			if note != "" {
+				fmt.Fprintln(g.stdout, note)
 			}
 			for _, m := range applied {
-				fmt.Fprintf(g.stdout, "applied %04d_%s\n", m.Version, m.Name)
+				fmt.Fprintf(g.stdout, "applied %s\n", m)
 			}
 			return nil
 		}),
@@ -227,38 +217,10 @@ release compatible and fails otherwise.`,
 		Use:   "status",
 		Short: "List applied and pending migrations",
 		Args:  cobra.NoArgs,
-		RunE: withDB(func(cmd *cobra.Command, d *db.DB) error {
-			applied, err := d.AppliedMigrations(cmd.Context())
+		RunE: withDB(func(cmd *cobra.Command, d *server.Database) error {
+			rows, err := d.MigrationStatus(cmd.Context())
 			if err != nil {
 				return err
-			}
-			known, err := migrations.Embedded()
-			if err != nil {
-				return err
-			}
-			type row struct {
-				Version         int64      `json:"version"`
-				Name            string     `json:"name"`
-				CompatibleSince int64      `json:"compatibleSince"`
-				AppliedAt       *time.Time `json:"appliedAt,omitempty"`
-				Status          string     `json:"status"`
-			}
-			var rows []row
-			seen := map[int64]bool{}
-			latest := known[len(known)-1].Version
-			for _, a := range applied {
-				at := a.AppliedAt.UTC()
-				status := "applied"
-				if a.Version > latest {
-					status = "applied, newer than this strata"
-				}
-				rows = append(rows, row{a.Version, a.Name, a.CompatibleSince, &at, status})
-				seen[a.Version] = true
-			}
-			for _, m := range known {
-				if !seen[m.Version] {
-					rows = append(rows, row{m.Version, m.Name, m.CompatibleSince, nil, "pending"})
-				}
 			}
 			return g.printList(rows, func(w io.Writer) error {
 				tw := newTable(w, "VERSION", "NAME", "COMPATIBLE SINCE", "STATUS", "APPLIED AT")
@@ -285,7 +247,7 @@ func newVersionCmd(g *globals) *cobra.Command {
 			v := struct {
 				Version       string `json:"version"`
 				SchemaVersion int64  `json:"schemaVersion"`
-			}{Version, migrations.Latest()}
+			}{Version, server.SchemaVersion()}
 			return g.print(v, func(w io.Writer) error {
 				_, err := fmt.Fprintf(w, "strata %s (schema version %d)\n", v.Version, v.SchemaVersion)
 				return err
