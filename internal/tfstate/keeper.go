@@ -44,6 +44,9 @@ type keeper struct {
 	held    map[int64]bool
 	lastErr error
 	dirty   bool // (re)connected: reconcile soon
+	// pending are gaps that could not be recorded when they began (the database was shutting
+	// down, say): recorded, with their true start, as soon as the database answers again.
+	pending []pendingGap
 
 	// callStart is when the session call in flight began (unix nanoseconds), 0 when none.
 	callStart atomic.Int64
@@ -132,13 +135,46 @@ func (k *keeper) lost(ctx context.Context, err error) {
 	k.publish(0)
 }
 
+// pendingGap is a gap markUnprotected could not record: since when, which keys (nil: all the
+// replica's locks), and why.
+type pendingGap struct {
+	since  time.Time
+	keys   []int64
+	reason string
+}
+
 // markUnprotected marks the replica's locks with keys (all when keys is nil) unprotected
-// through the pool, auditing each newly marked one.
+// through the pool, auditing each newly marked one. When the database cannot be written (it
+// is shutting down: the very moment a gap opens), the gap is kept and recorded by
+// recordPending, with its true start, when the database answers again, so every window is
+// audited.
 func (k *keeper) markUnprotected(ctx context.Context, keys []int64, reason string) {
+	g := pendingGap{since: time.Now(), keys: keys, reason: reason}
+	if err := k.markUnprotectedSince(ctx, g); err != nil {
+		// The locks still read as unprotected: GET …/lock and writes probe the witness.
+		k.svc.log.Error("cannot mark locks unprotected now; the gap is recorded when the database answers again", "err", err)
+		k.pending = append(k.pending, g)
+	}
+}
+
+// recordPending records the gaps markUnprotected could not, oldest first; those that still
+// cannot be written stay pending. Call with the slot held, before the keys are verified.
+func (k *keeper) recordPending(ctx context.Context) {
+	for len(k.pending) > 0 {
+		if err := k.markUnprotectedSince(ctx, k.pending[0]); err != nil {
+			k.svc.log.Warn("cannot record an earlier lock gap yet", "since", k.pending[0].since, "err", err)
+			return
+		}
+		k.pending = k.pending[1:]
+	}
+}
+
+func (k *keeper) markUnprotectedSince(ctx context.Context, g pendingGap) error {
+	keys, reason := g.keys, g.reason
 	ctx, cancel := k.bounded(ctx)
 	defer cancel()
-	err := k.svc.db.InTx(ctx, func(tx *db.Tx) error {
-		rows, err := tx.Query(ctx, q.Get("KeeperMarkUnprotected"), k.svc.replica, keys)
+	return k.svc.db.InTx(ctx, func(tx *db.Tx) error {
+		rows, err := tx.Query(ctx, q.Get("KeeperMarkUnprotected"), k.svc.replica, keys, g.since)
 		if err != nil {
 			return err
 		}
@@ -170,10 +206,6 @@ func (k *keeper) markUnprotected(ctx context.Context, keys []int64, reason strin
 		}
 		return nil
 	})
-	if err != nil {
-		// The locks still read as unprotected: GET …/lock and writes check pg_locks.
-		k.svc.log.Error("cannot mark locks unprotected", "err", err)
-	}
 }
 
 // markProtected clears the mark of locks whose keys were verified held, auditing the gap.
@@ -412,6 +444,7 @@ func (k *keeper) reconcile(ctx context.Context) {
 	if err := k.ensure(ctx); err != nil {
 		return
 	}
+	k.recordPending(ctx)
 	k.dirty = false
 	var adopted [][2]string
 	err := k.call(ctx, func(ctx context.Context, s *db.Session) error {

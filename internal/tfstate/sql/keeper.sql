@@ -71,8 +71,9 @@ WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted AND l.mode = 'Exc
 
 -- name: KeeperMarkUnprotected
 -- Marks the replica's locks (all of them when $2 is NULL, else those with the keys in $2)
--- unprotected, returning those newly marked so the gap's start is audited once.
-UPDATE {{schema}}.tf_locks SET unprotected_since = now()
+-- unprotected since $3 (when the gap began: recorded late when the database could not be
+-- written then), returning those newly marked so the gap's start is audited once.
+UPDATE {{schema}}.tf_locks SET unprotected_since = least($3::timestamptz, now())
 WHERE owner = $1 AND unprotected_since IS NULL AND ($2::bigint[] IS NULL OR state_id = ANY ($2::bigint[]))
 RETURNING project, workspace, unprotected_since
 
