@@ -291,3 +291,50 @@ func TestDoctorUnderAPlainRole(t *testing.T) {
 		require.Equal(t, true, c["ok"], "as a superuser, %s: %v", f, c)
 	}
 }
+
+// TestDiskFullIsA503 (issue 18, item 2): a write that fails for want of disk (SQLSTATE 53100,
+// simulated here by triggers that raise it, since filling a disk is not a test) is a 503 with
+// reason disk-full, and /readyz turns 503 with that reason: only a write tells when space is
+// back, so readiness then probes with one, and is ready again once it succeeds.
+func TestDiskFullIsA503(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabaseURL(t)
+	token := "strata_" + strings.Repeat("diskFullTokenXY", 3)
+	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t))
+	ctx := context.Background()
+	admin, err := db.Open(ctx, db.Options{URL: url, MaxConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(admin.Close)
+	call := func(method, path, body string) (int, string, string) {
+		req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Retry-After"), string(b)
+	}
+	exec := func(sql string) {
+		_, err := admin.Exec(ctx, &db.Query{Name: "t", Text: sql})
+		require.NoError(t, err)
+	}
+	exec(`CREATE FUNCTION strata.test_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = 'disk_full'; END $$`)
+	exec(`CREATE TRIGGER test_disk_full BEFORE INSERT ON strata.resources FOR EACH ROW EXECUTE FUNCTION strata.test_disk_full()`)
+	exec(`CREATE TRIGGER test_disk_full BEFORE INSERT OR UPDATE ON strata.health_probe FOR EACH ROW EXECUTE FUNCTION strata.test_disk_full()`)
+
+	st, retry, body := call("POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`)
+	require.Equal(t, 503, st, body)
+	require.Contains(t, body, `"reason":"disk-full"`)
+	require.Equal(t, "10", retry)
+	st, _, body = call("GET", "/readyz", "")
+	require.Equal(t, 503, st, body)
+	require.Contains(t, body, `"reason":"disk-full"`)
+
+	exec(`DROP TRIGGER test_disk_full ON strata.resources`)
+	exec(`DROP TRIGGER test_disk_full ON strata.health_probe`)
+	st, _, body = call("GET", "/readyz", "")
+	require.Equal(t, 200, st, "ready once a write succeeds again: %s", body)
+	st, _, body = call("POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`)
+	require.Equal(t, 201, st, body)
+}

@@ -131,6 +131,17 @@ func (d *DB) URL() string { return d.url }
 // Ping checks that the database answers.
 func (d *DB) Ping(ctx context.Context) error { return interpretError(d.pool.Ping(ctx)) }
 
+// ProbeWrite writes one row (health_probe, the replica's), to learn whether writes succeed:
+// after a disk-full error, nothing else tells when space is back.
+func (d *DB) ProbeWrite(ctx context.Context, replica string) error {
+	_, err := d.Exec(ctx, &Query{Name: "HealthProbe", Text: `INSERT INTO {{schema}}.health_probe (replica) VALUES ($1)
+		ON CONFLICT (replica) DO UPDATE SET at = now()`}, replica)
+	if err == nil {
+		lastDiskFull.Store(0)
+	}
+	return err
+}
+
 // Privileges are what strata's database role may do beyond its own objects.
 type Privileges struct {
 	Role                 string

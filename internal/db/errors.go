@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -66,6 +68,18 @@ func ConstraintOf(err error) string {
 	return ""
 }
 
+// lastDiskFull is when any query of this process last failed because the database's disk was
+// full (unix nanoseconds; 0 never): readiness then probes with a write (ProbeWrite).
+var lastDiskFull atomic.Int64
+
+// DiskFullSince reports when a query last failed for want of disk, or the zero time.
+func DiskFullSince() time.Time {
+	if n := lastDiskFull.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
 // interpretError is the one place driver errors become strata's.
 func interpretError(err error) error {
 	if err == nil {
@@ -89,6 +103,9 @@ func interpretError(err error) error {
 		kind := classify(pgErr.Code)
 		if kind == nil {
 			return err
+		}
+		if pgErr.Code == pgerrcode.DiskFull {
+			lastDiskFull.Store(time.Now().UnixNano())
 		}
 		return &Error{Kind: kind, Constraint: pgErr.ConstraintName, Code: pgErr.Code, Err: err}
 	}

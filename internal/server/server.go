@@ -438,12 +438,20 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return fmt.Errorf("--salt-legacy-clients: %w", err)
 	}
+	replicaName, _ := os.Hostname()
+	replicaName = fmt.Sprintf("%s/%d", replicaName, os.Getpid())
 	readiness := func(ctx context.Context) ([]string, error) {
 		if err := d.Ping(ctx); err != nil {
 			return nil, fmt.Errorf("database: %w", err)
 		}
 		if err := d.CheckWritable(ctx); err != nil {
 			return nil, fmt.Errorf("database: %w", err)
+		}
+		// After a write failed for want of disk, only a write tells when space is back.
+		if !db.DiskFullSince().IsZero() {
+			if err := d.ProbeWrite(ctx, replicaName); err != nil {
+				return nil, fmt.Errorf("database: %w", err)
+			}
 		}
 		warnings, err := SchemaReadiness(ctx, d, latest)
 		if err != nil {
