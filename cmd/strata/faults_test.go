@@ -34,26 +34,7 @@ func TestReadOnlyDatabaseIsA503(t *testing.T) {
 	admin, err := db.Open(ctx, db.Options{URL: url, MaxConns: 1})
 	require.NoError(t, err)
 	t.Cleanup(admin.Close)
-	type answer struct {
-		status int
-		retry  string
-		reason string
-		body   string
-	}
-	call := func(method, path, body string) answer {
-		req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var p struct {
-			Reason string `json:"reason"`
-		}
-		_ = json.Unmarshal(b, &p)
-		return answer{resp.StatusCode, resp.Header.Get("Retry-After"), p.Reason, string(b)}
-	}
+	call := func(method, path, body string) answer { return callAs(t, s.url, token, method, path, body) }
 	require.Equal(t, 201, call("POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`).status)
 	st := call("GET", "/v1/status", "")
 	require.Equal(t, 200, st.status, st.body)
@@ -120,13 +101,8 @@ func TestServeWaitsForItsDatabase(t *testing.T) {
 	token := "strata_" + strings.Repeat("waitDatabaseTok", 3)
 	s := startServerEarly(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t))
 	get := func(path string) (int, string) {
-		req, _ := http.NewRequest("GET", s.url+path, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		a := callAs(t, s.url, token, "GET", path, "")
+		return a.status, a.body
 	}
 	st, _ := get("/healthz")
 	require.Equal(t, 200, st, "alive while waiting")
@@ -306,13 +282,8 @@ func TestDiskFullIsA503(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(admin.Close)
 	call := func(method, path, body string) (int, string, string) {
-		req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header.Get("Retry-After"), string(b)
+		a := callAs(t, s.url, token, method, path, body)
+		return a.status, a.retry, a.body
 	}
 	exec := func(sql string) {
 		_, err := admin.Exec(ctx, &db.Query{Name: "t", Text: sql})
@@ -337,4 +308,29 @@ func TestDiskFullIsA503(t *testing.T) {
 	require.Equal(t, 200, st, "ready once a write succeeds again: %s", body)
 	st, _, body = call("POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`)
 	require.Equal(t, 201, st, body)
+}
+
+// answer is what callAs got: the status, Retry-After, a problem's reason, and the body.
+type answer struct {
+	status int
+	retry  string
+	reason string
+	body   string
+}
+
+// callAs sends one request to base with token.
+func callAs(t *testing.T, base, token, method, path, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var p struct {
+		Reason string `json:"reason"`
+	}
+	_ = json.Unmarshal(b, &p)
+	return answer{resp.StatusCode, resp.Header.Get("Retry-After"), p.Reason, string(b)}
 }

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,30 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/stratahq/strata/internal/httpapi"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestErrorLogLinesCarryRequestID (issue 18, item 8): the error line of a failed request
 // had no request_id, so it could not be joined with the request line or the client's report.
@@ -41,7 +22,7 @@ func (l *lockedBuffer) String() string {
 // sent one.
 func TestErrorLogLinesCarryRequestID(t *testing.T) {
 	t.Parallel()
-	var buf lockedBuffer
+	var buf syncBuffer
 	logger := slog.New(httpapi.LogHandler(slog.NewJSONHandler(&buf, nil)))
 	api := httpapi.New(httpapi.Options{Logger: logger, MaxBodyBytes: 1 << 20,
 		Ready: func(context.Context) ([]string, error) { return nil, errors.New("the schema is behind") }})
