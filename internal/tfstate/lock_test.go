@@ -507,7 +507,7 @@ func TestProtectionWitness(t *testing.T) {
 // hides other roles' client address and application, and a pg client connected over TCP was
 // shown "from local socket". Now a holder's hidden details read "unknown (needs
 // pg_read_all_stats)"; with the privilege (the control, as a superuser) they are the real
-// ones — here the client's Unix socket, named as such.
+// ones.
 func TestHolderDetailsNeedReadAllStats(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
@@ -522,7 +522,10 @@ func TestHolderDetailsNeedReadAllStats(t *testing.T) {
 	st, err := b.svc.LockStatus(ctx, "p", "default")
 	require.NoError(t, err)
 	require.NotNil(t, st.PG)
-	require.Equal(t, "local socket", st.PG.ClientAddr, "control: with the privilege the real address")
+	// Control: with the privilege, the real address ("local socket" over a Unix socket, the
+	// client's IP over TCP, as when the suite runs against STRATA_TEST_DATABASE_URL).
+	require.NotEmpty(t, st.PG.ClientAddr)
+	require.NotContains(t, st.PG.ClientAddr, "unknown", "control: with the privilege the real address")
 
 	// The same service as a role without pg_read_all_stats, reading the same tables.
 	role := fmt.Sprintf("plain_holder_%d", time.Now().UnixNano()%1_000_000_000)
