@@ -41,7 +41,7 @@ func TestAlertRulesAndDashboard(t *testing.T) {
 		}
 	}
 	for _, m := range []string{"strata_ready", "strata_tf_locks_held", "strata_tf_locks_unprotected", "strata_tf_lock_unprotected_seconds",
-		"strata_tf_keeper_up", "strata_watch_subscribers", "strata_watch_events_total", "strata_watch_cutoffs_total",
+		"strata_tf_keeper_up", "strata_watch_subscribers", "strata_watch_lag_versions", "strata_watch_events_total", "strata_watch_cutoffs_total",
 		"strata_pillar_cache_invalidations_total", "strata_schema_version", "strata_build_info"} {
 		require.True(t, exported[m], "a replica exports %s", m)
 	}

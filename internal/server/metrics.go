@@ -95,6 +95,7 @@ func registerBuildInfo(reg *prometheus.Registry, version string) {
 type opsCollector struct {
 	state     *tfstate.Service
 	hub       *resource.Hub
+	resources *resource.Service
 	cache     *pillar.Cache
 	d         *db.DB
 	readiness func(context.Context) ([]string, error)
@@ -107,6 +108,7 @@ var (
 	descKeeperUp         = prometheus.NewDesc("strata_tf_keeper_up", "1 when this replica's lock keeper has its database session (pg clients are excluded).", nil, nil)
 	descWatchSubs        = prometheus.NewDesc("strata_watch_subscribers", "Watch streams this replica serves.", nil, nil)
 	descWatchHead        = prometheus.NewDesc("strata_watch_head_version", "The resourceVersion through which this replica's change poller has fanned out every change.", nil, nil)
+	descWatchLag         = prometheus.NewDesc("strata_watch_lag_versions", "How many versions the newest committed change is ahead of what this replica's poller has fanned out.", nil, nil)
 	descWatchEvents      = prometheus.NewDesc("strata_watch_events_total", "Change events queued to watch streams.", nil, nil)
 	descWatchCutoffs     = prometheus.NewDesc("strata_watch_cutoffs_total", "Watch streams ended by the server: behind (fell more than the buffer behind) or gone (history pruned).", []string{"reason"}, nil)
 	descInvalidations    = prometheus.NewDesc("strata_pillar_cache_invalidations_total", "Render-cache invalidations received, by scope: node, org, or all.", []string{"scope"}, nil)
@@ -115,7 +117,7 @@ var (
 )
 
 func (c *opsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLocksHeld, descLocksUnprotected, descLockUnprotAge, descKeeperUp, descWatchSubs, descWatchHead,
+	for _, d := range []*prometheus.Desc{descLocksHeld, descLocksUnprotected, descLockUnprotAge, descKeeperUp, descWatchSubs, descWatchHead, descWatchLag,
 		descWatchEvents, descWatchCutoffs, descInvalidations, descSchemaVersion, descReady} {
 		ch <- d
 	}
@@ -138,6 +140,9 @@ func (c *opsCollector) Collect(ch chan<- prometheus.Metric) {
 		st := c.hub.Stats()
 		ch <- prometheus.MustNewConstMetric(descWatchSubs, prometheus.GaugeValue, float64(st.Subscribers))
 		ch <- prometheus.MustNewConstMetric(descWatchHead, prometheus.GaugeValue, float64(st.Head))
+		if newest, err := c.resources.HeadVersion(ctx); err == nil {
+			ch <- prometheus.MustNewConstMetric(descWatchLag, prometheus.GaugeValue, float64(max(newest-st.Head, 0)))
+		}
 		ch <- prometheus.MustNewConstMetric(descWatchEvents, prometheus.CounterValue, float64(st.Delivered))
 		ch <- prometheus.MustNewConstMetric(descWatchCutoffs, prometheus.CounterValue, float64(st.CutBehind), "behind")
 		ch <- prometheus.MustNewConstMetric(descWatchCutoffs, prometheus.CounterValue, float64(st.CutGone), "gone")
@@ -164,6 +169,6 @@ func (c *opsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready, reason)
 }
 
-func registerOpsMetrics(reg *prometheus.Registry, state *tfstate.Service, hub *resource.Hub, cache *pillar.Cache, d *db.DB, readiness func(context.Context) ([]string, error)) {
-	reg.MustRegister(&opsCollector{state: state, hub: hub, cache: cache, d: d, readiness: readiness})
+func registerOpsMetrics(reg *prometheus.Registry, state *tfstate.Service, hub *resource.Hub, resources *resource.Service, cache *pillar.Cache, d *db.DB, readiness func(context.Context) ([]string, error)) {
+	reg.MustRegister(&opsCollector{state: state, hub: hub, resources: resources, cache: cache, d: d, readiness: readiness})
 }

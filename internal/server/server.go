@@ -473,7 +473,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 		return warnings, nil
 	}
-	registerOpsMetrics(reg, state, hub, pillarCache, d, readiness)
+	registerOpsMetrics(reg, state, hub, resources, pillarCache, d, readiness)
 	api := httpapi.New(httpapi.Options{
 		Logger:       logger,
 		Registry:     reg,
