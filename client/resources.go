@@ -113,6 +113,14 @@ func (r *Resources) Delete(ctx context.Context, name string, opts DeleteOptions)
 	return err
 }
 
+// Rename gives the object a new name in place (POST …/{name}/rename): its labels,
+// annotations, memberships and pillars follow it. Only renamable kinds (nodes) accept it.
+func (r *Resources) Rename(ctx context.Context, name, newName string) (Object, error) {
+	var out Object
+	_, err := r.c.Do(ctx, Request{Method: http.MethodPost, Path: r.path(name) + "/rename", Body: map[string]string{"name": newName}}, &out)
+	return out, err
+}
+
 // AddMember makes node a static member of group (r must be Groups(org)).
 func (r *Resources) AddMember(ctx context.Context, group, node string) error {
 	_, err := r.c.Do(ctx, Request{Method: http.MethodPut, Path: r.path(group) + "/members/" + pathEscape(node)}, nil)

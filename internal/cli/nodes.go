@@ -30,7 +30,9 @@ func newNodeCmd(g *globals) *cobra.Command {
 			}
 			return map[string]any{"org": org}, nil
 		},
-		extra: func(g *globals, _ *string) []*cobra.Command { return []*cobra.Command{newNodeApplyCmd(g)} },
+		extra: func(g *globals, _ *string) []*cobra.Command {
+			return []*cobra.Command{newNodeApplyCmd(g), newNodeRenameCmd(g)}
+		},
 	})
 }
 
@@ -218,4 +220,31 @@ func newGroupCmd(g *globals) *cobra.Command {
 			return []*cobra.Command{members, add, remove}
 		},
 	})
+}
+
+// newNodeRenameCmd renames a node (a Salt minion whose id changed) in place.
+func newNodeRenameCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rename OLD NEW",
+		Short: "Rename a node (its minion id changed): labels, memberships, pillars and their history follow it",
+		Long: "Rename a node in place, in one transaction: its labels, annotations, static group memberships,\n" +
+			"pillars and pillar history follow it. Watchers see the old name DELETED and the new one ADDED.\n" +
+			"Needs nodes:write on both names. On the Salt side, accept the minion's key under the new id\n" +
+			"(docs/salt.md: rename the node first, then the key, so the minion never renders as unknown).",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			obj, err := c.Nodes().Rename(cmd.Context(), args[0], args[1])
+			if err != nil {
+				return err
+			}
+			return g.print(obj, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "node %s renamed to %s\n", args[0], obj.Metadata.Name)
+				return err
+			})
+		},
+	}
 }

@@ -51,6 +51,7 @@ var authzCases = []authzCase{
 	{"PUT /v1/nodes/{node}", "/v1/nodes/acme", `{"spec":{"org":"acme"}}`, false, false, false},
 	{"PATCH /v1/nodes/{node}", "/v1/nodes/acme", `{"metadata":{"labels":{"a":"b"}}}`, false, false, false},
 	{"DELETE /v1/nodes/{node}", "/v1/nodes/acme", "", false, false, false},
+	{"POST /v1/nodes/{node}/rename", "/v1/nodes/acme/rename", `{"name":"acme9"}`, false, false, false},
 	{"POST /v1/nodes:apply", "/v1/nodes:apply", `{"metadata":{"name":"acme"},"spec":{"org":"acme"}}`, false, true, false},
 	{"GET /v1/orgs/{org}/groups", "/v1/orgs/acme/groups", "", false, false, false},
 	{"POST /v1/orgs/{org}/groups", "/v1/orgs/acme/groups", `{"metadata":{"name":"other"}}`, false, false, false},

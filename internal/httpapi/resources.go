@@ -127,13 +127,42 @@ func (a *API) kindRoutes(k *resource.Kind) []route {
 		create = route{pattern: "POST " + coll, family: k.Family, verb: "write", param: "org", handler: withWarnings(a.objCreate(k))}
 		param = "org"
 	}
-	return []route{
+	rs := []route{
 		list,
 		create,
 		{pattern: "GET " + item, family: k.Family, verb: "read", param: param, handler: a.objGet(k)},
 		{pattern: "PUT " + item, family: k.Family, verb: "write", param: param, handler: withWarnings(a.objPut(k))},
 		{pattern: "PATCH " + item, family: k.Family, verb: "write", param: param, handler: withWarnings(a.objPatch(k))},
 		{pattern: "DELETE " + item, family: k.Family, verb: "delete", param: param, handler: a.objDelete(k)},
+	}
+	if k.Renamable && k.Scope != resource.ScopeOrg {
+		rs = append(rs, route{pattern: "POST " + item + "/rename", family: k.Family, verb: "write", param: param, handler: a.objRename(k)})
+	}
+	return rs
+}
+
+// objRename renames an object in place ({"name": "<new name>"}): the path's name is
+// authorized by the route, the new one here (write on both names).
+func (a *API) objRename(k *resource.Kind) authedHandler {
+	return func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+		var req struct {
+			Name string `json:"name"`
+		}
+		if err := decodeJSON(r, &req); err != nil {
+			return err
+		}
+		if req.Name == "" {
+			return fault.Invalid("/name", "the new name is required")
+		}
+		if err := p.Check(k.Family, "write", req.Name); err != nil {
+			return err
+		}
+		obj, err := a.resources.Rename(r.Context(), kindRef(k, r, r.PathValue(k.Param)), req.Name)
+		if err != nil {
+			return err
+		}
+		w.Header().Set("Location", objectPath(k, obj))
+		return writeJSON(w, http.StatusOK, obj)
 	}
 }
 

@@ -95,3 +95,8 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = now(), upda
 
 -- name: SaltRoleApply
 SELECT {{schema}}.salt_pillar_role($1, $2, $3);
+
+-- name: PillarHistoryRekey
+-- A renamed node's pillar history follows it: its rows (by the node's row id, not another
+-- node that had the old name before) take the new target name.
+UPDATE {{schema}}.pillar_history SET target = $3 WHERE resource_id = $1 AND target = $2;

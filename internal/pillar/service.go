@@ -745,3 +745,14 @@ ext_pillar:
 `, c.Host, c.Port, c.Database, SaltRole, password, s.db.Schema(), asList)
 	return c, nil
 }
+
+// Renamed re-keys the pillar history of a renamed node (resource.Service.OnRename): its
+// pillar rows hang off the node's row id and follow it by themselves; the history is kept by
+// target name.
+func (s *Service) Renamed(ctx context.Context, tx *db.Tx, kind string, id int64, old, new string) error {
+	if kind != resource.KindNode {
+		return nil
+	}
+	_, err := tx.Exec(ctx, q.Get("PillarHistoryRekey"), id, Target{Kind: "node", Node: old}.String(), Target{Kind: "node", Node: new}.String())
+	return err
+}

@@ -33,7 +33,7 @@ func OrgKind() *Kind {
 // org and group pillars it renders.
 func NodeKind() *Kind {
 	return &Kind{Name: KindNode, Plural: "nodes", Param: "node", Scope: ScopeGlobal, Family: "nodes",
-		ValidateName: ValidateNodeName, Prepare: nodePrepare, AfterWrite: nodeAfterWrite, BeforeDelete: nodeBeforeDelete,
+		ValidateName: ValidateNodeName, Prepare: nodePrepare, AfterWrite: nodeAfterWrite, BeforeDelete: nodeBeforeDelete, Renamable: true,
 		References: []Reference{{Member: "org", Kind: KindOrg, Family: "orgs", Verb: "attach"}}}
 }
 

@@ -50,6 +50,10 @@ type Kind struct {
 	// AfterWrite runs in the same transaction once the row is written (id is its row id),
 	// for consequences such as dropping memberships a move made invalid.
 	AfterWrite func(ctx context.Context, tx *db.Tx, id int64, obj client.Object, prev *client.Object) error
+	// Renamable kinds can be renamed in place (POST …/{name}/rename): everything hanging off
+	// the row (labels, annotations, memberships, pillars) follows it. Nodes are, since a
+	// node's name is its Salt minion id, and minion ids change.
+	Renamable bool
 	// BeforeDelete runs in the deleting transaction after the row is locked; cascade is the
 	// caller's ?cascade=true. It refuses (409) or removes what depends on the object.
 	BeforeDelete func(ctx context.Context, s *Service, tx *db.Tx, id int64, obj client.Object, cascade bool) error

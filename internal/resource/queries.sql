@@ -338,3 +338,8 @@ FROM unnest($1::bigint[]) AS g(id);
 -- Drops a node's static memberships before the node is deleted, naming the groups, so each is
 -- stamped with its new member count.
 DELETE FROM {{schema}}.group_members WHERE node_id = $1 RETURNING group_id;
+
+-- name: ResourceRename
+-- The row keeps its id, so labels, annotations, memberships and pillars follow it; the
+-- (kind, org, name) unique key refuses a name that is taken.
+UPDATE {{schema}}.resources SET name = $2 WHERE id = $1;

@@ -70,6 +70,8 @@ type Service struct {
 	DriveLimit int
 	// onWrite runs after each write transaction (see OnWrite).
 	onWrite []func(scopes ...string)
+	// onRename runs in each renaming transaction (see OnRename).
+	onRename []func(ctx context.Context, tx *db.Tx, kind string, id int64, old, new string) error
 	// resolved is a version through which every version is known resolved (versions.go).
 	resolved atomic.Int64
 	// exposeGaps turns off waiting for versions in flight, for tests' controls only.
@@ -470,11 +472,13 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 	if changeType == "ADDED" {
 		action = "object.create"
 	}
-	rec, err := auth.AuditStep(ctx, auth.AuditEntry{Actor: who.Actor, Action: action, Target: objectTarget(obj)})
-	if err != nil {
-		return obj, err
+	if !renaming(ctx) {
+		rec, err := auth.AuditStep(ctx, auth.AuditEntry{Actor: who.Actor, Action: action, Target: objectTarget(obj)})
+		if err != nil {
+			return obj, err
+		}
+		steps = append(steps, rec)
 	}
-	steps = append(steps, rec)
 	if err := tx.Pipeline(ctx, steps...); err != nil {
 		return obj, fmt.Errorf("write and stamp: %w", err)
 	}
@@ -921,6 +925,12 @@ func deleteLocked(ctx context.Context, tx *db.Tx, id int64, last client.Object) 
 	if _, err := tx.Exec(ctx, q.Get("ResourceDelete"), id); err != nil {
 		return err
 	}
+	return stampDeleted(ctx, tx, last)
+}
+
+// stampDeleted records last's deletion in the changes log (and the audit log, unless the
+// deletion is the old name's half of a rename).
+func stampDeleted(ctx context.Context, tx *db.Tx, last client.Object) error {
 	last.Metadata.ResourceVersion = ""
 	body, err := json.Marshal(last)
 	if err != nil {
@@ -931,8 +941,10 @@ func deleteLocked(ctx context.Context, tx *db.Tx, id int64, last client.Object) 
 		return err
 	}
 	who := writer(ctx)
-	if err := auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: who.Actor, Action: "object.delete", Target: objectTarget(last)}); err != nil {
-		return err
+	if !renaming(ctx) {
+		if err := auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: who.Actor, Action: "object.delete", Target: objectTarget(last)}); err != nil {
+			return err
+		}
 	}
 	for range maxStampTries {
 		var rv int64

@@ -378,6 +378,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// (through the same compatibility check as users' kinds) when the registry lacks them.
 	resources := resource.NewService(d)
 	resources.OnWrite(pillars.InvalidateCache) // read-your-writes for renders on this replica
+	resources.OnRename(pillars.Renamed)        // a renamed node keeps its pillar history
 	kinds := kind.NewService(d)
 	resources.UseSchemas(kinds)
 	// What the role cannot serve is said now, not at the first request that needs it.

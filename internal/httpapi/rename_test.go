@@ -1,0 +1,86 @@
+package httpapi_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/internal/auth"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/httpapi"
+	"github.com/stratahq/strata/internal/pgtest"
+	"github.com/stratahq/strata/internal/pillar"
+	"github.com/stratahq/strata/internal/resource"
+)
+
+var renameQueries = db.MustParseQueries(fstest.MapFS{"rename.sql": {Data: []byte(`
+-- name: TestNodeChanges
+SELECT type || ' ' || name FROM {{schema}}.changes WHERE kind = 'Node' ORDER BY resource_version;
+`)}}, "rename.sql")
+
+// TestNodeRename (issue 19, item 1): a minion's id changed; a node was deleted and created
+// again, losing its labels, memberships, pillars and their history. POST …/rename keeps all of
+// them (they hang off the row), re-keys the pillar history, refuses a taken name (409 naming
+// /name), shows watchers the old name DELETED and the new one ADDED, and is one audit record.
+func TestNodeRename(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := pgtest.NewDB(t)
+	tokens := auth.NewService(d)
+	admin, err := tokens.Bootstrap(ctx, "")
+	require.NoError(t, err)
+	res, pil := resource.NewService(d), pillar.NewService(d)
+	res.OnRename(pil.Renamed)
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: res, Pillars: pil, MaxBodyBytes: 1 << 20,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	t.Cleanup(srv.Close)
+	b := &testBundle{srv: srv, admin: admin, tokens: tokens}
+	must := func(status int, method, path, body string) string {
+		t.Helper()
+		r := b.do(t, method, path, admin, strings.NewReader(body))
+		require.Equal(t, status, r.status, "%s %s: %s", method, path, r.body)
+		return string(r.body)
+	}
+	must(201, "POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`)
+	must(201, "POST", "/v1/nodes", `{"metadata":{"name":"web01","labels":{"role":"web"}},"spec":{"org":"acme"}}`)
+	must(201, "POST", "/v1/orgs/acme/groups", `{"metadata":{"name":"web"}}`)
+	must(201, "PUT", "/v1/orgs/acme/groups/web/members/web01", "")
+	must(201, "PUT", "/v1/nodes/web01/pillars/app", `{"port":1}`)
+	must(200, "PUT", "/v1/nodes/web01/pillars/app", `{"port":2}`)
+	must(201, "POST", "/v1/nodes", `{"metadata":{"name":"web02"},"spec":{"org":"acme"}}`)
+
+	taken := b.do(t, "POST", "/v1/nodes/web01/rename", admin, strings.NewReader(`{"name":"web02"}`))
+	require.Equal(t, 409, taken.status, string(taken.body))
+	require.Contains(t, string(taken.body), `"/name"`)
+	require.Equal(t, 400, b.do(t, "POST", "/v1/nodes/web01/rename", admin, strings.NewReader(`{"name":"Bad Name!"}`)).status)
+
+	out := must(200, "POST", "/v1/nodes/web01/rename", `{"name":"web03"}`)
+	require.Contains(t, out, `"name":"web03"`)
+	require.Contains(t, out, `"role":"web"`, "labels follow")
+	require.Equal(t, 404, b.do(t, "GET", "/v1/nodes/web01", admin, nil).status)
+	must(200, "GET", "/v1/nodes/web03", "")
+	require.Contains(t, must(200, "GET", "/v1/nodes/web03/pillar", ""), `"port":2`, "pillars follow")
+	require.Contains(t, must(200, "GET", "/v1/orgs/acme/groups/web/members", ""), `"node":"web03"`, "memberships follow")
+	hist := must(200, "GET", "/v1/nodes/web03/pillars/app/history", "")
+	require.Equal(t, 2, strings.Count(hist, `"revision"`), "the pillar history follows: %s", hist)
+	audit := must(200, "GET", "/v1/audit?action=object.rename", "")
+	require.Contains(t, audit, `"target":"Node/web01"`)
+	require.Contains(t, audit, `Node/web03`)
+
+	rows, err := d.Query(ctx, renameQueries.Get("TestNodeChanges"))
+	require.NoError(t, err)
+	var changes []string
+	for rows.Next() {
+		var c string
+		require.NoError(t, rows.Scan(&c))
+		changes = append(changes, c)
+	}
+	rows.Close()
+	require.Equal(t, []string{"DELETED web01", "ADDED web03"}, changes[len(changes)-2:], "watchers see the old name go and the new one come: %v", changes)
+}
