@@ -19,7 +19,11 @@ type Object struct {
 // ObjectMeta is an object's identity and metadata. ResourceVersion is a decimal string, as
 // in Kubernetes: compare it only for equality, and pass it back for optimistic concurrency.
 type ObjectMeta struct {
-	Name            string            `json:"name"`
+	Name string `json:"name"`
+	// UID identifies the object for its whole life, across renames; opaque and read-only
+	// (a write that sets another is refused). A deleted object's successor of the same name
+	// has another UID.
+	UID             string            `json:"uid,omitempty"`
 	Org             string            `json:"org,omitempty"`
 	Labels          map[string]string `json:"labels"`
 	Annotations     map[string]string `json:"annotations"`

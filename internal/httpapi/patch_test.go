@@ -32,7 +32,7 @@ func TestPatchRefusesUnknownMembers(t *testing.T) {
 	}{
 		{"/v1/orgs/acme", `{"metdata":{"labels":{"env":"dev"}}}`, []string{"/metdata"}},
 		{"/v1/orgs/acme", `{"metadata":{"lables":{"env":"dev"},"labels":{"env":"dev"}}}`, []string{"/metadata/lables"}},
-		{"/v1/orgs/acme", `{"sepc":{},"stauts":{},"metadata":{"uid":"x","a/b~c":1}}`, []string{"/sepc", "/stauts", "/metadata/a~1b~0c", "/metadata/uid"}},
+		{"/v1/orgs/acme", `{"sepc":{},"stauts":{},"metadata":{"uuid":"x","a/b~c":1}}`, []string{"/sepc", "/stauts", "/metadata/a~1b~0c", "/metadata/uuid"}},
 		{"/v1/nodes/web01", `{"metadata":{"annotation":{"a":"b"}}}`, []string{"/metadata/annotation"}},
 	} {
 		r := raw.do(t, "PATCH", tc.path, b.secret, strings.NewReader(tc.body), "Content-Type", "application/merge-patch+json")

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -60,7 +61,16 @@ func TestNodeRename(t *testing.T) {
 	require.Contains(t, string(taken.body), `"/name"`)
 	require.Equal(t, 400, b.do(t, "POST", "/v1/nodes/web01/rename", admin, strings.NewReader(`{"name":"Bad Name!"}`)).status)
 
+	before := must(200, "GET", "/v1/nodes/web01", "")
+	uid := jsonField(t, before, "metadata", "uid")
+	require.NotEmpty(t, uid, "objects carry a uid")
 	out := must(200, "POST", "/v1/nodes/web01/rename", `{"name":"web03"}`)
+	require.Equal(t, uid, jsonField(t, out, "metadata", "uid"), "a rename keeps the uid: consumers tell it from a replacement")
+	require.NotEqual(t, uid, jsonField(t, must(200, "GET", "/v1/nodes/web02", ""), "metadata", "uid"))
+	bad := b.do(t, "PATCH", "/v1/nodes/web03", admin, strings.NewReader(`{"metadata":{"uid":"u-other"}}`), "Content-Type", "application/merge-patch+json")
+	require.Equal(t, 400, bad.status, "the uid is read-only: %s", bad.body)
+	require.Contains(t, string(bad.body), "/metadata/uid")
+	require.Equal(t, 400, b.do(t, "POST", "/v1/nodes", admin, strings.NewReader(`{"metadata":{"name":"web09","uid":"u1"},"spec":{"org":"acme"}}`)).status)
 	require.Contains(t, out, `"name":"web03"`)
 	require.Contains(t, out, `"role":"web"`, "labels follow")
 	require.Equal(t, 404, b.do(t, "GET", "/v1/nodes/web01", admin, nil).status)
@@ -83,4 +93,18 @@ func TestNodeRename(t *testing.T) {
 	}
 	rows.Close()
 	require.Equal(t, []string{"DELETED web01", "ADDED web03"}, changes[len(changes)-2:], "watchers see the old name go and the new one come: %v", changes)
+}
+
+// jsonField reads a string at path from a JSON document.
+func jsonField(t *testing.T, doc string, path ...string) string {
+	t.Helper()
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(doc), &v))
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		require.True(t, ok, "%s in %s", p, doc)
+		v = m[p]
+	}
+	s, _ := v.(string)
+	return s
 }

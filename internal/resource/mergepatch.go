@@ -17,7 +17,7 @@ import (
 // and, under metadata, of client.ObjectMeta — exactly what PUT's strict decoding accepts.
 var patchMembers = map[string]map[string]bool{
 	"": {"kind": true, "metadata": true, "spec": true, "status": true}, // status is ignored: the server writes it
-	"metadata": {"name": true, "org": true, "labels": true, "annotations": true,
+	"metadata": {"name": true, "uid": true, "org": true, "labels": true, "annotations": true,
 		"resourceVersion": true, "schemaRevision": true, "createdAt": true, "updatedAt": true},
 }
 

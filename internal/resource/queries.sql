@@ -22,7 +22,7 @@ SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
        coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
                  FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
-       coalesce(r.schema_revision, 0), r.status,
+       coalesce(r.schema_revision, 0), r.status, r.id,
        r.id, r.kind,
        (SELECT s.resource_version FROM {{schema}}.resources s WHERE s.id = r.id)
 FROM {{schema}}.resources r
@@ -37,7 +37,7 @@ SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
        coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
                  FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
-       coalesce(r.schema_revision, 0), r.status,
+       coalesce(r.schema_revision, 0), r.status, r.id,
        r.id, r.kind
 FROM {{schema}}.resources r
 WHERE r.id = ANY($1::bigint[])
@@ -115,7 +115,7 @@ SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
        coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
                  FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
-       coalesce(r.schema_revision, 0), r.status
+       coalesce(r.schema_revision, 0), r.status, r.id
 FROM {{schema}}.resources r
 WHERE r.kind = $1 AND r.org = $2 AND r.name = $3;
 
@@ -130,7 +130,7 @@ SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
                  FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}'),
        coalesce((SELECT jsonb_object_agg(CASE WHEN a.key_prefix = '' THEN a.key_name ELSE a.key_prefix || '/' || a.key_name END, a.value)
                  FROM {{schema}}.annotations a WHERE a.resource_id = r.id), '{}'),
-       coalesce(r.schema_revision, 0), r.status
+       coalesce(r.schema_revision, 0), r.status, r.id
 FROM {{schema}}.resources r
 WHERE r.kind = $1 AND r.org = $2 AND r.name > $3
   AND ($5::boolean OR r.name = ANY($6::text[])

@@ -360,6 +360,9 @@ func createTx(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, obj client.Objec
 		return obj, 0, err
 	}
 	obj.Status = nil // the server's to write (a kind's Prepare may set it)
+	if obj.Metadata.UID != "" {
+		return obj, 0, fault.Invalid("/metadata/uid", "uid is the server's: a new object gets one, a create cannot set it")
+	}
 	if k.Prepare != nil {
 		if err := k.Prepare(ctx, tx, &obj, nil); err != nil {
 			return obj, 0, err
@@ -432,6 +435,7 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 	}
 	obj.Metadata.ResourceVersion = ""
 	obj.Metadata.CreatedAt, obj.Metadata.UpdatedAt = nil, nil
+	obj.Metadata.UID = uidOf(id)
 	body, err := json.Marshal(obj)
 	if err != nil {
 		return obj, err
@@ -523,15 +527,16 @@ func scanObject(kind string, row db.Row, extra ...any) (client.Object, error) {
 	var (
 		obj                         client.Object
 		spec, labels, annos, status []byte
-		rv                          int64
+		rv, id                      int64
 		created, updated            time.Time
 	)
-	dest := append([]any{&obj.Metadata.Name, &obj.Metadata.Org, &spec, &rv, &created, &updated, &labels, &annos, &obj.Metadata.SchemaRevision, &status}, extra...)
+	dest := append([]any{&obj.Metadata.Name, &obj.Metadata.Org, &spec, &rv, &created, &updated, &labels, &annos, &obj.Metadata.SchemaRevision, &status, &id}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return client.Object{}, err
 	}
 	obj.Kind = kind
 	obj.Spec = spec
+	obj.Metadata.UID = uidOf(id)
 	if status != nil {
 		obj.Status = status
 	}
@@ -822,6 +827,9 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 // updateTx writes a normalized obj over cur, the stored object whose row (id) tx has locked.
 func updateTx(ctx context.Context, tx *db.Tx, k *Kind, id int64, cur, obj client.Object) (client.Object, error) {
 	obj.Status = cur.Status // the server's to write: a status sent with a write is ignored
+	if obj.Metadata.UID != "" && obj.Metadata.UID != cur.Metadata.UID {
+		return obj, fault.Invalid("/metadata/uid", "uid %q is not this object's (%s): it cannot be changed", fault.Truncate(obj.Metadata.UID, 40), cur.Metadata.UID)
+	}
 	if err := checkReferences(ctx, k, obj, &cur); err != nil {
 		return obj, err
 	}
@@ -956,6 +964,10 @@ func stampDeleted(ctx context.Context, tx *db.Tx, last client.Object) error {
 	}
 	return fault.New(fault.KindUnavailable, "could not draw a resourceVersion in %d tries; retry the write", maxStampTries)
 }
+
+// uidOf is the UID of the object in row id: stable for the row's life (renames keep the
+// row), never reused (row ids come from an identity column).
+func uidOf(id int64) string { return "u" + strconv.FormatInt(id, 36) }
 
 // writer is who writes in ctx: the request's actor, or "system" for strata's own writes.
 func writer(ctx context.Context) auth.AuditActor {
