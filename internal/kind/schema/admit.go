@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -17,13 +18,16 @@ import (
 //     are sent, the one whose value differs from the stored value wins; if two differ from it and
 //     from each other ⇒ 422 naming both (research §5.2 row 9);
 //  3. current defaults are applied to absent fields (as Present does);
-//  4. validation: full on create; on update an error is ratcheted (becomes a warning) iff it is
-//     not under allOf/anyOf/oneOf/not, its owner node can be correlated with old (object keys
-//     present in both; array items only through x-list-map-keys, otherwise the whole array is the
-//     owner) and the owner is DeepEqual to its old value, numbers compared numerically (research
-//     §5.3). The owner is the value for value keywords and the container for container keywords
+//  4. validation: full on create; on update an error is ratcheted (becomes a warning) iff its
+//     owner node can be correlated with old (object keys present in both; array items only
+//     through x-list-map-keys, otherwise the whole array is the owner) and the owner is DeepEqual
+//     to its old value, numbers compared numerically, a list map compared as a map (research
+//     §5.3). The owner is the value for value keywords, the container for container keywords
 //     (required, min/maxItems, uniqueItems, min/maxProperties, additionalProperties), so a new
-//     required field without default fails as soon as anything in its parent changes;
+//     required field without default fails as soon as anything in its parent changes, and the
+//     declaring node for anything under allOf/anyOf/oneOf/not; duplicate list-map keys are
+//     ratcheted while the stored list had them. These are Kubernetes' verdicts on all 74 cases of
+//     testdata/ratchet-k8s-golden.json (TestRatchetingAgreesWithKubernetes);
 //  5. numbers of integer-only fields are canonicalised (1.0 → 1) so typed Go readers decode them.
 //
 // Remaining errors ⇒ 422 with one entry per instance pointer ("/spec/size",
@@ -56,7 +60,10 @@ func (s *Schema) Admit(spec any, old any) (out any, warnings []string, err error
 
 	var fields []fault.FieldError
 	for _, f := range s.failures(value) {
-		ratchet := old != nil && !f.inCombinator && unchanged(s.root, f.at, value, old)
+		ratchet := old != nil && unchanged(s.root, f.at, value, old)
+		if f.duplicateKeys && old != nil {
+			ratchet = stillDuplicated(s.root, f.at, value, old)
+		}
 		for _, fi := range f.findings {
 			if ratchet {
 				warnings = append(warnings, fmt.Sprintf("%s: unchanged value still violates %s (allowed because it was stored before)", fi.Instance, fi.constraint))
@@ -242,7 +249,64 @@ func unchanged(n *node, at []string, nv, ov any) bool {
 			return false
 		}
 	}
+	if na, ok := nv.([]any); ok && n != nil && len(n.listMapKeys) > 0 {
+		// A list map is a map: the same items in another order are unchanged (Kubernetes'
+		// listType=map).
+		oa, ok := ov.([]any)
+		if !ok || len(na) != len(oa) {
+			return false
+		}
+		for _, item := range na {
+			o, ok := findByKeys(oa, item, n.listMapKeys)
+			if !ok || !equalJSON(item, o) {
+				return false
+			}
+		}
+		return true
+	}
 	return equalJSON(nv, ov)
+}
+
+// stillDuplicated reports whether every key duplicated in the list map at `at` of nv was
+// already duplicated in ov: then the duplicates are the stored object's, and ratcheted.
+func stillDuplicated(root *node, at []string, nv, ov any) bool {
+	n := root
+	for _, tok := range at {
+		nm, ok1 := nv.(map[string]any)
+		om, ok2 := ov.(map[string]any)
+		if !ok1 || !ok2 {
+			return false
+		}
+		nv, ov, n = nm[tok], om[tok], n.child(tok)
+	}
+	na, ok1 := nv.([]any)
+	oa, ok2 := ov.([]any)
+	if !ok1 || !ok2 || n == nil || len(n.listMapKeys) == 0 {
+		return false
+	}
+	dups := func(list []any) map[string]bool {
+		seen, out := map[string]bool{}, map[string]bool{}
+		for _, item := range list {
+			m, _ := item.(map[string]any)
+			var key []any
+			for _, k := range n.listMapKeys {
+				key = append(key, m[k])
+			}
+			b, _ := json.Marshal(key)
+			if seen[string(b)] {
+				out[string(b)] = true
+			}
+			seen[string(b)] = true
+		}
+		return out
+	}
+	before := dups(oa)
+	for k := range dups(na) {
+		if !before[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // findByKeys finds the item of list whose list map keys equal item's.

@@ -110,11 +110,14 @@ func unknownKeys(n *node, v any, ptr string, out []Violation) []Violation {
 
 // failure is one failing keyword: where its owner node is in the instance (the value for value
 // keywords, the container for container keywords such as required or maxItems), whether it is
-// under a combinator (never ratcheted), and the violations it stands for.
+// under a combinator (then ratcheted by the node that declares it), and the violations it stands for.
 type failure struct {
 	at           []string
 	inCombinator bool
-	findings     []finding
+	// duplicateKeys marks the duplicate keys of a list map: ratcheted, as Kubernetes does,
+	// when the stored list already had every key that is duplicated now.
+	duplicateKeys bool
+	findings      []finding
 }
 
 type finding struct {
@@ -135,7 +138,13 @@ func (s *Schema) failures(v any) []failure {
 	}
 	for _, l := range leaves(ve, nil) {
 		schemaPtr, in := ownerOf(l)
-		out = append(out, failure{at: l.InstanceLocation, inCombinator: in, findings: findingsOf(l, "/spec", schemaPtr)})
+		at := l.InstanceLocation
+		if d := combinatorDepth(l); d >= 0 && d < len(at) {
+			// A combinator's constraint belongs to the node that declares the combinator, as in
+			// Kubernetes' ratcheting: it is ratcheted only while that whole node is unchanged.
+			at = at[:d]
+		}
+		out = append(out, failure{at: at, inCombinator: in, findings: findingsOf(l, "/spec", schemaPtr)})
 	}
 	return out
 }
@@ -172,7 +181,7 @@ func mapListDuplicates(n *node, v any, path []string, out []failure) []failure {
 				}
 			}
 			if len(findings) > 0 {
-				out = append(out, failure{at: slices.Clone(path), findings: findings})
+				out = append(out, failure{at: slices.Clone(path), duplicateKeys: true, findings: findings})
 			}
 		}
 		for i, e := range val {
@@ -270,6 +279,34 @@ func ownerOf(l *jsonschema.ValidationError) (string, bool) {
 		owner = "/" + strings.Join(kept, "/")
 	}
 	return owner, in
+}
+
+// combinatorDepth is how many instance steps lead from the root to the node that declares the
+// first allOf/anyOf/oneOf/not on l's schema path, or -1 when there is none: each properties/X,
+// items, additionalProperties and patternProperties/X step consumes one instance token.
+func combinatorDepth(l *jsonschema.ValidationError) int {
+	frag := l.SchemaURL
+	i := strings.IndexByte(frag, '#')
+	if i < 0 {
+		return -1
+	}
+	toks := strings.Split(frag[i+1:], "/")[1:]
+	depth := 0
+	for j := 0; j < len(toks); j++ {
+		switch toks[j] {
+		case "allOf", "anyOf", "oneOf", "not":
+			return depth
+		case "properties", "patternProperties":
+			depth++
+			j++
+		case "items", "additionalProperties":
+			depth++
+		case "prefixItems":
+			depth++
+			j++
+		}
+	}
+	return -1
 }
 
 // violationsOf converts one leaf error into violations with instance pointers under prefix.
