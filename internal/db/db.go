@@ -370,6 +370,12 @@ func (t *Tx) Memo(key any, compute func() (any, error)) (any, error) {
 
 type txSlot struct{}
 
+// WithoutTx returns ctx without a transaction to join: InTx made with it opens its own, for
+// work that must commit on its own whatever the caller is in the middle of.
+func WithoutTx(ctx context.Context) context.Context {
+	return context.WithValue(ctx, txSlot{}, (*Tx)(nil))
+}
+
 // WithTx returns ctx carrying tx: InTx calls of tx's DB made with it join tx.
 func WithTx(ctx context.Context, tx *Tx) context.Context {
 	return context.WithValue(ctx, txSlot{}, tx)
@@ -399,7 +405,7 @@ func (t *Tx) QueryRow(ctx context.Context, q *Query, args ...any) Row {
 // writes (an import of many pillars, groups and nodes) be one transaction without those
 // services knowing about each other.
 func (d *DB) InTx(ctx context.Context, fn func(tx *Tx) error) (err error) {
-	if outer, ok := ctx.Value(txSlot{}).(*Tx); ok && outer.db == d {
+	if outer, ok := ctx.Value(txSlot{}).(*Tx); ok && outer != nil && outer.db == d {
 		return fn(outer)
 	}
 	ptx, err := d.pool.Begin(ctx)
@@ -440,7 +446,7 @@ func (d *DB) InTx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 // When ctx carries a transaction of d (WithTx), fn joins it, as in InTx, so a read inside a
 // larger operation sees that operation's own writes.
 func (d *DB) ReadTx(ctx context.Context, fn func(tx *Tx) error) error {
-	if outer, ok := ctx.Value(txSlot{}).(*Tx); ok && outer.db == d {
+	if outer, ok := ctx.Value(txSlot{}).(*Tx); ok && outer != nil && outer.db == d {
 		return fn(outer)
 	}
 	ptx, err := d.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})

@@ -118,10 +118,19 @@ func (s *Service) fill(ctx context.Context, versions []int64) error {
 	return fillVersions(ctx, s.db, versions)
 }
 
-// fillVersions settles versions one at a time, lowest first.
+// fillVersions settles versions one at a time, lowest first, each in a transaction of its
+// own that does not wait for its WAL flush (synchronous_commit off): a GAP row lost in a
+// crash is harmless — no writer can commit under its number afterwards (PostgreSQL never
+// hands a sequence value out twice, even across a crash), and a reader that has not passed it
+// settles it again — while waiting for a flush per version would make a rolled-back bulk
+// batch of 500 versions cost the poller 500 flushes.
 func fillVersions(ctx context.Context, d *db.DB, versions []int64) error {
+	ctx = db.WithoutTx(ctx) // each fill commits on its own, never inside a caller's transaction
 	for _, v := range versions {
-		if _, err := d.Exec(ctx, versionQ.Get("VersionFill"), v); err != nil {
+		err := d.InTx(ctx, func(tx *db.Tx) error {
+			return tx.Pipeline(ctx, db.Step{Query: versionQ.Get("VersionFillNoSync")}, db.Step{Query: versionQ.Get("VersionFill"), Args: []any{v}})
+		})
+		if err != nil {
 			return fmt.Errorf("settling resourceVersion %d: %w", v, err)
 		}
 	}

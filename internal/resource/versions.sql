@@ -29,6 +29,9 @@ INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object)
 VALUES ($1, '', '', '', 'GAP', '{}')
 ON CONFLICT (resource_version) DO NOTHING;
 
+-- name: VersionFillNoSync
+SELECT set_config('synchronous_commit', 'off', true);
+
 -- name: VersionChanges
 -- The changes of the given versions (GAP rows included), in version order.
 SELECT resource_version, type, kind, org, name, object, prev_labels
