@@ -37,20 +37,12 @@ func TestObjectWritesAttributed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := pgtest.NewDB(t)
-	tokens := auth.NewService(d)
-	admin, err := tokens.Bootstrap(ctx, "")
-	require.NoError(t, err)
-	serve := func(trusted ...string) *testBundle {
-		var prefixes []netip.Prefix
-		for _, p := range trusted {
-			prefixes = append(prefixes, netip.MustParsePrefix(p))
-		}
-		srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resource.NewService(d), Pillars: pillar.NewService(d),
-			MaxBodyBytes: 64 << 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), TrustedProxies: prefixes}))
-		t.Cleanup(srv.Close)
-		return &testBundle{srv: srv, admin: admin, tokens: tokens}
-	}
-	direct, behindProxy := serve(), serve("127.0.0.1/32")
+	direct := serveOn(t, d, nil)
+	behindProxy := serveOn(t, d, func(o *httpapi.Options) {
+		o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	})
+	tokens := direct.tokens
+	behindProxy.admin = direct.admin
 	tok, secret, err := tokens.Create(ctx, auth.AuditActor{Actor: "test"}, auth.CreateParams{Name: "ops", Scopes: []string{"orgs:write:*", "nodes:write:*", "orgs:attach:*"}})
 	require.NoError(t, err)
 	r := direct.do(t, "POST", "/v1/orgs", secret, strings.NewReader(`{"metadata":{"name":"acme"}}`), "X-Request-Id", "req-create")
@@ -85,4 +77,23 @@ func TestObjectWritesAttributed(t *testing.T) {
 	r = direct.do(t, "DELETE", "/v1/orgs/acme", secret, nil, "X-Request-Id", "req-delete")
 	require.Equal(t, 204, r.status, string(r.body))
 	require.Equal(t, [3]string{actor, "127.0.0.1", "req-delete"}, who("TestAuditOf", "object.delete", "Org/acme"))
+}
+
+// serveOn serves the API over d: tokens, resources and pillars wired as a replica wires them
+// (renames re-key the pillar history); tune adjusts the options. The first server of a
+// database gets its admin token.
+func serveOn(t *testing.T, d *db.DB, tune func(*httpapi.Options)) *testBundle {
+	t.Helper()
+	tokens := auth.NewService(d)
+	admin, err := tokens.Bootstrap(context.Background(), "")
+	require.NoError(t, err)
+	res, pil := resource.NewService(d), pillar.NewService(d)
+	res.OnRename(pil.Renamed)
+	o := httpapi.Options{Tokens: tokens, Resources: res, Pillars: pil, MaxBodyBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if tune != nil {
+		tune(&o)
+	}
+	srv := httptest.NewServer(httpapi.New(o))
+	t.Cleanup(srv.Close)
+	return &testBundle{srv: srv, admin: admin, tokens: tokens}
 }

@@ -3,21 +3,14 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/fstest"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
-	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/pgtest"
-	"github.com/stratahq/strata/internal/pillar"
-	"github.com/stratahq/strata/internal/resource"
 )
 
 var renameQueries = db.MustParseQueries(fstest.MapFS{"rename.sql": {Data: []byte(`
@@ -33,15 +26,8 @@ func TestNodeRename(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := pgtest.NewDB(t)
-	tokens := auth.NewService(d)
-	admin, err := tokens.Bootstrap(ctx, "")
-	require.NoError(t, err)
-	res, pil := resource.NewService(d), pillar.NewService(d)
-	res.OnRename(pil.Renamed)
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: res, Pillars: pil, MaxBodyBytes: 1 << 20,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
-	t.Cleanup(srv.Close)
-	b := &testBundle{srv: srv, admin: admin, tokens: tokens}
+	b := serveOn(t, d, nil)
+	admin := b.admin
 	must := func(status int, method, path, body string) string {
 		t.Helper()
 		r := b.do(t, method, path, admin, strings.NewReader(body))
