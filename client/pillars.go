@@ -42,6 +42,9 @@ type Pillar struct {
 	UpdatedBy string          `json:"updatedBy"`
 	// ETag is the row version's ETag (from the response header), for If-Match.
 	ETag string `json:"-"`
+	// Warnings are the write's Warning headers (a typed category's deprecated fields, kept
+	// violations).
+	Warnings []string `json:"-"`
 }
 
 // PillarChange is one entry of a category's history.
@@ -69,6 +72,7 @@ func (c *Client) PillarSet(ctx context.Context, t PillarTarget, category string,
 	hdr, err := c.Do(ctx, Request{Method: http.MethodPut, Path: base + "/" + pathEscape(category), RawBody: data, ContentType: "application/json", Header: h}, &out)
 	if hdr != nil {
 		out.ETag = hdr.Get("ETag")
+		out.Warnings = Warnings(hdr)
 	}
 	return out, err
 }
@@ -243,4 +247,52 @@ func (c *Client) PillarSettingsSet(ctx context.Context, s PillarSettings) (Pilla
 	var out PillarSettings
 	_, err := c.Do(ctx, Request{Method: http.MethodPut, Path: "/v1/pillar-settings", Body: s}, &out)
 	return out, err
+}
+
+// PillarCategory is a category's properties, which apply at every target: Kind binds it to a
+// kind whose schema validates every row of the category (a typed category, a formula). Rows
+// counts the category's rows at all targets.
+type PillarCategory struct {
+	Category  string     `json:"category"`
+	Kind      string     `json:"kind,omitempty"`
+	Rows      int64      `json:"rows"`
+	UpdatedAt *time.Time `json:"updatedAt,omitempty"`
+	UpdatedBy string     `json:"updatedBy,omitempty"`
+	// Represented counts the rows a binding rewrote to fill the kind's defaults in.
+	Represented int `json:"represented,omitempty"`
+}
+
+// PillarCategoryRequest sets a category's properties (PUT replaces them all): Kind, when not
+// empty, binds the category to that kind.
+type PillarCategoryRequest struct {
+	Kind string `json:"kind,omitempty"`
+}
+
+// PillarCategorySet sets a category's properties.
+func (c *Client) PillarCategorySet(ctx context.Context, category string, req PillarCategoryRequest) (PillarCategory, error) {
+	var out PillarCategory
+	_, err := c.Do(ctx, Request{Method: http.MethodPut, Path: "/v1/pillar-categories/" + pathEscape(category), Body: req}, &out)
+	return out, err
+}
+
+// PillarCategoryGet reads a category's properties.
+func (c *Client) PillarCategoryGet(ctx context.Context, category string) (PillarCategory, error) {
+	var out PillarCategory
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/pillar-categories/" + pathEscape(category)}, &out)
+	return out, err
+}
+
+// PillarCategoryDelete removes a category's properties (its rows stay).
+func (c *Client) PillarCategoryDelete(ctx context.Context, category string) error {
+	_, err := c.Do(ctx, Request{Method: http.MethodDelete, Path: "/v1/pillar-categories/" + pathEscape(category)}, nil)
+	return err
+}
+
+// PillarCategories lists every category that has properties or rows.
+func (c *Client) PillarCategories(ctx context.Context) ([]PillarCategory, error) {
+	var out struct {
+		Items []PillarCategory `json:"items"`
+	}
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/pillar-categories"}, &out)
+	return out.Items, err
 }

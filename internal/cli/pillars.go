@@ -72,6 +72,9 @@ func newPillarCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			for _, w := range p.Warnings {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+			}
 			return g.print(p, func(w io.Writer) error {
 				_, err := fmt.Fprintf(w, "%s %s revision %d (ETag %s)\n", p.Target, p.Category, p.Revision, p.ETag)
 				return err
@@ -320,7 +323,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 	imp.Flags().StringVar(&env, "env", "", "the top.sls environment to import (default base)")
 	imp.Flags().StringVar(&nodegroupsFile, "nodegroups", "", "JSON file of the master's nodegroups (name to minion ids)")
 
-	cmd.AddCommand(set, get, del, list, imp, newPillarSettingsCmd(g),
+	cmd.AddCommand(set, get, del, list, imp, newPillarSettingsCmd(g), newPillarCategoryCmd(g),
 		render("render", "Show a node's merged pillar", false),
 		render("explain", "Show a node's merged pillar and where each value came from", true),
 		history)
@@ -399,6 +402,108 @@ func newPillarSettingsCmd(g *globals) *cobra.Command {
 	set.Flags().BoolVar(&mergeLists, "merge-lists", false, "keep lists of lower layers before higher ones instead of replacing them (Salt's pillar_merge_lists)")
 	set.Flags().StringVar(&unknownMinion, "unknown-minion", "", "what a minion strata does not know gets: empty or error")
 	cmd.AddCommand(get, set)
+	return cmd
+}
+
+// newPillarCategoryCmd is `strata pillar category list|get|set|delete`: the properties of a
+// category, which apply at every target (a kind binding makes it a typed category).
+func newPillarCategoryCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "category", Short: "Show or change the properties of pillar categories (typed categories)"}
+	show := func(cs []client.PillarCategory, one bool) error {
+		var v any = map[string]any{"items": cs}
+		if one {
+			v = cs[0]
+		}
+		return g.print(v, func(w io.Writer) error {
+			tw := newTable(w, "CATEGORY", "KIND", "ROWS", "UPDATED BY")
+			for _, c := range cs {
+				k := c.Kind
+				if k == "" {
+					k = "-"
+				}
+				tw.row(c.Category, k, fmt.Sprint(c.Rows), c.UpdatedBy)
+			}
+			return tw.flush()
+		})
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the categories that have properties or rows",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			cs, err := c.PillarCategories(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return show(cs, false)
+		},
+	}
+	get := &cobra.Command{
+		Use:   "get CATEGORY",
+		Short: "Show a category's properties",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			out, err := c.PillarCategoryGet(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return show([]client.PillarCategory{out}, true)
+		},
+	}
+	var kindName string
+	set := &cobra.Command{
+		Use:   "set CATEGORY [--kind KIND]",
+		Short: "Set a category's properties: --kind binds it to a kind (a typed category)",
+		Long: "Set a category's properties, which apply at every target. --kind binds the category to a\n" +
+			"registered kind: every row of the category, at any target, is then validated by the kind's\n" +
+			"schema (with ratcheting), and registering a new revision of the kind checks the stored rows.\n" +
+			"Binding refuses (and lists the rows) when stored rows do not validate. Without --kind the\n" +
+			"category is unbound; its rows stay.",
+		Example: "  strata pillar category set ntp --kind NtpFormula",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			out, err := c.PillarCategorySet(cmd.Context(), args[0], client.PillarCategoryRequest{Kind: kindName})
+			if err != nil {
+				return err
+			}
+			if out.Represented > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d rows rewritten with the kind's defaults\n", out.Represented)
+			}
+			return show([]client.PillarCategory{out}, true)
+		},
+	}
+	set.Flags().StringVar(&kindName, "kind", "", "the kind whose schema the category's rows must follow")
+	del := &cobra.Command{
+		Use:   "delete CATEGORY",
+		Short: "Remove a category's properties (its rows stay, untyped)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			if err := c.PillarCategoryDelete(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			return g.print(map[string]any{"category": args[0], "deleted": true}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "category %s: properties removed\n", args[0])
+				return err
+			})
+		},
+	}
+	cmd.AddCommand(list, get, set, del)
 	return cmd
 }
 

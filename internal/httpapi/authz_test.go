@@ -109,6 +109,10 @@ func init() {
 		authzCase{pattern: "POST /v1/pillars:import", path: "/v1/pillars:import?org=acme", body: `{"files":{"top.sls":"base:\n  '*':\n    - app\n","app.sls":"a: 1\n"}}`},
 		authzCase{pattern: "GET /v1/pillar-settings", path: "/v1/pillar-settings"},
 		authzCase{pattern: "PUT /v1/pillar-settings", path: "/v1/pillar-settings", body: `{"mergeLists":true}`},
+		authzCase{pattern: "GET /v1/pillar-categories", path: "/v1/pillar-categories"},
+		authzCase{pattern: "GET /v1/pillar-categories/{category}", path: "/v1/pillar-categories/app"},
+		authzCase{pattern: "PUT /v1/pillar-categories/{category}", path: "/v1/pillar-categories/app", body: `{}`},
+		authzCase{pattern: "DELETE /v1/pillar-categories/{category}", path: "/v1/pillar-categories/app"},
 		// The schema registry and the objects of user kinds (Db lives in orgs, Zone is global).
 		authzCase{pattern: "GET /v1/kinds", path: "/v1/kinds"},
 		authzCase{pattern: "PUT /v1/kinds/{kind}", path: "/v1/kinds/Db", body: `{"schema":{"type":"object"}}`},

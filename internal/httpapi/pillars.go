@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/pillar"
@@ -72,6 +73,12 @@ func (a *API) pillarRoutes() []route {
 		route{pattern: "POST /v1/pillars:import", family: "pillars", verb: "write", source: byHandler, handler: a.pillarImport, stateBody: true},
 		route{pattern: "GET /v1/pillar-settings", family: "pillars", verb: "read", source: fixedName, name: "*", handler: a.pillarSettingsGet},
 		route{pattern: "PUT /v1/pillar-settings", family: "pillars", verb: "write", source: fixedName, name: "*", handler: a.pillarSettingsPut},
+		// A category's properties apply at every target: reading them needs read on all
+		// targets, changing them write on all.
+		route{pattern: "GET /v1/pillar-categories", family: "pillars", verb: "read", source: fixedName, name: "*", handler: a.pillarCategoryList},
+		route{pattern: "GET /v1/pillar-categories/{category}", family: "pillars", verb: "read", source: fixedName, name: "*", handler: a.pillarCategoryGet},
+		route{pattern: "PUT /v1/pillar-categories/{category}", family: "pillars", verb: "write", source: fixedName, name: "*", handler: a.pillarCategoryPut},
+		route{pattern: "DELETE /v1/pillar-categories/{category}", family: "pillars", verb: "write", source: fixedName, name: "*", handler: a.pillarCategoryDelete},
 	)
 }
 
@@ -128,6 +135,9 @@ func (a *API) pillarPut(w http.ResponseWriter, r *http.Request, t pillar.Target,
 		return err
 	}
 	w.Header().Set("ETag", pl.ETag)
+	for _, msg := range pl.Warnings {
+		w.Header().Add("Warning", "299 strata "+strconv.Quote(msg))
+	}
 	if created {
 		return writeJSON(w, http.StatusCreated, pl)
 	}
@@ -361,4 +371,46 @@ func (a *API) pillarImport(w http.ResponseWriter, r *http.Request, p *auth.Princ
 		return err
 	}
 	return writeJSON(w, http.StatusOK, rep)
+}
+
+func (a *API) pillarCategoryList(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	items, err := a.pillars.ListCategories(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+func (a *API) pillarCategoryGet(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	c, err := a.pillars.GetCategory(r.Context(), r.PathValue("category"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, c)
+}
+
+// pillarCategoryPut sets a category's properties ({"kind": "NtpFormula"} binds it; {} unbinds):
+// 201 when the category had no properties, else 200; 409 listing the stored rows a binding
+// refuses.
+func (a *API) pillarCategoryPut(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	var req client.PillarCategoryRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	c, created, err := a.pillars.SetCategory(r.Context(), r.PathValue("category"), req, p.Actor())
+	if err != nil {
+		return err
+	}
+	if created {
+		return writeJSON(w, http.StatusCreated, c)
+	}
+	return writeJSON(w, http.StatusOK, c)
+}
+
+func (a *API) pillarCategoryDelete(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	if err := a.pillars.DeleteCategory(r.Context(), r.PathValue("category"), p.Actor()); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

@@ -91,6 +91,8 @@ type Service struct {
 	// tombstone anywhere): reads return the stored spec without decoding it.
 	inert   map[revKey]bool
 	current map[string]current
+	// holder keeps values of kinds outside resources (SetHolder); nil: none.
+	holder Holder
 
 	// Test hooks (export_test.go): skipWriteLock drops the writes' shared key, afterScan
 	// runs between a registration's locked check and its insert, afterUnlockedScan after its
@@ -282,6 +284,14 @@ func (s *Service) Admit(ctx context.Context, tx *db.Tx, kind string, spec, prev 
 	return raw, c.rev, warnings, nil
 }
 
+// Hold takes kind's key shared in tx (once per transaction; Admit then reuses it): a holder
+// of the kind's values takes it before it locks the rows it will write, so it never holds a
+// row a registration (which holds the key exclusively) is waiting to present.
+func (s *Service) Hold(ctx context.Context, tx *db.Tx, kind string) error {
+	_, err := s.lockedCurrent(ctx, tx, kind)
+	return err
+}
+
 // lockedCurrent takes kind's key shared in tx and reads its current revision, once per
 // transaction: the key stays held to the end of the transaction, so the revision read under
 // it stays current, and a batch of writes of one kind locks and reads once.
@@ -420,7 +430,7 @@ func (s *Service) Revisions(ctx context.Context, name string) ([]client.KindRevi
 	if err != nil {
 		return nil, err
 	}
-	vis := visibilityOf(ctx)
+	vis := s.visibilityOf(ctx)
 	for i := range out {
 		out[i].Report = vis.filterReport(scope, out[i].Report)
 	}
@@ -452,7 +462,7 @@ func (s *Service) Revision(ctx context.Context, name string, n int) (client.Kind
 	if err != nil {
 		return r, err
 	}
-	r.Report = visibilityOf(ctx).filterReport(scope, r.Report)
+	r.Report = s.visibilityOf(ctx).filterReport(scope, r.Report)
 	return r, nil
 }
 
@@ -526,7 +536,8 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 	for _, a := range req.Acknowledge {
 		acks = append(acks, compat.Ack{Path: a.Path, Rule: a.Rule})
 	}
-	vis := visibilityOf(ctx)
+	vis := s.visibilityOf(ctx)
+	represented := 0
 	// The data-aware part of the check, without the kind's key: writes of the kind go on
 	// meanwhile, and the locked part below re-checks only the objects they wrote.
 	pre, err := s.scanUnlocked(ctx, name, next, acks, vis)
@@ -616,10 +627,28 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 		if _, err := tx.Exec(ctx, q.Get("KindAdvance"), name, cur.rev+1); err != nil {
 			return err
 		}
-		return s.insertRevision(ctx, tx, actor, name, cur.rev+1, canonical, report)
+		if err := s.insertRevision(ctx, tx, actor, name, cur.rev+1, canonical, report); err != nil {
+			return err
+		}
+		if s.holder == nil {
+			return nil
+		}
+		// Held values are read without the registry (Salt renders them from SQL), so the new
+		// revision's defaults and aliases are written into them now, under the kind's key.
+		represented, err = s.holder.Represent(ctx, tx, name, cur.rev+1, func(raw []byte) ([]byte, error) {
+			v, err := decode(raw)
+			if err != nil {
+				return nil, err
+			}
+			return encode(next.Present(v))
+		})
+		return err
 	})
 	if err != nil {
 		return res, err
+	}
+	if represented > 0 {
+		s.holder.Represented()
 	}
 	if !dryRun && !res.Unchanged {
 		s.remember(name, current{scope: res.Scope, rev: res.Revision, builtin: builtin, at: s.now()})
@@ -711,6 +740,8 @@ type checkPlan struct {
 	scan    bool
 	hits    map[string][]int // object label -> indexes into plain
 	scanned int
+	// heldScanned counts the held values among scanned (a re-check reads them all again).
+	heldScanned int
 }
 
 type keyedChange struct {
@@ -747,7 +778,18 @@ func (s *Service) plan(ctx context.Context, tx *db.Tx, name string, cur current,
 			return nil, err
 		}
 	}
+	var held []int
+	if s.holder != nil {
+		var err error
+		if held, err = s.holder.HeldRevisions(ctx, tx, name); err != nil {
+			return nil, err
+		}
+		if !blind {
+			live = append(live, held...)
+		}
+	}
 	sort.Sort(sort.Reverse(sort.IntSlice(live)))
+	live = slices.Compact(live)
 	for _, r := range live {
 		if r != latestRev && r < latestRev {
 			against = append(against, r)
@@ -803,6 +845,10 @@ func (s *Service) plan(ctx context.Context, tx *db.Tx, name string, cur current,
 		}
 		return nil, fault.Forbidden("this schema change of %s (%s) is checked against every stored object, and token %q may not read all of them: it needs scope resources:read:%s (or resources:read:*); changes that need no data (new optional fields, descriptions, defaults) need only kinds:write",
 			name, need, vis.p.Name, auth.TargetName(cur.scope, "*"))
+	}
+	if p.scan && len(held) > 0 && !vis.allHeld {
+		return nil, fault.Forbidden("this schema change of %s is checked against the stored pillar rows of the categories bound to it, and token %q may not read all of them: it needs scope %s",
+			name, vis.p.Name, vis.heldScope)
 	}
 	return p, nil
 }
@@ -935,15 +981,17 @@ func (s *Service) recheck(ctx context.Context, tx *db.Tx, name string, cur curre
 	if err := rows.Err(); err != nil {
 		return nil, false, err
 	}
-	if len(names) == 0 {
-		return p, true, nil
+	if len(names) > 0 {
+		for i := range names {
+			delete(p.hits, objectLabel(orgs[i], names[i])) // gone, or re-examined just below
+		}
+		n, err := s.scanRows(ctx, tx, name, next, p, q.Get("KindScanNamed"), name, orgs, names)
+		p.scanned += n
+		if err != nil {
+			return p, true, err
+		}
 	}
-	for i := range names {
-		delete(p.hits, objectLabel(orgs[i], names[i])) // gone, or re-examined just below
-	}
-	n, err := s.scanRows(ctx, tx, name, next, p, q.Get("KindScanNamed"), name, orgs, names)
-	p.scanned += n
-	return p, true, err
+	return p, true, s.scanHeld(ctx, tx, name, next, p)
 }
 
 // scanAll examines every stored object of the kind for the changes that need data: values
@@ -952,15 +1000,14 @@ func (s *Service) recheck(ctx context.Context, tx *db.Tx, name string, cur curre
 func (s *Service) scanAll(ctx context.Context, tx *db.Tx, name string, next *schema.Schema, p *checkPlan) error {
 	n, err := s.scanRows(ctx, tx, name, next, p, q.Get("KindScan"), name)
 	p.scanned += n
-	return err
+	if err != nil {
+		return err
+	}
+	return s.scanHeld(ctx, tx, name, next, p)
 }
 
 // scanRows examines the objects query returns (org, name, spec), replacing their hits in p.
 func (s *Service) scanRows(ctx context.Context, tx *db.Tx, name string, next *schema.Schema, p *checkPlan, query *db.Query, args ...any) (int, error) {
-	needViolations := false
-	for _, c := range p.plain {
-		needViolations = needViolations || c.Check == compat.Violations
-	}
 	rows, err := tx.Query(ctx, query, args...)
 	if err != nil {
 		return 0, err
@@ -976,42 +1023,78 @@ func (s *Service) scanRows(ctx context.Context, tx *db.Tx, name string, next *sc
 			return n, err
 		}
 		n++
-		spec, err := decode(raw)
-		if err != nil {
+		if err := p.examine(next, objectLabel(org, obj), raw); err != nil {
 			return n, fmt.Errorf("stored spec of %s %s: %w", name, obj, err)
-		}
-		var viols []schema.Violation
-		if needViolations {
-			viols = next.Violations(next.Present(spec))
-		}
-		var hit []int
-		for i, c := range p.plain {
-			h := false
-			switch c.Check {
-			case compat.Violations:
-				for _, v := range viols {
-					if c.Counts(v.Schema, v.Keyword) {
-						h = true
-						break
-					}
-				}
-			case compat.Present:
-				h = compat.HasValue(spec, c.Path)
-			case compat.Absent:
-				h = compat.Lacks(spec, c.Path)
-			}
-			if h {
-				hit = append(hit, i)
-			}
-		}
-		label := objectLabel(org, obj)
-		if len(hit) > 0 {
-			p.hits[label] = hit
-		} else {
-			delete(p.hits, label)
 		}
 	}
 	return n, rows.Err()
+}
+
+// scanHeld examines every value of the kind the holder keeps (pillar rows of bound
+// categories), replacing the hits of held values in p: held values are few next to objects
+// and have no change log, so a locked re-check reads them all again.
+func (s *Service) scanHeld(ctx context.Context, tx *db.Tx, name string, next *schema.Schema, p *checkPlan) error {
+	if s.holder == nil {
+		return nil
+	}
+	for label := range p.hits {
+		if _, ok := heldName(label); ok {
+			delete(p.hits, label)
+		}
+	}
+	p.scanned -= p.heldScanned
+	p.heldScanned = 0
+	err := s.holder.ScanHeld(ctx, tx, name, func(label string, raw []byte) error {
+		p.heldScanned++
+		if err := p.examine(next, label, raw); err != nil {
+			return fmt.Errorf("stored value of %s %s: %w", name, label, err)
+		}
+		return nil
+	})
+	p.scanned += p.heldScanned
+	return err
+}
+
+// examine records which of p's changes the stored value raw, labelled label, hits.
+func (p *checkPlan) examine(next *schema.Schema, label string, raw []byte) error {
+	spec, err := decode(raw)
+	if err != nil {
+		return err
+	}
+	needViolations := false
+	for _, c := range p.plain {
+		needViolations = needViolations || c.Check == compat.Violations
+	}
+	var viols []schema.Violation
+	if needViolations {
+		viols = next.Violations(next.Present(spec))
+	}
+	var hit []int
+	for i, c := range p.plain {
+		h := false
+		switch c.Check {
+		case compat.Violations:
+			for _, v := range viols {
+				if c.Counts(v.Schema, v.Keyword) {
+					h = true
+					break
+				}
+			}
+		case compat.Present:
+			h = compat.HasValue(spec, c.Path)
+		case compat.Absent:
+			h = compat.Lacks(spec, c.Path)
+		}
+		if h {
+			hit = append(hit, i)
+		}
+	}
+	if len(hit) > 0 {
+		p.hits[label] = hit
+	} else {
+		delete(p.hits, label)
+	}
+	return nil
 }
 
 // objectLabel names an object in a report: org/name, or name for global kinds.

@@ -14,11 +14,24 @@ const familyResources = "resources"
 // visibility is what the caller of a registration or a report read may see of a kind's
 // objects: the request's principal (put in the context by the HTTP API), or everything for
 // strata's own calls, which carry none.
-type visibility struct{ p *auth.Principal }
+//
+// Values of the kind held elsewhere (pillar rows of bound categories: Holder) are labelled
+// apart and shown to callers the holder lets read them.
+type visibility struct {
+	p *auth.Principal
+	h Holder
+	// allHeld: the caller may read every held value; heldScope names the scope it lacks.
+	allHeld   bool
+	heldScope string
+}
 
-func visibilityOf(ctx context.Context) visibility {
+func (s *Service) visibilityOf(ctx context.Context) visibility {
 	p, _ := auth.FromContext(ctx)
-	return visibility{p: p}
+	v := visibility{p: p, h: s.holder, allHeld: true}
+	if s.holder != nil && p != nil {
+		v.allHeld, v.heldScope = s.holder.MayReadAllHeld(ctx)
+	}
+	return v
 }
 
 // all reports whether the caller may read every object of a kind of scope ("org" or
@@ -33,6 +46,9 @@ func (v visibility) canRead(scope, label string) bool {
 	if v.p == nil {
 		return true
 	}
+	if name, ok := heldName(label); ok {
+		return v.h != nil && v.h.MayReadHeld(v.p, name)
+	}
 	if scope == "org" {
 		org, _, _ := strings.Cut(label, "/")
 		return v.p.Allows(familyResources, "read", auth.TargetName("org", org))
@@ -44,7 +60,7 @@ func (v visibility) canRead(scope, label string) bool {
 // orgs (or global names) it can read, their count, and no total of objects scanned. Filtered
 // says the report is cut so.
 func (v visibility) filterReport(scope string, r client.KindReport) client.KindReport {
-	if v.all(scope) {
+	if v.all(scope) && v.allHeld {
 		return r
 	}
 	out := r

@@ -17,13 +17,14 @@ FOR UPDATE;
 
 -- name: PillarInsert
 -- ON CONFLICT DO NOTHING: a concurrent creator won; the caller locks its row and updates it.
-INSERT INTO {{schema}}.pillars (target_kind, resource_id, category, data, updated_by)
-VALUES ($1, $2, $3, $4, $5)
+-- $6 is the bound kind's revision the row was admitted under (NULL: an untyped category).
+INSERT INTO {{schema}}.pillars (target_kind, resource_id, category, data, updated_by, kind_revision)
+VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (resource_id, category) DO NOTHING
 RETURNING id, revision, updated_at;
 
 -- name: PillarUpdate
-UPDATE {{schema}}.pillars SET data = $2, revision = revision + 1, updated_at = now(), updated_by = $3
+UPDATE {{schema}}.pillars SET data = $2, revision = revision + 1, updated_at = now(), updated_by = $3, kind_revision = $4
 WHERE id = $1
 RETURNING revision, updated_at;
 
@@ -100,3 +101,81 @@ SELECT {{schema}}.salt_pillar_role($1, $2, $3);
 -- A renamed node's pillar history follows it: its rows (by the node's row id, not another
 -- node that had the old name before) take the new target name.
 UPDATE {{schema}}.pillar_history SET target = $3 WHERE resource_id = $1 AND target = $2;
+
+-- name: CategoryLockShared
+-- Taken by every write of a pillar row before it reads the category's binding, in its own
+-- statement (a statement's snapshot predates its wait for a lock): a binding in progress
+-- is waited for, and a binding waits for the writes already past this key.
+SELECT pg_advisory_xact_lock_shared(hashtextextended($1 || '/pillar-category/' || $2, 0));
+
+-- name: CategoryLockExclusive
+SELECT pg_advisory_xact_lock(hashtextextended($1 || '/pillar-category/' || $2, 0));
+
+-- name: CategoryKind
+-- The kind the category is bound to; no row or NULL: untyped.
+SELECT kind FROM {{schema}}.pillar_categories WHERE category = $1;
+
+-- name: CategoryUpsert
+INSERT INTO {{schema}}.pillar_categories (category, kind, updated_by) VALUES ($1, $2, $3)
+ON CONFLICT (category) DO UPDATE SET kind = excluded.kind, updated_at = now(), updated_by = excluded.updated_by
+RETURNING updated_at, (xmax = 0) AS created;
+
+-- name: CategoryDelete
+DELETE FROM {{schema}}.pillar_categories WHERE category = $1 RETURNING kind;
+
+-- name: CategoryList
+-- Every category that has properties or rows ($1 NULL), or one category: its properties and
+-- how many rows it has at all targets.
+SELECT coalesce(c.category, p.category), c.kind, c.updated_at, coalesce(c.updated_by, ''), coalesce(p.n, 0)
+FROM {{schema}}.pillar_categories c
+FULL JOIN (SELECT category, count(*) AS n FROM {{schema}}.pillars
+           WHERE $1::text IS NULL OR category = $1 GROUP BY category) p ON p.category = c.category
+WHERE $1::text IS NULL OR coalesce(c.category, p.category) = $1
+ORDER BY 1;
+
+-- name: CategoryRows
+-- Every row of a category, with its target by name, locked: a binding validates and
+-- presents them all. Targets: kind (global, Org, Group, Node), org, name.
+SELECT p.id, p.target_kind, coalesce(r.org, ''), coalesce(r.name, ''), p.resource_id, p.category, p.data
+FROM {{schema}}.pillars p LEFT JOIN {{schema}}.resources r ON r.id = p.resource_id
+WHERE p.category = $1
+ORDER BY p.id
+FOR UPDATE OF p;
+
+-- name: CategoryUntype
+UPDATE {{schema}}.pillars SET kind_revision = NULL WHERE category = $1 AND kind_revision IS NOT NULL;
+
+-- name: HeldRows
+-- The rows of every category bound to kind $1, as CategoryRows (locked: a registration
+-- presents them under its new revision; under the kind's key no writer is waiting for them).
+SELECT p.id, p.target_kind, coalesce(r.org, ''), coalesce(r.name, ''), p.resource_id, p.category, p.data
+FROM {{schema}}.pillar_categories c
+JOIN {{schema}}.pillars p ON p.category = c.category
+LEFT JOIN {{schema}}.resources r ON r.id = p.resource_id
+WHERE c.kind = $1
+ORDER BY p.category, p.id
+FOR UPDATE OF p;
+
+-- name: HeldRowsUnlocked
+-- HeldRows for a registration's scan, which may run in a read-only snapshot.
+SELECT p.id, p.target_kind, coalesce(r.org, ''), coalesce(r.name, ''), p.resource_id, p.category, p.data
+FROM {{schema}}.pillar_categories c
+JOIN {{schema}}.pillars p ON p.category = c.category
+LEFT JOIN {{schema}}.resources r ON r.id = p.resource_id
+WHERE c.kind = $1
+ORDER BY p.category, p.id;
+
+-- name: HeldRevisions
+SELECT DISTINCT p.kind_revision
+FROM {{schema}}.pillar_categories c JOIN {{schema}}.pillars p ON p.category = c.category
+WHERE c.kind = $1 AND p.kind_revision IS NOT NULL;
+
+-- name: PillarRepresent
+-- A row rewritten by a binding or a kind's new revision (defaults filled, aliases mapped):
+-- a change like any other, with a new revision and a history entry.
+UPDATE {{schema}}.pillars SET data = $2, kind_revision = $3, revision = revision + 1, updated_at = now(), updated_by = $4
+WHERE id = $1
+RETURNING revision;
+
+-- name: PillarSetKindRevision
+UPDATE {{schema}}.pillars SET kind_revision = $2 WHERE id = $1;

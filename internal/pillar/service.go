@@ -20,6 +20,7 @@ import (
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/kind"
 	"github.com/stratahq/strata/internal/metadata"
 	"github.com/stratahq/strata/internal/pillar/merge"
 	"github.com/stratahq/strata/internal/resource"
@@ -90,6 +91,9 @@ type Pillar struct {
 	// ETag identifies this version of the row (row id and revision: a row deleted and created
 	// again never repeats an earlier ETag).
 	ETag string `json:"-"`
+	// Warnings of a write of a typed category (deprecated fields, ratcheted errors), for
+	// HTTP Warning headers.
+	Warnings []string `json:"-"`
 }
 
 // Service stores pillars and renders the merged pillar of a node.
@@ -100,6 +104,8 @@ type Service struct {
 	ClientURL string
 	// cache, when set (UseCache), serves renders until an invalidation.
 	cache *Cache
+	// kinds validates the rows of typed categories (UseKinds).
+	kinds *kind.Service
 }
 
 // UseCache makes Render serve from c (which must be kept subscribed by c.Listen).
@@ -207,6 +213,10 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 	var created bool
 	defer s.wrote(t.scope())
 	err = s.db.InTx(ctx, func(tx *db.Tx) error {
+		kindName, err := s.categoryKind(ctx, tx, category)
+		if err != nil {
+			return err
+		}
 		rid, err := lockTarget(ctx, tx, t)
 		if err != nil {
 			return err
@@ -216,13 +226,34 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 				id, rev int64
 				old     []byte
 			)
-			err := tx.QueryRow(ctx, q.Get("PillarGetForUpdate"), rid, category).Scan(&id, &old, &rev)
-			switch {
-			case errors.Is(err, db.ErrNotFound):
-				if ifMatch != "" {
-					return fault.New(fault.KindPreconditionFailed, "%s has no pillar %q, but If-Match asked for %s", t, category, ifMatch)
+			getErr := tx.QueryRow(ctx, q.Get("PillarGetForUpdate"), rid, category).Scan(&id, &old, &rev)
+			missing := errors.Is(getErr, db.ErrNotFound)
+			if getErr != nil && !missing {
+				return getErr
+			}
+			if missing && ifMatch != "" {
+				return fault.New(fault.KindPreconditionFailed, "%s has no pillar %q, but If-Match asked for %s", t, category, ifMatch)
+			}
+			if !missing && ifMatch != "" && ifMatch != "*" && ifMatch != etag(id, rev) {
+				return fault.New(fault.KindPreconditionFailed, "pillar %q of %s has changed: its ETag is %s, If-Match asked for %s", category, t, etag(id, rev), ifMatch)
+			}
+			stored, stored2 := body, data
+			var (
+				kindRev  any
+				warnings []string
+			)
+			if kindName != "" {
+				raw, r, w, err := s.admit(ctx, tx, kindName, category, body, old)
+				if err != nil {
+					return err
 				}
-				err = tx.QueryRow(ctx, q.Get("PillarInsert"), targetKind(t), rid, category, body, actor).Scan(&id, &rev, &out.UpdatedAt)
+				if stored2, err = DecodeObject(raw); err != nil {
+					return err
+				}
+				stored, kindRev, warnings = raw, r, w
+			}
+			if missing {
+				err := tx.QueryRow(ctx, q.Get("PillarInsert"), targetKind(t), rid, category, stored, actor, kindRev).Scan(&id, &rev, &out.UpdatedAt)
 				if errors.Is(err, db.ErrNotFound) {
 					continue // created concurrently: lock it and update it
 				}
@@ -230,28 +261,21 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 					return err
 				}
 				created = true
-			case err != nil:
+			} else if err := tx.QueryRow(ctx, q.Get("PillarUpdate"), id, stored, actor, kindRev).Scan(&rev, &out.UpdatedAt); err != nil {
 				return err
-			default:
-				if ifMatch != "" && ifMatch != "*" && ifMatch != etag(id, rev) {
-					return fault.New(fault.KindPreconditionFailed, "pillar %q of %s has changed: its ETag is %s, If-Match asked for %s", category, t, etag(id, rev), ifMatch)
-				}
-				if err := tx.QueryRow(ctx, q.Get("PillarUpdate"), id, body, actor).Scan(&rev, &out.UpdatedAt); err != nil {
-					return err
-				}
 			}
 			var oldArg any
 			if old != nil {
 				oldArg = old
 			}
-			if _, err := tx.Exec(ctx, q.Get("PillarHistoryAdd"), t.String(), rid, category, rev, oldArg, body, actor); err != nil {
+			if _, err := tx.Exec(ctx, q.Get("PillarHistoryAdd"), t.String(), rid, category, rev, oldArg, stored, actor); err != nil {
 				return err
 			}
 			if err := auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: actor, Action: "pillar.set", Target: t.String() + "/" + category,
 				Detail: map[string]any{"revision": rev, "created": old == nil}}); err != nil {
 				return err
 			}
-			out = Pillar{Target: t.String(), Category: category, Data: data, Revision: rev, UpdatedAt: out.UpdatedAt.UTC(), UpdatedBy: actor, ETag: etag(id, rev)}
+			out = Pillar{Target: t.String(), Category: category, Data: stored2, Revision: rev, UpdatedAt: out.UpdatedAt.UTC(), UpdatedBy: actor, ETag: etag(id, rev), Warnings: warnings}
 			return nil
 		}
 		return fmt.Errorf("pillar %q of %s: created and deleted concurrently twice", category, t)

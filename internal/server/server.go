@@ -381,6 +381,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	resources.OnRename(pillars.Renamed)        // a renamed node keeps its pillar history
 	kinds := kind.NewService(d)
 	resources.UseSchemas(kinds)
+	// Typed pillar categories: their rows are validated by kinds and checked by kinds'
+	// registrations like objects.
+	pillars.UseKinds(kinds)
+	kinds.SetHolder(pillars)
 	// What the role cannot serve is said now, not at the first request that needs it.
 	var doctorWarnings []string
 	if checks, err := Doctor(ctx, d); err != nil {
