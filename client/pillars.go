@@ -296,3 +296,22 @@ func (c *Client) PillarCategories(ctx context.Context) ([]PillarCategory, error)
 	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/pillar-categories"}, &out)
 	return out.Items, err
 }
+
+// PillarExport is a Salt pillar tree strata wrote from its rows: files by path.
+type PillarExport struct {
+	Files      map[string]string   `json:"files"`
+	Rows       int                 `json:"rows"`
+	Nodegroups map[string][]string `json:"nodegroups"`
+}
+
+// PillarExport exports the pillar rows of every org (org "") or of one org, with the global
+// rows, as a Salt pillar tree.
+func (c *Client) PillarExport(ctx context.Context, org string) (PillarExport, error) {
+	var out PillarExport
+	path := "/v1/pillars:export"
+	if org != "" {
+		path += "?org=" + url.QueryEscape(org)
+	}
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: path}, &out)
+	return out, err
+}

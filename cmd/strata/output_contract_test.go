@@ -87,7 +87,7 @@ func TestOutputContract(t *testing.T) {
 	others := []string{"apply", "delete", "group add-member", "group annotate", "group create", "group delete",
 		"group label", "group remove-member", "kind apply", "kind diff", "migrate up", "node annotate", "node apply",
 		"node create", "node delete", "node label", "node rename", "org annotate", "org create", "org delete", "org label",
-		"pillar category delete", "pillar category set", "pillar delete", "pillar import", "pillar set", "pillar settings set", "project backend-config",
+		"pillar category delete", "pillar category set", "pillar delete", "pillar export", "pillar import", "pillar set", "pillar settings set", "project backend-config",
 		"project create", "project credentials", "project delete", "salt credentials", "serve", "state lock",
 		"state pull", "state push", "state restore", "state unlock", "token create", "token revoke", "watch"}
 	for _, p := range commandPaths(t, nil) {

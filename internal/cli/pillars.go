@@ -269,6 +269,12 @@ func newPillarCmd(g *globals) *cobra.Command {
 				prog.set(int64(i+1), int64(i+1))
 			}
 			prog.finish()
+			if exported := filepath.Join(args[0], "nodegroups.json"); nodegroupsFile == "" && strings.HasPrefix(req.Files["top.sls"], exportHeader) {
+				if _, err := os.Stat(exported); err == nil {
+					nodegroupsFile = exported // a tree strata exported: its nodegroups are beside it
+					fmt.Fprintf(cmd.ErrOrStderr(), "reading the nodegroups of the export from %s\n", exported)
+				}
+			}
 			if nodegroupsFile != "" {
 				b, err := os.ReadFile(nodegroupsFile)
 				if err != nil {
@@ -321,9 +327,62 @@ func newPillarCmd(g *globals) *cobra.Command {
 	imp.Flags().BoolVar(&importOpts.DryRun, "dry-run", false, "check and print the plan, change nothing")
 	imp.Flags().BoolVar(&importOpts.SkipUnsupported, "skip-unsupported", false, "import what can be translated, skip the rest")
 	imp.Flags().StringVar(&env, "env", "", "the top.sls environment to import (default base)")
-	imp.Flags().StringVar(&nodegroupsFile, "nodegroups", "", "JSON file of the master's nodegroups (name to minion ids)")
+	imp.Flags().StringVar(&nodegroupsFile, "nodegroups", "", "JSON file of the master's nodegroups (name to minion ids); for a tree strata exported, its nodegroups.json")
 
-	cmd.AddCommand(set, get, del, list, imp, newPillarSettingsCmd(g), newPillarCategoryCmd(g),
+	var exportOrg string
+	var force bool
+	exp := &cobra.Command{
+		Use:   "export DIR",
+		Short: "Write the pillar rows as a Salt pillar tree (top.sls, SLS files, nodegroups)",
+		Long: "Writes strata's pillar rows into DIR as a Salt pillar tree: top.sls, one SLS file per row\n" +
+			"under strata/, and the nodegroups top.sls names (nodegroups.conf for the master's\n" +
+			"configuration, nodegroups.json for the importer). Salt renders each minion's pillar from it\n" +
+			"as strata does; `strata pillar import DIR` reads it back to the same rows. Selector groups\n" +
+			"become nodegroups of the nodes they select now. DIR must be empty or not exist.",
+		Example: "  strata pillar export ./pillar-tree\n  strata pillar export ./acme --org acme",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := args[0]
+			if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 && !force {
+				return fmt.Errorf("%s is not empty: export into a new directory (or give --force to overwrite the files the export writes)", dir)
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			tree, err := c.PillarExport(cmd.Context(), exportOrg)
+			if err != nil {
+				return err
+			}
+			paths := slices.Sorted(maps.Keys(tree.Files))
+			prog := g.newProgress(int64(len(paths)), "files written", quiet)
+			for i, rel := range paths {
+				p := filepath.Join(dir, filepath.FromSlash(rel))
+				if !filepath.IsLocal(filepath.FromSlash(rel)) {
+					return fmt.Errorf("the server sent a file outside the tree: %q", rel)
+				}
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					return err
+				}
+				if err := os.WriteFile(p, []byte(tree.Files[rel]), 0o644); err != nil {
+					return err
+				}
+				prog.set(int64(i+1), int64(i+1))
+			}
+			prog.finish()
+			summary := map[string]any{"dir": dir, "rows": tree.Rows, "files": len(paths), "nodegroups": len(tree.Nodegroups)}
+			return g.print(summary, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "exported %d rows into %s (%d files, %d nodegroups: add %s to the Salt master's configuration)\n",
+					tree.Rows, dir, len(paths), len(tree.Nodegroups), filepath.Join(dir, "nodegroups.conf"))
+				return err
+			})
+		},
+	}
+	exp.Flags().StringVar(&exportOrg, "org", "", "export one org's rows (and the global rows)")
+	exp.Flags().BoolVar(&force, "force", false, "write into a directory that is not empty")
+	exp.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress")
+
+	cmd.AddCommand(set, get, del, list, imp, exp, newPillarSettingsCmd(g), newPillarCategoryCmd(g),
 		render("render", "Show a node's merged pillar", false),
 		render("explain", "Show a node's merged pillar and where each value came from", true),
 		history)
@@ -404,6 +463,10 @@ func newPillarSettingsCmd(g *globals) *cobra.Command {
 	cmd.AddCommand(get, set)
 	return cmd
 }
+
+// exportHeader starts the top.sls of a tree `strata pillar export` wrote (pillar.ExportHeader;
+// the CLI does not import server packages).
+const exportHeader = "# Written by strata pillar export"
 
 // newPillarCategoryCmd is `strata pillar category list|get|set|delete`: the properties of a
 // category, which apply at every target (a kind binding makes it a typed category).

@@ -110,6 +110,7 @@ func init() {
 		authzCase{pattern: "GET /v1/pillar-settings", path: "/v1/pillar-settings"},
 		authzCase{pattern: "PUT /v1/pillar-settings", path: "/v1/pillar-settings", body: `{"mergeLists":true}`},
 		authzCase{pattern: "GET /v1/pillar-categories", path: "/v1/pillar-categories"},
+		authzCase{pattern: "GET /v1/pillars:export", path: "/v1/pillars:export?org=acme"},
 		authzCase{pattern: "GET /v1/pillar-categories/{category}", path: "/v1/pillar-categories/app"},
 		authzCase{pattern: "PUT /v1/pillar-categories/{category}", path: "/v1/pillar-categories/app", body: `{}`},
 		authzCase{pattern: "DELETE /v1/pillar-categories/{category}", path: "/v1/pillar-categories/app"},

@@ -71,6 +71,8 @@ func (a *API) pillarRoutes() []route {
 		route{pattern: "GET /v1/salt/pillar/{minion}", family: "pillars", verb: "render", source: byHandler, salt: true, target: "node"},
 		route{pattern: "POST /v1/salt/credentials", family: "pillars", verb: "credentials", source: fixedName, name: "*", handler: a.saltCredentials},
 		route{pattern: "POST /v1/pillars:import", family: "pillars", verb: "write", source: byHandler, handler: a.pillarImport, stateBody: true},
+		// An export reads every target's rows (an org's nodes and groups, and global rows).
+		route{pattern: "GET /v1/pillars:export", family: "pillars", verb: "read", source: fixedName, name: "*", handler: a.pillarExport},
 		route{pattern: "GET /v1/pillar-settings", family: "pillars", verb: "read", source: fixedName, name: "*", handler: a.pillarSettingsGet},
 		route{pattern: "PUT /v1/pillar-settings", family: "pillars", verb: "write", source: fixedName, name: "*", handler: a.pillarSettingsPut},
 		// A category's properties apply at every target: reading them needs read on all
@@ -413,4 +415,14 @@ func (a *API) pillarCategoryDelete(w http.ResponseWriter, r *http.Request, p *au
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// pillarExport answers the pillar rows (of every org, or ?org=) as a Salt pillar tree:
+// {"files": {path: content}, "rows": n, "nodegroups": {...}}; the CLI writes the files.
+func (a *API) pillarExport(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	out, err := a.pillars.Export(r.Context(), pillar.ExportOptions{Org: r.URL.Query().Get("org")})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, out)
 }

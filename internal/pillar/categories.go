@@ -194,7 +194,7 @@ func (s *Service) SetCategory(ctx context.Context, category string, req client.P
 		}
 		if _, err := s.kinds.UserKind(ctx, req.Kind); err != nil {
 			if fault.KindOf(err) == fault.KindNotFound {
-				return Category{}, false, fault.UnprocessableFields("invalid category properties", []fault.FieldError{{Field: "/kind", Message: "kind " + fault.Truncate(req.Kind, 80) + " is not a registered user kind (a category is bound to a user kind: `strata kind register` it first)"}})
+				return Category{}, false, fault.UnprocessableFields("invalid category properties", []fault.FieldError{{Field: "/kind", Message: "kind " + fault.Truncate(req.Kind, 80) + " is not a registered user kind (a category is bound to a user kind: `strata kind apply` it first)"}})
 			}
 			return Category{}, false, err
 		}

@@ -24,6 +24,8 @@ type ImportOptions struct {
 	// SkipUnsupported imports what can be translated faithfully and leaves out the rest;
 	// without it an import with anything unsupported imports nothing.
 	SkipUnsupported bool
+	// Progress, when set, is called before each row with its index and the number of rows.
+	Progress func(done, total int)
 }
 
 // ImportedRow is one pillar row of an import and what the import did with it.
@@ -54,6 +56,7 @@ type ImportReport struct {
 	Org          string            `json:"org"`
 	Rows         []ImportedRow     `json:"rows"`
 	Groups       []ImportedGroup   `json:"groups"`
+	CreatedOrgs  []string          `json:"createdOrgs,omitempty"`
 	CreatedNodes []string          `json:"createdNodes"`
 	Unsupported  []sls.Unsupported `json:"unsupported"`
 	DryRun       bool              `json:"dryRun"`
@@ -86,7 +89,24 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 	defer s.wrote()
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		ctx := db.WithTx(ctx, tx)
-		ensureNode := func(name string) error {
+		orgs := map[string]bool{}
+		ensureOrg := func(name string) error {
+			if orgs[name] {
+				return nil
+			}
+			orgs[name] = true
+			_, err := res.Get(ctx, resource.Ref{Kind: resource.KindOrg, Name: name})
+			if fault.KindOf(err) != fault.KindNotFound {
+				return err
+			}
+			if _, err := res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: name}, client.Object{}); err != nil {
+				return fmt.Errorf("org %s: %w", name, err)
+			}
+			rep.CreatedOrgs = append(rep.CreatedOrgs, name)
+			return nil
+		}
+		// ensureNode creates a node the tree names in org (the placement's, else opts.Org).
+		ensureNode := func(org, name string) error {
 			if slices.Contains(rep.CreatedNodes, name) {
 				return nil
 			}
@@ -94,7 +114,12 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 			if fault.KindOf(err) != fault.KindNotFound {
 				return err
 			}
-			spec, _ := json.Marshal(map[string]string{"org": opts.Org})
+			if org == "" {
+				org = opts.Org // which must exist: a typo in --org creates nothing
+			} else if err := ensureOrg(org); err != nil {
+				return err // an exported tree's orgs are made where they are missing
+			}
+			spec, _ := json.Marshal(map[string]string{"org": org})
 			if _, err := res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: name}, client.Object{Spec: spec}); err != nil {
 				return fmt.Errorf("node %s: %w", name, err)
 			}
@@ -102,21 +127,40 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 			return nil
 		}
 		groups := map[string]bool{}
-		for _, row := range plan.Rows {
+		for i, row := range plan.Rows {
+			if opts.Progress != nil {
+				opts.Progress(i, len(plan.Rows))
+			}
 			var t Target
 			switch row.Target.Kind {
 			case "global":
 				t = Global
+			case "org":
+				if err := ensureOrg(row.Target.Name); err != nil {
+					return err
+				}
+				t = Target{Kind: "org", Org: row.Target.Name}
 			case "node":
-				if err := ensureNode(row.Target.Name); err != nil {
+				if err := ensureNode(row.Target.Org, row.Target.Name); err != nil {
 					return err
 				}
 				t = Target{Kind: "node", Node: row.Target.Name}
 			case "group":
-				t = Target{Kind: "group", Org: opts.Org, Group: row.Target.Name}
-				if !groups[row.Target.Name] {
-					groups[row.Target.Name] = true
-					g, err := s.importGroup(ctx, res, opts.Org, row.Target, ensureNode)
+				org := opts.Org
+				if row.Target.Placed {
+					org = row.Target.Org
+				}
+				t = Target{Kind: "group", Org: org, Group: row.Target.Name}
+				if key := org + "/" + row.Target.Name; !groups[key] {
+					groups[key] = true
+					placedOrg := ""
+					if row.Target.Placed {
+						placedOrg = org
+						if err := ensureOrg(org); err != nil {
+							return err
+						}
+					}
+					g, err := s.importGroup(ctx, res, org, row.Target, func(name string) error { return ensureNode(placedOrg, name) })
 					if err != nil {
 						return err
 					}
@@ -146,9 +190,11 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 	return rep, nil
 }
 
+// needsOrg reports whether the plan has rows only opts.Org can place: nodes and groups that
+// no strata-export comment puts in an org.
 func needsOrg(plan sls.Plan) bool {
 	for _, r := range plan.Rows {
-		if r.Target.Kind != "global" {
+		if r.Target.Kind != "global" && !(r.Target.Placed && (r.Target.Org != "" || r.Target.Kind == "org")) {
 			return true
 		}
 	}
@@ -158,12 +204,19 @@ func needsOrg(plan sls.Plan) bool {
 // importGroup makes the group of a list, glob or nodegroup target exist with its static
 // members and selector.
 func (s *Service) importGroup(ctx context.Context, res *resource.Service, org string, t sls.Target, ensureNode func(string) error) (ImportedGroup, error) {
-	g := ImportedGroup{Name: t.Name, Match: t.Match, Members: t.Members, Selector: t.Selector, Snapshot: t.Snapshot}
+	members := t.Members
+	if t.Placed && t.Selector != "" {
+		members = nil // a selector group's members at export time, listed for Salt only
+	}
+	g := ImportedGroup{Name: t.Name, Match: t.Match, Members: members, Selector: t.Selector, Snapshot: t.Snapshot}
 	ref := resource.Ref{Kind: resource.KindGroup, Org: org, Name: t.Name}
 	if _, err := res.Get(ctx, ref); fault.KindOf(err) == fault.KindNotFound {
 		spec := map[string]any{}
 		if t.Selector != "" {
 			spec["selector"] = t.Selector
+		}
+		if t.Priority != 0 {
+			spec["priority"] = t.Priority
 		}
 		b, _ := json.Marshal(spec)
 		if _, err := res.Create(ctx, ref, client.Object{Spec: b}); err != nil {
@@ -173,7 +226,7 @@ func (s *Service) importGroup(ctx context.Context, res *resource.Service, org st
 	} else if err != nil {
 		return g, err
 	}
-	for _, m := range t.Members {
+	for _, m := range members {
 		if err := ensureNode(m); err != nil {
 			return g, err
 		}

@@ -179,3 +179,40 @@ RETURNING revision;
 
 -- name: PillarSetKindRevision
 UPDATE {{schema}}.pillars SET kind_revision = $2 WHERE id = $1;
+
+-- name: ExportOrgs
+-- The orgs an export covers ($1: one org, '' for all).
+SELECT name FROM {{schema}}.resources WHERE kind = 'Org' AND org = '' AND ($1 = '' OR name = $1) ORDER BY name;
+
+-- name: ExportNodes
+-- The nodes of the orgs an export covers, with their org and labels (key prefix/name).
+SELECT r.name, coalesce(r.spec ->> 'org', ''),
+       coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
+                 FROM {{schema}}.labels l WHERE l.resource_id = r.id), '{}')
+FROM {{schema}}.resources r
+WHERE r.kind = 'Node' AND r.org = '' AND ($1 = '' OR r.spec ->> 'org' = $1)
+ORDER BY r.name;
+
+-- name: ExportGroups
+-- The groups of the orgs an export covers in strata's merge order inside an org (priority,
+-- then name), with their selector and static members.
+SELECT r.org, r.name,
+       CASE WHEN jsonb_typeof(r.spec -> 'priority') = 'number' THEN (r.spec ->> 'priority')::int ELSE 0 END AS priority,
+       coalesce(r.spec ->> 'selector', ''),
+       coalesce(ARRAY(SELECT n.name FROM {{schema}}.group_members m JOIN {{schema}}.resources n ON n.id = m.node_id
+                      WHERE m.group_id = r.id ORDER BY n.name COLLATE "C"), '{}')
+FROM {{schema}}.resources r
+WHERE r.kind = 'Group' AND ($1 = '' OR r.org = $1)
+ORDER BY r.org, priority, r.name;
+
+-- name: ExportRows
+-- The pillar rows an export covers: global rows, and the rows of its orgs, their groups and
+-- their nodes; target kind, the target's org (a node's from its spec) and name.
+SELECT p.target_kind,
+       CASE WHEN r.kind = 'Node' THEN coalesce(r.spec ->> 'org', '') ELSE coalesce(r.org, '') END,
+       coalesce(r.name, ''), p.category, p.data
+FROM {{schema}}.pillars p LEFT JOIN {{schema}}.resources r ON r.id = p.resource_id
+WHERE $1 = '' OR p.resource_id IS NULL
+   OR (r.kind = 'Org' AND r.name = $1) OR (r.kind = 'Group' AND r.org = $1)
+   OR (r.kind = 'Node' AND r.spec ->> 'org' = $1)
+ORDER BY p.category;

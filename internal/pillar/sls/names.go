@@ -27,6 +27,9 @@ func validNode(id string) bool {
 	return minionIDRE.MatchString(id) && id != "." && id != ".."
 }
 
+// validGroup reports whether name can name a strata org or group.
+func validGroup(name string) bool { return len(name) <= maxGroupName && dnsLabelRE.MatchString(name) }
+
 // shortHash is a stable 8-hex-digit digest, so that a generated name is the same on every
 // run (re-importing a tree finds the same groups and categories) and two inputs that slug
 // to the same text still get different names.

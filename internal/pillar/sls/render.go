@@ -19,6 +19,9 @@ type loadedFile struct {
 	ok       bool           // nothing in the file was reported
 	includes []includeItem  // where the include: items are, for messages
 	incLine  int            // the line of the include: key
+	// placement is the row a file strata exported holds (its strata-export comment).
+	placement     *Placement
+	placementLine int
 }
 
 // includeItem locates one item of an include: list. A mapping item's first key is kept
@@ -149,6 +152,11 @@ func (r *reader) load(rel string) *loadedFile {
 	if err != nil {
 		report(1, "cannot read the file: "+err.Error())
 		return f
+	}
+	if p, line, err := readPlacement(src); err != nil {
+		report(line, err.Error())
+	} else {
+		f.placement, f.placementLine = p, line
 	}
 	before := len(r.problems)
 	if !r.checkTemplate(rel, src) {

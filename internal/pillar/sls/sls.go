@@ -14,7 +14,9 @@ import (
 
 // Target is where a row of the plan goes: the global layer, one node, or a group.
 type Target struct {
-	Kind string `json:"kind"` // "global", "node" or "group"
+	// Kind is "global", "node" or "group"; "org" only for a row a strata-export comment
+	// places (Placed).
+	Kind string `json:"kind"`
 	// Name is the node's minion id or the group's name ("" for global). Group names are
 	// generated (see the package doc) except for nodegroups whose name is already valid.
 	Name string `json:"name,omitempty"`
@@ -30,6 +32,12 @@ type Target struct {
 	// Options.KnownNodes: a node created later that the glob would match does not join it,
 	// unlike in Salt. The plan printout must say so.
 	Snapshot bool `json:"snapshot,omitempty"`
+	// Placed marks a target a strata-export comment named (Placement): Org is then the
+	// group's or the node's org, and a group with a Selector gets no static Members (they
+	// are its members at export time, for Salt).
+	Placed   bool   `json:"placed,omitempty"`
+	Org      string `json:"org,omitempty"`
+	Priority int    `json:"priority,omitempty"`
 }
 
 // Row is one pillar row to write: the data of one SLS for one target.
@@ -128,7 +136,17 @@ func Read(dir string, opts Options) (Plan, error) {
 					Sources:  slices.Clone(res.sources),
 					entry:    e.name,
 				}
-				key := row.Target.Kind + "\x00" + row.Target.Name + "\x00" + row.Category
+				if rel, ok := r.locate(name); ok {
+					if f := r.files[rel]; f != nil && f.placement != nil {
+						tg, cat, why := place(f.placement, t.target)
+						if why != "" {
+							r.problem(rel, f.placementLine, why)
+							continue
+						}
+						row.Target, row.Category = tg, cat
+					}
+				}
+				key := row.Target.Kind + "\x00" + row.Target.Org + "\x00" + row.Target.Name + "\x00" + row.Category
 				if placed[key] {
 					continue // the same SLS through an equivalent target: Salt renders it once
 				}
@@ -173,7 +191,7 @@ func (t Target) applies(minion string) bool {
 		return true
 	case "node":
 		return t.Name == minion
-	case "group":
+	case "group", "org":
 		return slices.Contains(t.Members, minion)
 	}
 	return false
