@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -253,4 +254,38 @@ func TestKindRegistrationIsNoOracle(t *testing.T) {
 	}
 	r = b.do(t, "GET", "/v1/kinds/Db/revisions/2", b.admin, nil)
 	require.Contains(t, string(r.body), "victim/vmain", "the admin reads the whole report")
+}
+
+// TestImportCannotPlaceIntoAnotherOrg: an exported tree's strata-export comments place rows in
+// orgs of their own. An importer of acme (pillars:write:*, nodes:write:*, groups:write:acme,
+// orgs:attach:acme) sending a tree that places a node into victim — where it would join
+// victim's selector group dbs — or a group into victim is refused with 403, and nothing is
+// written; the same tree placed in acme imports. Seen failing without authorizeImport.
+func TestImportCannotPlaceIntoAnotherOrg(t *testing.T) {
+	t.Parallel()
+	b := setupIsolation(t)
+	tok := b.token(t, "importer", "pillars:write:*", "nodes:write:*", "groups:write:acme", "orgs:attach:acme")
+	tree := func(placement, target string) string {
+		files := map[string]string{
+			"top.sls": "base:\n  " + target + ":\n    - match: nodegroup\n    - x\n",
+			"x.sls":   "#!yaml\n# strata-export: " + placement + "\n{\"role\": \"db\"}\n",
+		}
+		if target == "vdb02" {
+			files["top.sls"] = "base:\n  vdb02:\n    - x\n"
+		}
+		body, _ := json.Marshal(map[string]any{"files": files, "nodegroups": map[string][]string{"g": {"vdb02"}}})
+		return string(body)
+	}
+	cases := []struct{ name, placement, target string }{
+		{"node into victim", `{"target":"node/vdb02","category":"x","org":"victim"}`, "vdb02"},
+		{"group into victim", `{"target":"group/victim/dbs2","category":"x"}`, "g"},
+		{"org victim", `{"target":"org/victim","category":"x"}`, "g"},
+	}
+	for _, c := range cases {
+		r := b.do(t, "POST", "/v1/pillars:import", tok, strings.NewReader(tree(c.placement, c.target)))
+		require.Equal(t, 403, r.status, "%s: %s", c.name, r.body)
+	}
+	problem(t, b.do(t, "GET", "/v1/nodes/vdb02", b.admin, nil), 404, "not-found")
+	r := b.do(t, "POST", "/v1/pillars:import", tok, strings.NewReader(tree(`{"target":"node/vdb02","category":"x","org":"acme"}`, "vdb02")))
+	require.Equal(t, 200, r.status, string(r.body))
 }

@@ -368,11 +368,55 @@ func (a *API) pillarImport(w http.ResponseWriter, r *http.Request, p *auth.Princ
 	if err != nil {
 		return fault.UnprocessableFields("the pillar tree cannot be read", []fault.FieldError{{Field: "/files", Message: err.Error()}})
 	}
+	if err := authorizeImport(p, plan, org); err != nil {
+		return err
+	}
 	rep, err := a.pillars.Import(r.Context(), a.resources, plan, pillar.ImportOptions{Org: org, DryRun: dry, SkipUnsupported: skip}, p.Actor())
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, rep)
+}
+
+// authorizeImport checks what an import's plan writes besides pillar rows and nodes (checked
+// up front): the groups of every org it writes them in, the orgs it creates (an exported tree
+// places rows in orgs of its own), and the orgs its nodes join (orgs:attach, as for a node
+// written through its own route). The writes themselves run without the reference
+// authorizer, so this is where they are authorized.
+func authorizeImport(p *auth.Principal, plan sls.Plan, org string) error {
+	checked := map[[3]string]bool{}
+	check := func(family, verb, name string) error {
+		k := [3]string{family, verb, name}
+		if checked[k] || name == "" {
+			return nil
+		}
+		checked[k] = true
+		return p.Check(family, verb, name)
+	}
+	for _, row := range plan.Rows {
+		t := row.Target
+		rowOrg := org
+		if t.Placed {
+			rowOrg = t.Org
+		}
+		var err error
+		switch t.Kind {
+		case "org":
+			if err = check("orgs", "write", t.Name); err == nil {
+				err = check("orgs", "attach", t.Name)
+			}
+		case "group":
+			if err = check("groups", "write", rowOrg); err == nil {
+				err = check("orgs", "attach", rowOrg)
+			}
+		case "node":
+			err = check("orgs", "attach", rowOrg)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (a *API) pillarCategoryList(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
