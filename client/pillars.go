@@ -315,3 +315,41 @@ func (c *Client) PillarExport(ctx context.Context, org string) (PillarExport, er
 	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: path}, &out)
 	return out, err
 }
+
+// PillarSyncExport returns the ndjson sync stream of every org (org "") or one org: kinds of
+// bound categories, bindings, orgs, nodes with labels, groups and rows with their history.
+func (c *Client) PillarSyncExport(ctx context.Context, org string) ([]byte, error) {
+	q := url.Values{"format": {"ndjson"}}
+	if org != "" {
+		q.Set("org", org)
+	}
+	b, _, err := c.DoRaw(ctx, Request{Method: http.MethodGet, Path: "/v1/pillars:export", Query: q})
+	return b, err
+}
+
+// PillarSyncAction is what a sync import did with one record.
+type PillarSyncAction struct {
+	Type    string `json:"type"`
+	Name    string `json:"name"`
+	Action  string `json:"action"`
+	History int    `json:"history,omitempty"`
+}
+
+// PillarSyncReport is a sync import's plan.
+type PillarSyncReport struct {
+	Items   []PillarSyncAction `json:"items"`
+	DryRun  bool               `json:"dryRun"`
+	Applied bool               `json:"applied"`
+}
+
+// PillarSyncImport applies an ndjson sync stream (PillarSyncExport's) idempotently; with
+// dryRun it answers the plan and changes nothing.
+func (c *Client) PillarSyncImport(ctx context.Context, stream []byte, dryRun bool) (PillarSyncReport, error) {
+	var out PillarSyncReport
+	q := url.Values{"format": {"ndjson"}}
+	if dryRun {
+		q.Set("dryRun", "true")
+	}
+	_, err := c.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/pillars:import", Query: q, RawBody: stream, ContentType: "application/x-ndjson"}, &out)
+	return out, err
+}

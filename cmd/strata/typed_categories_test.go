@@ -109,4 +109,20 @@ func TestPillarExportCLI(t *testing.T) {
 	var g map[string]any
 	require.NoError(t, json.Unmarshal([]byte(b.run("-o", "json", "group", "--org", "acme", "get", "web")), &g))
 	require.Equal(t, "role=web", g["spec"].(map[string]any)["selector"])
+
+	// The ndjson sync stream carries nodes with their labels too: an empty strata gets the
+	// same renders; a dry run first changes nothing; a second sync changes nothing.
+	stream := filepath.Join(t.TempDir(), "pillars.ndjson")
+	a.run("pillar", "export", "--format", "ndjson", stream)
+	c := newCLIEnv(t)
+	require.Contains(t, c.run("pillar", "import", "--format", "ndjson", stream, "--dry-run"), "dry run: nothing was changed")
+	_, _, err = cliStreams(t, c.env, "node", "get", "db01")
+	require.Error(t, err, "a dry run creates nothing")
+	require.Contains(t, c.run("pillar", "import", "--format", "ndjson", stream), "synced")
+	for _, n := range []string{"web01.example.com", "db01"} {
+		require.JSONEq(t, a.run("-o", "json", "pillar", "render", n), c.run("-o", "json", "pillar", "render", n), n)
+	}
+	again := c.run("pillar", "import", "--format", "ndjson", stream)
+	require.NotContains(t, again, "created")
+	require.NotContains(t, again, "updated")
 }

@@ -234,8 +234,9 @@ func newPillarCmd(g *globals) *cobra.Command {
 	var importOpts client.PillarImportOptions
 	var env, nodegroupsFile string
 	var quiet bool
+	var importFormat string
 	imp := &cobra.Command{
-		Use:   "import DIR",
+		Use:   "import DIR|FILE",
 		Short: "Import a Salt file-based pillar tree (top.sls and SLS files) in one transaction",
 		Long: "Reads DIR's top.sls and the SLS files it names (YAML 1.1, as Salt reads them), and imports\n" +
 			"them: '*' becomes global rows, a minion id a node's rows, a list, glob or nodegroup a group\n" +
@@ -244,6 +245,13 @@ func newPillarCmd(g *globals) *cobra.Command {
 			"nothing is imported unless --skip-unsupported is given.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch strings.ToLower(importFormat) {
+			case "ndjson":
+				return syncImport(cmd, g, args[0], importOpts.DryRun)
+			case "", "sls":
+			default:
+				return fmt.Errorf("--format %q: sls (a Salt tree in DIR) or ndjson (a sync stream in FILE, - for stdin)", importFormat)
+			}
 			req := client.PillarImportRequest{Files: map[string]string{}, Env: env}
 			var paths []string
 			err := filepath.WalkDir(args[0], func(path string, d fs.DirEntry, err error) error {
@@ -323,26 +331,37 @@ func newPillarCmd(g *globals) *cobra.Command {
 		},
 	}
 	imp.Flags().StringVar(&importOpts.Org, "org", "", "the org receiving the tree's nodes and groups")
+	imp.Flags().StringVar(&importFormat, "format", "sls", "sls: a Salt pillar tree in DIR; ndjson: a sync stream (strata pillar export --format ndjson) in FILE, - for stdin")
 	imp.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress (a bar on a terminal, a line of counts every 5 s otherwise)")
 	imp.Flags().BoolVar(&importOpts.DryRun, "dry-run", false, "check and print the plan, change nothing")
 	imp.Flags().BoolVar(&importOpts.SkipUnsupported, "skip-unsupported", false, "import what can be translated, skip the rest")
 	imp.Flags().StringVar(&env, "env", "", "the top.sls environment to import (default base)")
 	imp.Flags().StringVar(&nodegroupsFile, "nodegroups", "", "JSON file of the master's nodegroups (name to minion ids); for a tree strata exported, its nodegroups.json")
 
-	var exportOrg string
+	var exportOrg, exportFormat string
 	var force bool
 	exp := &cobra.Command{
-		Use:   "export DIR",
+		Use:   "export DIR|FILE",
 		Short: "Write the pillar rows as a Salt pillar tree (top.sls, SLS files, nodegroups)",
 		Long: "Writes strata's pillar rows into DIR as a Salt pillar tree: top.sls, one SLS file per row\n" +
 			"under strata/, and the nodegroups top.sls names (nodegroups.conf for the master's\n" +
 			"configuration, nodegroups.json for the importer). Salt renders each minion's pillar from it\n" +
 			"as strata does; `strata pillar import DIR` reads it back to the same rows. Selector groups\n" +
-			"become nodegroups of the nodes they select now. DIR must be empty or not exist.",
-		Example: "  strata pillar export ./pillar-tree\n  strata pillar export ./acme --org acme",
+			"become nodegroups of the nodes they select now. DIR must be empty or not exist.\n\n" +
+			"--format ndjson writes a sync stream instead (FILE, - for stdout): the kinds of typed\n" +
+			"categories, category bindings, orgs, nodes with labels, groups, and every row with its\n" +
+			"history, for `strata pillar import --format ndjson FILE` on another strata.",
+		Example: "  strata pillar export ./pillar-tree\n  strata pillar export ./acme --org acme\n  strata pillar export --format ndjson pillars.ndjson",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
+			switch strings.ToLower(exportFormat) {
+			case "ndjson":
+				return syncExport(cmd, g, dir, exportOrg, force)
+			case "", "sls":
+			default:
+				return fmt.Errorf("--format %q: sls (a Salt tree in DIR) or ndjson (a sync stream in FILE, - for stdout)", exportFormat)
+			}
 			if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 && !force {
 				return fmt.Errorf("%s is not empty: export into a new directory (or give --force to overwrite the files the export writes)", dir)
 			}
@@ -379,6 +398,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 		},
 	}
 	exp.Flags().StringVar(&exportOrg, "org", "", "export one org's rows (and the global rows)")
+	exp.Flags().StringVar(&exportFormat, "format", "sls", "sls: a Salt pillar tree in DIR; ndjson: a sync stream for another strata in the file DIR names (- for stdout)")
 	exp.Flags().BoolVar(&force, "force", false, "write into a directory that is not empty")
 	exp.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress")
 
@@ -462,6 +482,79 @@ func newPillarSettingsCmd(g *globals) *cobra.Command {
 	set.Flags().StringVar(&unknownMinion, "unknown-minion", "", "what a minion strata does not know gets: empty or error")
 	cmd.AddCommand(get, set)
 	return cmd
+}
+
+// syncExport writes the ndjson sync stream to path (- for stdout).
+func syncExport(cmd *cobra.Command, g *globals, path, org string, force bool) error {
+	if path != "-" && !force {
+		if _, err := os.Stat(path); err == nil {
+			return fmt.Errorf("%s exists: name a new file (or give --force to overwrite it)", path)
+		}
+	}
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	b, err := c.PillarSyncExport(cmd.Context(), org)
+	if err != nil {
+		return err
+	}
+	if path == "-" {
+		_, err := cmd.OutOrStdout().Write(b)
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return err
+	}
+	return g.print(map[string]any{"file": path, "records": bytes.Count(b, []byte("\n"))}, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "wrote %d records to %s\n", bytes.Count(b, []byte("\n")), path)
+		return err
+	})
+}
+
+// syncImport sends an ndjson sync stream from path (- for stdin) and prints the plan.
+func syncImport(cmd *cobra.Command, g *globals, path string, dryRun bool) error {
+	var (
+		b   []byte
+		err error
+	)
+	if path == "-" {
+		b, err = io.ReadAll(cmd.InOrStdin())
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return err
+	}
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	rep, err := c.PillarSyncImport(cmd.Context(), b, dryRun)
+	if err != nil {
+		return err
+	}
+	return g.print(rep, func(w io.Writer) error {
+		tb := newTable(w, "TYPE", "NAME", "ACTION", "HISTORY ADDED")
+		counts := map[string]int{}
+		for _, it := range rep.Items {
+			tb.row(it.Type, it.Name, it.Action, fmt.Sprint(it.History))
+			counts[it.Action]++
+		}
+		if err := tb.flush(); err != nil {
+			return err
+		}
+		state := "synced"
+		if rep.DryRun {
+			state = "dry run: nothing was changed"
+		}
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(counts)) {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+		}
+		_, err := fmt.Fprintf(w, "%s (%s)\n", state, strings.Join(parts, ", "))
+		return err
+	})
 }
 
 // exportHeader starts the top.sls of a tree `strata pillar export` wrote (pillar.ExportHeader;

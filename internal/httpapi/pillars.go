@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -298,6 +299,9 @@ type importRequest struct {
 func (a *API) pillarImport(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	q := r.URL.Query()
 	org := q.Get("org")
+	if q.Get("format") == "ndjson" {
+		return a.pillarSyncImport(w, r, p)
+	}
 	for _, c := range [][3]string{{"pillars", "write", "*"}, {"nodes", "write", "*"}} {
 		if err := p.Check(c[0], c[1], c[2]); err != nil {
 			return err
@@ -372,6 +376,35 @@ func (a *API) pillarImport(w http.ResponseWriter, r *http.Request, p *auth.Princ
 		return err
 	}
 	rep, err := a.pillars.Import(r.Context(), a.resources, plan, pillar.ImportOptions{Org: org, DryRun: dry, SkipUnsupported: skip}, p.Actor())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, rep)
+}
+
+// pillarSyncImport applies an ndjson sync stream (pillar.SyncImport): ?dryRun=true answers
+// the plan and changes nothing.
+func (a *API) pillarSyncImport(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	dry := false
+	if s := r.URL.Query().Get("dryRun"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fault.Invalid("dryRun", "dryRun must be true or false, not %q", truncateParam(s))
+		}
+		dry = b
+	}
+	recs, err := pillar.ReadSync(r.Body)
+	if err != nil {
+		var maxErr *http.MaxBytesError
+		if errors.As(err, &maxErr) || fault.KindOf(err) != fault.KindInternal {
+			return err
+		}
+		return fault.Invalid("", "reading the body: %v", err)
+	}
+	if err := pillar.AuthorizeSync(p, recs); err != nil {
+		return err
+	}
+	rep, err := a.pillars.SyncImport(r.Context(), a.resources, recs, dry, auditActor(r, p))
 	if err != nil {
 		return err
 	}
@@ -463,8 +496,30 @@ func (a *API) pillarCategoryDelete(w http.ResponseWriter, r *http.Request, p *au
 
 // pillarExport answers the pillar rows (of every org, or ?org=) as a Salt pillar tree:
 // {"files": {path: content}, "rows": n, "nodegroups": {...}}; the CLI writes the files.
+//
+// ?format=ndjson streams the sync records instead (pillar.SyncExport), which also carry node
+// labels, groups and kinds: it needs nodes:read:*, groups:read:* and kinds:read:* besides.
 func (a *API) pillarExport(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
-	out, err := a.pillars.Export(r.Context(), pillar.ExportOptions{Org: r.URL.Query().Get("org")})
+	opts := pillar.ExportOptions{Org: r.URL.Query().Get("org")}
+	switch f := r.URL.Query().Get("format"); f {
+	case "", "sls":
+	case "ndjson":
+		for _, c := range [][3]string{{"nodes", "read", "*"}, {"groups", "read", "*"}, {"kinds", "read", "*"}} {
+			if err := p.Check(c[0], c[1], c[2]); err != nil {
+				return err
+			}
+		}
+		var buf bytes.Buffer // whole before the answer starts, so a failure is still a problem
+		if err := a.pillars.SyncExport(r.Context(), opts, &buf); err != nil {
+			return err
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, err := buf.WriteTo(w)
+		return err
+	default:
+		return fault.Invalid("format", "format must be sls or ndjson, not %q", truncateParam(f))
+	}
+	out, err := a.pillars.Export(r.Context(), opts)
 	if err != nil {
 		return err
 	}

@@ -136,7 +136,7 @@ func (s *Service) Export(ctx context.Context, opts ExportOptions) (Export, error
 		return out, err
 	}
 	for _, org := range orgs {
-		var members []string
+		members := []string{}
 		for _, n := range nodes {
 			if n.org == org {
 				members = append(members, n.name)

@@ -216,3 +216,25 @@ WHERE $1 = '' OR p.resource_id IS NULL
    OR (r.kind = 'Org' AND r.name = $1) OR (r.kind = 'Group' AND r.org = $1)
    OR (r.kind = 'Node' AND r.spec ->> 'org' = $1)
 ORDER BY p.category;
+
+-- name: SyncHistory
+-- The history of the rows an ndjson export carries, by (target, category) pairs ($1, $2),
+-- oldest first per row (the history index serves each pair).
+SELECT h.target, h.category, h.revision, h.old_data, h.new_data, h.actor, h.at
+FROM unnest($1::text[], $2::text[]) AS w(target, category)
+JOIN {{schema}}.pillar_history h ON h.target = w.target AND h.category = w.category
+ORDER BY h.target, h.category, h.id;
+
+-- name: SyncHistoryAdd
+-- A history entry carried from another installation, unless it is there already (same row,
+-- revision, time, actor and value): a sync run twice adds nothing the second time.
+INSERT INTO {{schema}}.pillar_history (target, resource_id, category, revision, old_data, new_data, actor, at)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8
+WHERE NOT EXISTS (
+	SELECT 1 FROM {{schema}}.pillar_history
+	WHERE target = $1 AND category = $3 AND revision = $4 AND at = $8 AND actor = $7
+	  AND new_data IS NOT DISTINCT FROM $6::jsonb);
+
+-- name: SyncBoundKinds
+-- The kinds of the categories bound among the exported rows' categories, with the binding.
+SELECT c.category, c.kind FROM {{schema}}.pillar_categories c WHERE c.kind IS NOT NULL ORDER BY c.category;
