@@ -524,4 +524,3 @@ func nullable(raw json.RawMessage) any {
 	}
 	return []byte(raw)
 }
-
