@@ -314,3 +314,61 @@ func TestTypedCategoryControl(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"node/web01"}, violating(t, b))
 }
+
+// principal is a caller holding scopes, as the API puts it in a request's context.
+func principal(t *testing.T, ctx context.Context, scopes ...string) context.Context {
+	t.Helper()
+	p := &auth.Principal{TokenID: "t1", Name: "limited"}
+	for _, s := range scopes {
+		sc, err := auth.ParseScope(s)
+		require.NoError(t, err)
+		p.Scopes = append(p.Scopes, sc)
+	}
+	return auth.WithPrincipal(ctx, p)
+}
+
+// TestTypedCategoryIsolation: a registrant that may read every object of the kind but not
+// every pillar target cannot run a data-aware check over bound rows (403 naming
+// pillars:read:*), while a change that needs no data passes; stored reports name pillar rows
+// only to readers of their target.
+func TestTypedCategoryIsolation(t *testing.T) {
+	t.Parallel()
+	b := setupTyped(t)
+	ctx := context.Background()
+	_, err := b.register(t, ntpV1)
+	require.NoError(t, err)
+	_, _, err = b.svc.SetCategory(ctx, "ntp", client.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
+	require.NoError(t, err)
+	_, _, err = b.svc.Put(ctx, web02, "ntp", obj(t, `{"servers":["b"],"maxpoll":15}`), "", "t")
+	require.NoError(t, err)
+
+	limited := principal(t, ctx, "kinds:write:*", "kinds:read:*", "resources:read:*", "pillars:read:node/web01")
+	tighten := `{"type":"object","additionalProperties":false,"properties":{
+		"servers":{"type":"array","minItems":1,"items":{"type":"string"}},
+		"maxpoll":{"type":"integer","maximum":12},
+		"weight":{"type":"number"}}}`
+	_, err = b.kinds.Register(limited, auth.AuditActor{Actor: "limited"}, "NtpFormula", client.KindRequest{Schema: json.RawMessage(tighten)}, false)
+	fe := faultOf(t, err, fault.KindForbidden)
+	require.Contains(t, fe.Detail, "pillars:read:*")
+	optional := `{"type":"object","additionalProperties":false,"properties":{
+		"servers":{"type":"array","minItems":1,"items":{"type":"string"}},
+		"maxpoll":{"type":"integer","maximum":17},
+		"weight":{"type":"number"},
+		"note":{"type":"string"}}}`
+	_, err = b.kinds.Register(limited, auth.AuditActor{Actor: "limited"}, "NtpFormula", client.KindRequest{Schema: json.RawMessage(optional)}, false)
+	require.NoError(t, err, "a change that needs no data needs no pillar scope")
+
+	// The tightening by a full reader lists node/web02's row; the limited reader's view of
+	// the stored report does not.
+	res, err := b.register(t, strings.Replace(optional, `"maximum":17`, `"maximum":12`, 1))
+	require.NoError(t, err)
+	require.Contains(t, res.Report.Changes[0].Impact.Sample, kind.HeldLabel("node/web02/ntp"))
+	rev, err := b.kinds.Revision(limited, "NtpFormula", res.Revision)
+	require.NoError(t, err)
+	for _, f := range rev.Report.Changes {
+		if f.Impact != nil {
+			require.NotContains(t, f.Impact.Sample, kind.HeldLabel("node/web02/ntp"))
+		}
+	}
+	require.True(t, rev.Report.Filtered)
+}
