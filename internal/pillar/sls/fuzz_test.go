@@ -62,6 +62,9 @@ func FuzzRead(f *testing.F) {
 	}
 	f.Add([]byte("a: &a [*a]\n"), []byte("base:\n  'web* or L@a,b':\n    - x\n  N@g:\n    - x\n"))
 	f.Add([]byte("include: [.x, x]\nk: 1\n"), []byte("{base: {'*': [x, 'x*']}}"))
+	f.Add([]byte("#!yaml\n# strata-export: {\"target\":\"group/acme/web\",\"category\":\"a.b\",\"selector\":\"role=web\"}\n{\"k\": 1}\n"), []byte("base:\n  g:\n    - match: nodegroup\n    - x\n"))
+	f.Add([]byte("# strata-export: {\"target\":\"node/a\",\"category\":\"x\",\"org\":\"o\"}\nk: 1\n"), []byte("base:\n  a:\n    - x\n"))
+	f.Add([]byte("# strata-export: {bad\n"), []byte("base:\n  a:\n    - x\n"))
 	f.Fuzz(func(t *testing.T, body, top []byte) {
 		dir := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "x.sls"), body, 0o644))
