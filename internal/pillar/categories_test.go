@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,7 +17,6 @@ import (
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/kind"
-	"github.com/stratahq/strata/internal/pgtest"
 	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
 )
@@ -28,21 +28,28 @@ type typed struct {
 	kinds *kind.Service
 }
 
+// setupTyped is emptyTyped with org acme and its nodes web01 and web02.
 func setupTyped(t *testing.T) *typed {
 	t.Helper()
-	d := pgtest.NewDB(t)
-	b := &typed{bundle: &bundle{db: d, res: resource.NewService(d), svc: pillar.NewService(d)}, kinds: kind.NewService(d)}
-	b.res.UseSchemas(b.kinds)
-	b.svc.UseKinds(b.kinds)
-	b.kinds.SetHolder(b.svc)
+	b := emptyTyped(t)
 	ctx := context.Background()
-	require.NoError(t, b.kinds.EnsureBuiltin(ctx))
 	_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
 	require.NoError(t, err)
 	for _, n := range []string{"web01", "web02"} {
 		_, err = b.res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: n}, node("acme", nil))
 		require.NoError(t, err)
 	}
+	return b
+}
+
+// boundNtp is setupTyped with NtpFormula registered (ntpV1) and category ntp bound to it.
+func boundNtp(t *testing.T) *typed {
+	t.Helper()
+	b := setupTyped(t)
+	_, err := b.register(t, ntpV1)
+	require.NoError(t, err)
+	_, _, err = b.svc.SetCategory(context.Background(), "ntp", client.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
+	require.NoError(t, err)
 	return b
 }
 
@@ -65,10 +72,17 @@ var (
 	web02 = pillar.Target{Kind: "node", Node: "web02"}
 )
 
-const ntpV1 = `{"type":"object","additionalProperties":false,"properties":{
-	"servers":{"type":"array","minItems":1,"items":{"type":"string"}},
-	"maxpoll":{"type":"integer","maximum":17},
-	"weight":{"type":"number"}}}`
+// ntpSchema is NtpFormula's schema: servers, maxpoll at most maxpoll, weight of type weight,
+// and the extra properties (JSON members) given.
+func ntpSchema(maxpoll int, weight string, extra ...string) string {
+	props := fmt.Sprintf(`"servers":{"type":"array","minItems":1,"items":{"type":"string"}},"maxpoll":{"type":"integer","maximum":%d},"weight":{"type":%q}`, maxpoll, weight)
+	for _, e := range extra {
+		props += "," + e
+	}
+	return `{"type":"object","additionalProperties":false,"properties":{` + props + `}}`
+}
+
+var ntpV1 = ntpSchema(17, "number")
 
 // TestTypedCategory walks issue 19's acceptance for typed categories: writes of a bound
 // category at any target are validated by the kind (422 naming the pointer); defaults are
@@ -122,11 +136,7 @@ func TestTypedCategory(t *testing.T) {
 
 	// A revision with a default: stored rows are presented with it, and every reader sees it
 	// (the Go render and the SQL function alike).
-	ntpV2 := `{"type":"object","additionalProperties":false,"properties":{
-		"servers":{"type":"array","minItems":1,"items":{"type":"string"}},
-		"maxpoll":{"type":"integer","maximum":17},
-		"weight":{"type":"number"},
-		"iburst":{"type":"boolean","default":true}}}`
+	ntpV2 := ntpSchema(17, "number", `"iburst":{"type":"boolean","default":true}`)
 	_, err = b.register(t, ntpV2)
 	require.NoError(t, err)
 	got, err := b.svc.Get(ctx, web01, "ntp")
@@ -149,11 +159,7 @@ func TestTypedCategory(t *testing.T) {
 	// named.
 	_, _, err = b.svc.Put(ctx, web02, "ntp", obj(t, `{"servers":["b"],"weight":1.5}`), "", "t")
 	require.NoError(t, err)
-	narrow := `{"type":"object","additionalProperties":false,"properties":{
-		"servers":{"type":"array","minItems":1,"items":{"type":"string"}},
-		"maxpoll":{"type":"integer","maximum":17},
-		"weight":{"type":"integer"},
-		"iburst":{"type":"boolean","default":true}}}`
+	narrow := ntpSchema(17, "integer", `"iburst":{"type":"boolean","default":true}`)
 	res, err := b.register(t, narrow)
 	require.Error(t, err, "%+v", res)
 	rep := faultOf(t, err, fault.KindConflict).Extensions["report"].(client.KindReport)
@@ -170,11 +176,7 @@ func TestTypedCategory(t *testing.T) {
 	// the row listed; the row can then be updated elsewhere (ratcheting) but not made worse.
 	_, _, err = b.svc.Put(ctx, web01, "ntp", obj(t, `{"servers":["a"],"maxpoll":15}`), "", "t")
 	require.NoError(t, err)
-	tight := `{"type":"object","additionalProperties":false,"properties":{
-		"servers":{"type":"array","minItems":1,"items":{"type":"string"}},
-		"maxpoll":{"type":"integer","maximum":12},
-		"weight":{"type":"number"},
-		"iburst":{"type":"boolean","default":true}}}`
+	tight := ntpSchema(12, "number", `"iburst":{"type":"boolean","default":true}`)
 	res, err = b.register(t, tight)
 	require.NoError(t, err, "tightening a maximum is accepted with the affected rows listed")
 	listed := false
@@ -212,12 +214,8 @@ func TestTypedCategory(t *testing.T) {
 // (TestTypedCategoryControl) shows a check that ignores pillar rows lets one through.
 func TestTypedCategoryRegistrationSeesConcurrentWrites(t *testing.T) {
 	t.Parallel()
-	b := setupTyped(t)
+	b := boundNtp(t)
 	ctx := context.Background()
-	_, err := b.register(t, ntpV1)
-	require.NoError(t, err)
-	_, _, err = b.svc.SetCategory(ctx, "ntp", client.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
-	require.NoError(t, err)
 
 	// Writers alternate between a value the narrowing allows and one it refuses.
 	narrow := narrowServers
@@ -272,10 +270,7 @@ func TestTypedCategoryRegistrationSeesConcurrentWrites(t *testing.T) {
 
 // narrowServers narrows weight from number to integer (a change refused while a stored value
 // violates it).
-const narrowServers = `{"type":"object","additionalProperties":false,"properties":{
-	"servers":{"type":"array","minItems":1,"items":{"type":"string"}},
-	"maxpoll":{"type":"integer","maximum":17},
-	"weight":{"type":"integer"}}}`
+var narrowServers = ntpSchema(17, "integer")
 
 // violating returns the targets whose ntp row holds a weight narrowServers refuses.
 func violating(t *testing.T, b *typed) []string {
@@ -299,13 +294,9 @@ func violating(t *testing.T, b *typed) []string {
 // violating() then finds — so the check above can fail.
 func TestTypedCategoryControl(t *testing.T) {
 	t.Parallel()
-	b := setupTyped(t)
+	b := boundNtp(t)
 	ctx := context.Background()
-	_, err := b.register(t, ntpV1)
-	require.NoError(t, err)
-	_, _, err = b.svc.SetCategory(ctx, "ntp", client.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
-	require.NoError(t, err)
-	_, _, err = b.svc.Put(ctx, web01, "ntp", obj(t, `{"servers":["x"],"weight":2.5}`), "", "t")
+	_, _, err := b.svc.Put(ctx, web01, "ntp", obj(t, `{"servers":["x"],"weight":2.5}`), "", "t")
 	require.NoError(t, err)
 	_, err = b.register(t, narrowServers)
 	faultOf(t, err, fault.KindConflict)
@@ -333,34 +324,23 @@ func principal(t *testing.T, ctx context.Context, scopes ...string) context.Cont
 // only to readers of their target.
 func TestTypedCategoryIsolation(t *testing.T) {
 	t.Parallel()
-	b := setupTyped(t)
+	b := boundNtp(t)
 	ctx := context.Background()
-	_, err := b.register(t, ntpV1)
-	require.NoError(t, err)
-	_, _, err = b.svc.SetCategory(ctx, "ntp", client.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
-	require.NoError(t, err)
-	_, _, err = b.svc.Put(ctx, web02, "ntp", obj(t, `{"servers":["b"],"maxpoll":15}`), "", "t")
+	_, _, err := b.svc.Put(ctx, web02, "ntp", obj(t, `{"servers":["b"],"maxpoll":15}`), "", "t")
 	require.NoError(t, err)
 
 	limited := principal(t, ctx, "kinds:write:*", "kinds:read:*", "resources:read:*", "pillars:read:node/web01")
-	tighten := `{"type":"object","additionalProperties":false,"properties":{
-		"servers":{"type":"array","minItems":1,"items":{"type":"string"}},
-		"maxpoll":{"type":"integer","maximum":12},
-		"weight":{"type":"number"}}}`
+	tighten := ntpSchema(12, "number")
 	_, err = b.kinds.Register(limited, auth.AuditActor{Actor: "limited"}, "NtpFormula", client.KindRequest{Schema: json.RawMessage(tighten)}, false)
 	fe := faultOf(t, err, fault.KindForbidden)
 	require.Contains(t, fe.Detail, "pillars:read:*")
-	optional := `{"type":"object","additionalProperties":false,"properties":{
-		"servers":{"type":"array","minItems":1,"items":{"type":"string"}},
-		"maxpoll":{"type":"integer","maximum":17},
-		"weight":{"type":"number"},
-		"note":{"type":"string"}}}`
+	optional := ntpSchema(17, "number", `"note":{"type":"string"}`)
 	_, err = b.kinds.Register(limited, auth.AuditActor{Actor: "limited"}, "NtpFormula", client.KindRequest{Schema: json.RawMessage(optional)}, false)
 	require.NoError(t, err, "a change that needs no data needs no pillar scope")
 
 	// The tightening by a full reader lists node/web02's row; the limited reader's view of
 	// the stored report does not.
-	res, err := b.register(t, strings.Replace(optional, `"maximum":17`, `"maximum":12`, 1))
+	res, err := b.register(t, ntpSchema(12, "number", `"note":{"type":"string"}`))
 	require.NoError(t, err)
 	require.Contains(t, res.Report.Changes[0].Impact.Sample, kind.HeldLabel("node/web02/ntp"))
 	rev, err := b.kinds.Revision(limited, "NtpFormula", res.Revision)

@@ -57,32 +57,16 @@ const ExportHeader = "# Written by strata pillar export"
 // the importer.
 func (s *Service) Export(ctx context.Context, opts ExportOptions) (Export, error) {
 	out := Export{Files: map[string]string{}, Nodegroups: map[string][]string{}}
-	var (
-		orgs   []string
-		nodes  []exportNode
-		groups []exportGroup
-		rows   []exportRow
-	)
+	var x exported
 	err := s.db.ReadTx(ctx, func(tx *db.Tx) error {
 		var err error
-		if orgs, err = scanStrings(tx.Query(ctx, q.Get("ExportOrgs"), opts.Org)); err != nil {
-			return err
-		}
-		if opts.Org != "" && len(orgs) == 0 {
-			return fault.NotFound("org %q not found", fault.Truncate(opts.Org, 80))
-		}
-		if nodes, err = exportNodes(tx.Query(ctx, q.Get("ExportNodes"), opts.Org)); err != nil {
-			return err
-		}
-		if groups, err = exportGroups(tx.Query(ctx, q.Get("ExportGroups"), opts.Org)); err != nil {
-			return err
-		}
-		rows, err = exportRows(tx.Query(ctx, q.Get("ExportRows"), opts.Org))
+		x, err = readExported(ctx, tx, opts.Org)
 		return err
 	})
 	if err != nil {
 		return out, err
 	}
+	orgs, nodes, groups, rows := x.orgs, x.nodes, x.groups, x.rows
 
 	// Rows by target, categories in byte order (the query's order).
 	byTarget := map[string][]exportRow{}
@@ -186,6 +170,37 @@ func (s *Service) Export(ctx context.Context, opts ExportOptions) (Export, error
 	}
 	out.Files["nodegroups.json"] = string(ng) + "\n"
 	return out, nil
+}
+
+// exported is what an export covers, read in one snapshot (tx).
+type exported struct {
+	orgs   []string
+	nodes  []exportNode
+	groups []exportGroup
+	rows   []exportRow
+}
+
+// readExported reads the orgs, nodes, groups and pillar rows of org ("" for all) in tx; an
+// unknown org is a 404.
+func readExported(ctx context.Context, tx *db.Tx, org string) (exported, error) {
+	var (
+		x   exported
+		err error
+	)
+	if x.orgs, err = scanStrings(tx.Query(ctx, q.Get("ExportOrgs"), org)); err != nil {
+		return x, err
+	}
+	if org != "" && len(x.orgs) == 0 {
+		return x, fault.NotFound("org %q not found", fault.Truncate(org, 80))
+	}
+	if x.nodes, err = exportNodes(tx.Query(ctx, q.Get("ExportNodes"), org)); err != nil {
+		return x, err
+	}
+	if x.groups, err = exportGroups(tx.Query(ctx, q.Get("ExportGroups"), org)); err != nil {
+		return x, err
+	}
+	x.rows, err = exportRows(tx.Query(ctx, q.Get("ExportRows"), org))
+	return x, err
 }
 
 type exportNode struct {

@@ -87,7 +87,7 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 		return rep, fault.Invalid("org", "the tree targets nodes or groups: name the org they belong to")
 	}
 	defer s.wrote()
-	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+	err := s.inTxOrDryRun(ctx, opts.DryRun, func(tx *db.Tx) error {
 		ctx := db.WithTx(ctx, tx)
 		orgs := map[string]bool{}
 		ensureOrg := func(name string) error {
@@ -175,19 +175,33 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 			}
 			rep.Rows = append(rep.Rows, ImportedRow{Target: t.String(), Category: row.Category, Sources: row.Sources, Match: row.Target.Match, Action: action})
 		}
-		if opts.DryRun {
+		return nil
+	})
+	rep.Applied, err = dryRunOutcome(opts.DryRun, err)
+	return rep, err
+}
+
+// inTxOrDryRun runs fn in a transaction that commits, or with dryRun rolls back after fn
+// succeeded (dryRunOutcome tells the two apart).
+func (s *Service) inTxOrDryRun(ctx context.Context, dryRun bool, fn func(tx *db.Tx) error) error {
+	return s.db.InTx(ctx, func(tx *db.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if dryRun {
 			return errDryRun
 		}
 		return nil
 	})
-	if errors.Is(err, errDryRun) {
-		return rep, nil
+}
+
+// dryRunOutcome reads inTxOrDryRun's error: applied when it committed, no error when a dry
+// run rolled back as it should.
+func dryRunOutcome(dryRun bool, err error) (applied bool, _ error) {
+	if dryRun && errors.Is(err, errDryRun) {
+		return false, nil
 	}
-	if err != nil {
-		return rep, err
-	}
-	rep.Applied = true
-	return rep, nil
+	return err == nil, err
 }
 
 // needsOrg reports whether the plan has rows only opts.Org can place: nodes and groups that

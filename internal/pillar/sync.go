@@ -67,30 +67,16 @@ type SyncChange struct {
 func (s *Service) SyncExport(ctx context.Context, opts ExportOptions, w io.Writer) error {
 	type kindRef struct{ category, kind string }
 	var (
-		orgs     []string
-		nodes    []exportNode
-		groups   []exportGroup
-		rows     []exportRow
+		x        exported
 		bindings []kindRef
 		history  = map[string][]SyncChange{}
 	)
 	err := s.db.ReadTx(ctx, func(tx *db.Tx) error {
 		var err error
-		if orgs, err = scanStrings(tx.Query(ctx, q.Get("ExportOrgs"), opts.Org)); err != nil {
+		if x, err = readExported(ctx, tx, opts.Org); err != nil {
 			return err
 		}
-		if opts.Org != "" && len(orgs) == 0 {
-			return fault.NotFound("org %q not found", fault.Truncate(opts.Org, 80))
-		}
-		if nodes, err = exportNodes(tx.Query(ctx, q.Get("ExportNodes"), opts.Org)); err != nil {
-			return err
-		}
-		if groups, err = exportGroups(tx.Query(ctx, q.Get("ExportGroups"), opts.Org)); err != nil {
-			return err
-		}
-		if rows, err = exportRows(tx.Query(ctx, q.Get("ExportRows"), opts.Org)); err != nil {
-			return err
-		}
+		rows := x.rows
 		bs, err := tx.Query(ctx, q.Get("SyncBoundKinds"))
 		if err != nil {
 			return err
@@ -133,6 +119,7 @@ func (s *Service) SyncExport(ctx context.Context, opts ExportOptions, w io.Write
 	if err != nil {
 		return err
 	}
+	orgs, nodes, groups, rows := x.orgs, x.nodes, x.groups, x.rows
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
@@ -343,7 +330,7 @@ func AuthorizeSync(p *auth.Principal, recs []SyncRecord) error {
 func (s *Service) SyncImport(ctx context.Context, res *resource.Service, recs []SyncRecord, dryRun bool, actor auth.AuditActor) (SyncReport, error) {
 	rep := SyncReport{Items: []SyncAction{}, DryRun: dryRun}
 	defer s.wrote()
-	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+	err := s.inTxOrDryRun(ctx, dryRun, func(tx *db.Tx) error {
 		ctx := db.WithTx(ctx, tx)
 		rep.Items = rep.Items[:0]
 		pending := map[string]bool{} // kinds a dry run would register
@@ -383,19 +370,10 @@ func (s *Service) SyncImport(ctx context.Context, res *resource.Service, recs []
 			}
 			rep.Items = append(rep.Items, act)
 		}
-		if dryRun {
-			return errDryRun
-		}
 		return nil
 	})
-	if errors.Is(err, errDryRun) {
-		return rep, nil
-	}
-	if err != nil {
-		return rep, err
-	}
-	rep.Applied = true
-	return rep, nil
+	rep.Applied, err = dryRunOutcome(dryRun, err)
+	return rep, err
 }
 
 // syncKind registers a kind's schema unless the kind's current revision has it. The
