@@ -109,3 +109,20 @@ LIMIT $4;
 -- Where a follow "from now" starts: every transaction older than the oldest one running is
 -- history (a few records committed just before may still follow).
 SELECT pg_snapshot_xmin(pg_current_snapshot())::text;
+
+-- name: SessionInsert
+INSERT INTO {{schema}}.console_sessions (secret_hash, token_id, csrf, expires_at)
+VALUES ($1, $2, $3, now() + make_interval(secs => $4));
+
+-- name: SessionGet
+-- A live session of a live token: revoking or expiring the token ends its sessions.
+SELECT t.id, t.name, t.scopes, t.expires_at, s.csrf
+FROM {{schema}}.console_sessions s JOIN {{schema}}.tokens t ON t.id = s.token_id
+WHERE s.secret_hash = $1 AND s.expires_at > now()
+  AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now());
+
+-- name: SessionDelete
+DELETE FROM {{schema}}.console_sessions WHERE secret_hash = $1 RETURNING token_id;
+
+-- name: SessionPrune
+DELETE FROM {{schema}}.console_sessions WHERE expires_at < now();

@@ -105,6 +105,8 @@ type API struct {
 	version     string
 	handler     http.Handler
 	mux         *http.ServeMux
+	// probe is the route table's authorization without its handlers (console.go, mayCall).
+	probe *http.ServeMux
 
 	watch *resource.Hub
 	// bookmarkInterval is how often a watch sends a BOOKMARK.
@@ -169,6 +171,7 @@ func New(opts Options) *API {
 	}
 	a.metrics = newHTTPMetrics(a.registry)
 	a.mux = a.routes()
+	a.probe = a.probeMux()
 	a.handler = a.observe(a.mux)
 	return a
 }
@@ -281,6 +284,10 @@ func (a *API) routes() *http.ServeMux {
 	mux.Handle("GET /readyz", a.serve(a.readyz))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
 	mux.Handle("GET /version", a.serve(a.versionInfo))
+
+	// The web console: cookie sessions, pages that call the routes below in-process
+	// (console.go). Its own paths are all under /ui.
+	a.uiRoutes(mux)
 
 	for _, rt := range a.table() {
 		if rt.salt {

@@ -1,0 +1,1067 @@
+package httpapi
+
+// The web console (issue 20): server-rendered pages under /ui, served from the binary.
+//
+// The console has no authority of its own. A signed-in browser holds a session (package
+// auth: in the database, so any replica serves it; it ends with its token), and every read
+// and write a page makes is a request to this same API, run in-process with the session's
+// principal (consoleCall): the route table authorizes it exactly as it would a Bearer
+// request, so the console shows what the token may read (anything else is the 404 page) and
+// offers only the changes the table would allow (mayCall probes the table without running
+// the handler). The /v1 API itself never accepts the cookie.
+//
+// Safety: every form carries the session's CSRF token (the sign-in form a cookie-bound one);
+// every answer carries Content-Security-Policy: default-src 'self' — no inline script or style
+// anywhere, the one script and style sheet are files under /ui/static; html/template escapes
+// every value; no secret is put in a page or a URL (the token is posted once, in the body).
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/auth"
+	"github.com/stratahq/strata/internal/fault"
+)
+
+//go:embed ui
+var uiFS embed.FS
+
+const (
+	sessionCookie   = "strata_session"
+	loginCSRFCookie = "strata_login_csrf"
+)
+
+// consoleKey carries, in the context of an in-process API request, the principal of the
+// console session that made it. Clients cannot set context values, so only consoleCall can.
+type consoleKey struct{}
+
+// uiPages are the page templates, each the layout with its own "content".
+var uiPages = func() map[string]*template.Template {
+	funcs := template.FuncMap{
+		"json":  prettyJSON,
+		"since": func(t *time.Time) string { return sinceText(t) },
+		"time": func(t time.Time) string {
+			return t.UTC().Format("2006-01-02 15:04:05 UTC")
+		},
+		"join":   strings.Join,
+		"labels": labelText,
+		"query":  url.QueryEscape,
+		"path":   url.PathEscape,
+	}
+	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(uiFS, "ui/layout.html"))
+	pages := map[string]*template.Template{}
+	files, err := fs.Glob(uiFS, "ui/*.html")
+	if err != nil {
+		panic(err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(strings.TrimPrefix(f, "ui/"), ".html")
+		if name == "layout" {
+			continue
+		}
+		pages[name] = template.Must(template.Must(base.Clone()).ParseFS(uiFS, f))
+	}
+	return pages
+}()
+
+// uiPage is what every page template gets.
+type uiPage struct {
+	Title   string
+	User    string // the token's name; empty on the sign-in page
+	CSRF    string
+	Error   string
+	Fields  []client.FieldError
+	Notice  string
+	Section string // the navigation entry to mark
+	Data    any
+}
+
+// uiHandler serves a page for a signed-in session.
+type uiHandler func(w http.ResponseWriter, r *http.Request, s auth.Session) error
+
+// uiHeaders are on every console answer.
+func uiHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+}
+
+// ui adapts a page handler: it resolves the session (no session: to the sign-in page, with
+// the page to come back to), checks a POST's CSRF token, and renders what the handler
+// returns as an error as an HTML page.
+func (a *API) ui(h uiHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		uiHeaders(w)
+		r.Body = http.MaxBytesReader(w, r.Body, a.maxBody)
+		s, err := a.session(r)
+		if err != nil {
+			if errors.Is(err, auth.ErrNoSession) {
+				next := r.URL.Path
+				if r.Method == http.MethodGet && r.URL.RawQuery != "" {
+					next += "?" + r.URL.RawQuery
+				}
+				http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(next), http.StatusSeeOther)
+				return
+			}
+			a.uiError(w, r, nil, err)
+			return
+		}
+		if slot, ok := r.Context().Value(principalSlot{}).(*principalHolder); ok {
+			slot.p = s.Principal
+		}
+		if r.Method == http.MethodPost && subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(s.CSRF)) != 1 {
+			a.uiError(w, r, &s, fault.New(fault.KindForbidden, "the form's CSRF token does not match this session: reload the page and try again"))
+			return
+		}
+		ctx := auth.WithAuditActor(auth.WithPrincipal(r.Context(), s.Principal), auditActor(r, s.Principal))
+		if err := h(w, r.WithContext(ctx), s); err != nil {
+			a.uiError(w, r, &s, err)
+		}
+	})
+}
+
+// session resolves the request's session cookie.
+func (a *API) session(r *http.Request) (auth.Session, error) {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return auth.Session{}, auth.ErrNoSession
+	}
+	return a.tokens.LookupSession(r.Context(), c.Value)
+}
+
+// render writes a page.
+func (a *API) render(w http.ResponseWriter, status int, name string, p uiPage) error {
+	t := uiPages[name]
+	if t == nil {
+		return fmt.Errorf("no console page %q", name)
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout.html", p); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+// page renders a page of a signed-in session.
+func (a *API) uiShow(w http.ResponseWriter, s auth.Session, name, section, title string, data any, notice string) error {
+	return a.render(w, http.StatusOK, name, uiPage{Title: title, User: s.Principal.Name, CSRF: s.CSRF, Section: section, Data: data, Notice: notice})
+}
+
+// uiError renders an error as a page: what the token may not read is the same 404 page as
+// what does not exist, as in the API.
+func (a *API) uiError(w http.ResponseWriter, r *http.Request, s *auth.Session, err error) {
+	status, title, msg := http.StatusInternalServerError, "Something went wrong", "the server could not render this page; the log says why"
+	var fields []client.FieldError
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		status, msg, fields = ae.status, ae.problem.Detail, ae.problem.Errors
+	case fault.KindOf(err) != fault.KindInternal:
+		fe := classify(err)
+		status, msg = kinds[fe.Kind].status, fe.Detail
+	default:
+		a.logger.Error("console page", "path", r.URL.Path, "err", err)
+	}
+	switch status {
+	case http.StatusNotFound, http.StatusForbidden:
+		if !(status == http.StatusForbidden && strings.Contains(msg, "CSRF")) {
+			status, title, msg, fields = http.StatusNotFound, "Not found", "There is nothing here that this token may see.", nil
+		} else {
+			title = "Refused"
+		}
+	case http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusConflict, http.StatusPreconditionFailed:
+		title = "Refused"
+	}
+	p := uiPage{Title: title, Error: msg, Fields: fields}
+	if s != nil {
+		p.User, p.CSRF = s.Principal.Name, s.CSRF
+	}
+	if err := a.render(w, status, "error", p); err != nil {
+		a.logger.Error("console error page", "err", err)
+	}
+}
+
+// apiError is a non-2xx answer of an in-process API request.
+type apiError struct {
+	status  int
+	problem client.Problem
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.status, e.problem.Detail) }
+
+// bufferWriter collects an in-process answer.
+type bufferWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferWriter) Header() http.Header { return b.header }
+func (b *bufferWriter) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	return b.body.Write(p)
+}
+func (b *bufferWriter) WriteHeader(status int) {
+	if b.status == 0 {
+		b.status = status
+	}
+}
+
+// consoleRequest is an in-process API request with the session's principal.
+func consoleRequest(r *http.Request, s auth.Session, method, path string, body []byte, hdr ...string) *http.Request {
+	ctx := context.WithValue(r.Context(), consoleKey{}, s.Principal)
+	req, err := http.NewRequestWithContext(ctx, method, path, bytes.NewReader(body))
+	if err != nil {
+		panic(err) // paths are built by the console from escaped parts
+	}
+	req.RemoteAddr = r.RemoteAddr
+	req.Header.Set("X-Request-Id", w3RequestID(r))
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	return req
+}
+
+func w3RequestID(r *http.Request) string {
+	if id, ok := r.Context().Value(requestIDKey{}).(string); ok {
+		return id
+	}
+	return ""
+}
+
+// consoleCall runs an API request in-process as the session's principal and decodes a JSON
+// answer into out (when not nil). A non-2xx answer is an *apiError.
+func (a *API) consoleCall(r *http.Request, s auth.Session, method, path string, body []byte, out any, hdr ...string) (http.Header, error) {
+	rec := &bufferWriter{header: http.Header{}}
+	a.mux.ServeHTTP(rec, consoleRequest(r, s, method, path, body, hdr...))
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	if rec.status >= 300 {
+		e := &apiError{status: rec.status}
+		_ = json.Unmarshal(rec.body.Bytes(), &e.problem)
+		if e.problem.Detail == "" {
+			e.problem.Detail = http.StatusText(rec.status)
+		}
+		return rec.header, e
+	}
+	if out != nil && rec.body.Len() > 0 {
+		if raw, ok := out.(*[]byte); ok {
+			*raw = rec.body.Bytes()
+			return rec.header, nil
+		}
+		dec := json.NewDecoder(&rec.body)
+		dec.UseNumber()
+		if err := dec.Decode(out); err != nil {
+			return rec.header, fmt.Errorf("console: decoding %s %s: %w", method, path, err)
+		}
+	}
+	return rec.header, nil
+}
+
+// mayCall reports whether the route table would let the session make the request: the
+// route's authorization runs (mayProbe), its handler does not. Pages show a button only when
+// this says yes.
+func (a *API) mayCall(r *http.Request, s auth.Session, method, path string) bool {
+	verdict := new(bool)
+	req := consoleRequest(r.WithContext(context.WithValue(r.Context(), probeKey{}, verdict)), s, method, path, nil)
+	a.probe.ServeHTTP(&bufferWriter{header: http.Header{}}, req)
+	return *verdict
+}
+
+// probeKey carries mayCall's verdict slot.
+type probeKey struct{}
+
+// probeMux is the route table with every handler replaced by a recorder of the
+// authorization's verdict: the same patterns, so the same route and path values.
+func (a *API) probeMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, rt := range a.table() {
+		if rt.salt {
+			continue
+		}
+		rt := rt
+		mux.Handle(rt.pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			verdict, _ := r.Context().Value(probeKey{}).(*bool)
+			p, _ := r.Context().Value(consoleKey{}).(*auth.Principal)
+			if verdict == nil || p == nil {
+				return
+			}
+			switch rt.source {
+			case fromPath:
+				*verdict = p.Allows(rt.family, rt.verb, rt.scopeName(pathName(r, rt.param)))
+			case fixedName:
+				*verdict = p.Allows(rt.family, rt.verb, rt.name)
+			case listed:
+				*verdict = true
+			default:
+				*verdict = p.ListFilter(rt.family, rt.verb).All || p.IsAdmin()
+			}
+		}))
+	}
+	return mux
+}
+
+// uiRoutes registers the console's pages (called from routes).
+func (a *API) uiRoutes(mux *http.ServeMux) {
+	static, _ := fs.Sub(uiFS, "ui/static")
+	files := http.StripPrefix("/ui/static/", http.FileServerFS(static))
+	mux.Handle("GET /ui/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		uiHeaders(w)
+		w.Header().Set("Cache-Control", "public, max-age=300")
+		files.ServeHTTP(w, r)
+	}))
+	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	mux.Handle("GET /ui/login", http.HandlerFunc(a.uiLoginForm))
+	mux.Handle("POST /ui/login", http.HandlerFunc(a.uiLogin))
+	mux.Handle("POST /ui/logout", a.ui(a.uiLogout))
+	mux.Handle("GET /ui/{$}", a.ui(a.uiHome))
+	mux.Handle("GET /ui/pillar", a.ui(a.uiPillar))
+	mux.Handle("POST /ui/pillar", a.ui(a.uiPillarSave))
+	mux.Handle("GET /ui/state", a.ui(a.uiProjects))
+	mux.Handle("GET /ui/state/{project}", a.ui(a.uiWorkspaces))
+	mux.Handle("GET /ui/state/{project}/{workspace}", a.ui(a.uiWorkspace))
+	mux.Handle("POST /ui/state/{project}/{workspace}/force-unlock", a.ui(a.uiForceUnlock))
+	mux.Handle("GET /ui/kinds", a.ui(a.uiKinds))
+	mux.Handle("GET /ui/kinds/{kind}", a.ui(a.uiKind))
+	mux.Handle("POST /ui/kinds/{kind}", a.ui(a.uiKindDryRun))
+	mux.Handle("GET /ui/audit", a.ui(a.uiAudit))
+	mux.Handle("GET /ui/watch/{path...}", a.ui(a.uiWatch))
+	mux.Handle("GET /ui/{path...}", a.ui(a.uiResource))
+	mux.Handle("POST /ui/{path...}", a.ui(a.uiResourceSave))
+}
+
+// --- sign-in and sign-out ---
+
+func (a *API) uiLoginForm(w http.ResponseWriter, r *http.Request) {
+	uiHeaders(w)
+	csrf := auth.NewCSRF()
+	http.SetCookie(w, &http.Cookie{Name: loginCSRFCookie, Value: csrf, Path: "/ui/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 3600})
+	_ = a.render(w, http.StatusOK, "login", uiPage{Title: "Sign in", CSRF: csrf, Data: map[string]string{"Next": safeNext(r.URL.Query().Get("next"))}})
+}
+
+// safeNext keeps a post-sign-in destination inside the console.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/ui/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return "/ui/"
+	}
+	return next
+}
+
+func (a *API) uiLogin(w http.ResponseWriter, r *http.Request) {
+	uiHeaders(w)
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	next := safeNext(r.PostFormValue("next"))
+	fail := func(status int, msg string) {
+		csrf := auth.NewCSRF()
+		http.SetCookie(w, &http.Cookie{Name: loginCSRFCookie, Value: csrf, Path: "/ui/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 3600})
+		_ = a.render(w, status, "login", uiPage{Title: "Sign in", CSRF: csrf, Error: msg, Data: map[string]string{"Next": next}})
+	}
+	c, err := r.Cookie(loginCSRFCookie)
+	if err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(r.PostFormValue("csrf"))) != 1 {
+		fail(http.StatusForbidden, "The sign-in form expired; sign in again.")
+		return
+	}
+	p, err := a.tokens.Verify(r.Context(), strings.TrimSpace(r.PostFormValue("token")))
+	if err != nil {
+		fail(http.StatusUnauthorized, "That is not a valid token (unknown, expired or revoked).")
+		return
+	}
+	secret, _, err := a.tokens.CreateSession(r.Context(), auditActor(r, p), p, auth.SessionTTL)
+	if err != nil {
+		a.uiError(w, r, nil, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: loginCSRFCookie, Value: "", Path: "/ui/login", MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(auth.SessionTTL.Seconds())})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (a *API) uiLogout(w http.ResponseWriter, r *http.Request, s auth.Session) error {
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		if err := a.tokens.EndSession(r.Context(), auditActor(r, s.Principal), c.Value); err != nil {
+			return err
+		}
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/ui/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+	return nil
+}
+
+// --- home ---
+
+func (a *API) uiHome(w http.ResponseWriter, r *http.Request, s auth.Session) error {
+	var kinds struct {
+		Items []client.KindInfo `json:"items"`
+	}
+	_, _ = a.consoleCall(r, s, "GET", "/v1/kinds", nil, &kinds)
+	var user []client.KindInfo
+	for _, k := range kinds.Items {
+		if !k.Builtin {
+			user = append(user, k)
+		}
+	}
+	return a.uiShow(w, s, "home", "home", "strata", map[string]any{"Kinds": user}, "")
+}
+
+// --- resources: one generic page for every kind, as the API has one generic path ---
+
+// resourcePath is a console path under /ui that names API objects: a list (Collection) or
+// one object, of a built-in kind or a user kind.
+type resourcePath struct {
+	API        string // the API path: /v1/…
+	Collection bool
+	Kind       string // Org, Node, Group or a user kind
+	Org        string
+	Name       string
+}
+
+// parseResourcePath reads the path after /ui/.
+func parseResourcePath(p string) (resourcePath, bool) {
+	seg := strings.Split(strings.Trim(p, "/"), "/")
+	for _, s := range seg {
+		if s == "" || s == "." || s == ".." {
+			return resourcePath{}, false
+		}
+	}
+	esc := func(parts ...string) string {
+		out := make([]string, len(parts))
+		for i, s := range parts {
+			out[i] = url.PathEscape(s)
+		}
+		return "/v1/" + strings.Join(out, "/")
+	}
+	switch {
+	case len(seg) == 1 && seg[0] == "orgs":
+		return resourcePath{API: esc("orgs"), Collection: true, Kind: "Org"}, true
+	case len(seg) == 2 && seg[0] == "orgs":
+		return resourcePath{API: esc("orgs", seg[1]), Kind: "Org", Name: seg[1]}, true
+	case len(seg) == 1 && seg[0] == "nodes":
+		return resourcePath{API: esc("nodes"), Collection: true, Kind: "Node"}, true
+	case len(seg) == 2 && seg[0] == "nodes":
+		return resourcePath{API: esc("nodes", seg[1]), Kind: "Node", Name: seg[1]}, true
+	case len(seg) == 3 && seg[0] == "orgs" && seg[2] == "groups":
+		return resourcePath{API: esc("orgs", seg[1], "groups"), Collection: true, Kind: "Group", Org: seg[1]}, true
+	case len(seg) == 4 && seg[0] == "orgs" && seg[2] == "groups":
+		return resourcePath{API: esc("orgs", seg[1], "groups", seg[3]), Kind: "Group", Org: seg[1], Name: seg[3]}, true
+	case len(seg) == 2 && seg[0] == "resources":
+		return resourcePath{API: esc("resources", seg[1]), Collection: true, Kind: seg[1]}, true
+	case len(seg) == 3 && seg[0] == "resources":
+		return resourcePath{API: esc("resources", seg[1], seg[2]), Kind: seg[1], Name: seg[2]}, true
+	case len(seg) == 4 && seg[0] == "orgs" && seg[2] == "resources":
+		return resourcePath{API: esc("orgs", seg[1], "resources", seg[3]), Collection: true, Kind: seg[3], Org: seg[1]}, true
+	case len(seg) == 5 && seg[0] == "orgs" && seg[2] == "resources":
+		return resourcePath{API: esc("orgs", seg[1], "resources", seg[3], seg[4]), Kind: seg[3], Org: seg[1], Name: seg[4]}, true
+	}
+	return resourcePath{}, false
+}
+
+// uiLink is the console path of an object of a list.
+func (rp resourcePath) itemLink(o client.Object) string {
+	return "/ui" + strings.TrimPrefix(rp.API, "/v1") + "/" + url.PathEscape(o.Metadata.Name)
+}
+
+type listView struct {
+	Path     resourcePath
+	Selector string
+	Items    []listItem
+	Next     string
+	WatchURL string
+	CanAdd   bool
+}
+
+type listItem struct {
+	Name, Link, Labels, RV string
+}
+
+type objectView struct {
+	Path       resourcePath
+	Object     client.Object
+	Labels     string
+	Annots     string
+	Spec       string
+	Status     string
+	CanWrite   bool
+	Pillar     *pillarView
+	Members    []client.Member
+	Categories []categoryLink
+	Saved      bool
+}
+
+type categoryLink struct{ Category, Link string }
+
+func (a *API) uiResource(w http.ResponseWriter, r *http.Request, s auth.Session) error {
+	rp, ok := parseResourcePath(r.PathValue("path"))
+	if !ok {
+		return fault.NotFound("no such console page")
+	}
+	if rp.Collection {
+		return a.uiList(w, r, s, rp)
+	}
+	v, err := a.objectView(r, s, rp)
+	if err != nil {
+		return err
+	}
+	notice := ""
+	if r.URL.Query().Get("saved") != "" {
+		notice = "Saved."
+	}
+	return a.uiShow(w, s, "object", sectionOf(rp), rp.Kind+" "+rp.Name, v, notice)
+}
+
+func sectionOf(rp resourcePath) string {
+	switch rp.Kind {
+	case "Org", "Group":
+		return "orgs"
+	case "Node":
+		return "nodes"
+	}
+	return "kinds"
+}
+
+func (a *API) uiList(w http.ResponseWriter, r *http.Request, s auth.Session, rp resourcePath) error {
+	q := r.URL.Query()
+	v := listView{Path: rp, Selector: q.Get("labelSelector")}
+	apiQ := url.Values{"limit": {"50"}}
+	if v.Selector != "" {
+		apiQ.Set("labelSelector", v.Selector)
+	}
+	if c := q.Get("continue"); c != "" {
+		apiQ.Set("continue", c)
+	}
+	var list client.ObjectList
+	if _, err := a.consoleCall(r, s, "GET", rp.API+"?"+apiQ.Encode(), nil, &list); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.status == http.StatusBadRequest {
+			// A selector the API's parser refuses: the page stays, with the parser's message
+			// (it names the position).
+			p := uiPage{Title: rp.Kind + " list", User: s.Principal.Name, CSRF: s.CSRF, Section: sectionOf(rp), Data: v, Error: ae.problem.Detail}
+			return a.render(w, http.StatusBadRequest, "list", p)
+		}
+		return err
+	}
+	for _, o := range list.Items {
+		v.Items = append(v.Items, listItem{Name: o.Metadata.Name, Link: rp.itemLink(o), Labels: labelText(o.Metadata.Labels), RV: o.Metadata.ResourceVersion})
+	}
+	if list.Continue != "" {
+		nq := url.Values{"continue": {list.Continue}}
+		if v.Selector != "" {
+			nq.Set("labelSelector", v.Selector)
+		}
+		v.Next = r.URL.Path + "?" + nq.Encode()
+	}
+	wq := url.Values{"resourceVersion": {list.ResourceVersion}}
+	if v.Selector != "" {
+		wq.Set("labelSelector", v.Selector)
+	}
+	v.WatchURL = "/ui/watch" + strings.TrimPrefix(rp.API, "/v1") + "?" + wq.Encode()
+	return a.uiShow(w, s, "list", sectionOf(rp), rp.Kind+" list", v, "")
+}
+
+func (a *API) objectView(r *http.Request, s auth.Session, rp resourcePath) (objectView, error) {
+	v := objectView{Path: rp, Saved: r.URL.Query().Get("saved") != ""}
+	if _, err := a.consoleCall(r, s, "GET", rp.API, nil, &v.Object); err != nil {
+		return v, err
+	}
+	v.Labels, v.Annots = labelLines(v.Object.Metadata.Labels), labelLines(v.Object.Metadata.Annotations)
+	v.Spec, v.Status = prettyJSON(v.Object.Spec), prettyJSON(v.Object.Status)
+	v.CanWrite = a.mayCall(r, s, "PUT", rp.API)
+	var cats struct {
+		Items []struct {
+			Category string `json:"category"`
+		} `json:"items"`
+	}
+	target := ""
+	switch rp.Kind {
+	case "Node":
+		target = "node/" + rp.Name
+		pv, err := a.pillarView(r, s, rp.Name)
+		if err == nil {
+			v.Pillar = pv
+		}
+	case "Org":
+		target = "org/" + rp.Name
+	case "Group":
+		target = "group/" + rp.Org + "/" + rp.Name
+		var members client.MemberList
+		if _, err := a.consoleCall(r, s, "GET", rp.API+"/members", nil, &members); err == nil {
+			v.Members = members.Items
+		}
+	}
+	if target != "" {
+		if _, err := a.consoleCall(r, s, "GET", pillarAPIPath(target, ""), nil, &cats); err == nil {
+			for _, c := range cats.Items {
+				v.Categories = append(v.Categories, categoryLink{c.Category, "/ui/pillar?" + url.Values{"target": {target}, "category": {c.Category}}.Encode()})
+			}
+		}
+	}
+	return v, nil
+}
+
+// uiResourceSave replaces an object with the form's labels, annotations and spec, with the
+// resourceVersion the page showed as precondition: a 409 says it changed meanwhile.
+func (a *API) uiResourceSave(w http.ResponseWriter, r *http.Request, s auth.Session) error {
+	rp, ok := parseResourcePath(r.PathValue("path"))
+	if !ok || rp.Collection {
+		return fault.NotFound("no such console page")
+	}
+	labels, err := parseLabelLines("labels", r.PostFormValue("labels"))
+	if err != nil {
+		return a.objectWithError(w, r, s, rp, http.StatusBadRequest, err.Error(), nil)
+	}
+	annots, err := parseLabelLines("annotations", r.PostFormValue("annotations"))
+	if err != nil {
+		return a.objectWithError(w, r, s, rp, http.StatusBadRequest, err.Error(), nil)
+	}
+	obj := map[string]any{"metadata": map[string]any{"name": rp.Name, "labels": labels, "annotations": annots, "resourceVersion": r.PostFormValue("resourceVersion")}}
+	if spec := strings.TrimSpace(r.PostFormValue("spec")); spec != "" {
+		obj["spec"] = json.RawMessage(spec)
+	}
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return a.objectWithError(w, r, s, rp, http.StatusBadRequest, "spec is not JSON: "+err.Error(), nil)
+	}
+	if _, err := a.consoleCall(r, s, "PUT", rp.API, body, nil); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			switch ae.status {
+			case http.StatusConflict:
+				return a.objectWithError(w, r, s, rp, http.StatusConflict, "Changed meanwhile: someone else changed this "+rp.Kind+" after you loaded the page, so nothing was saved. Reload to see the current version, then make your change again.", nil)
+			case http.StatusBadRequest, http.StatusUnprocessableEntity:
+				return a.objectWithError(w, r, s, rp, ae.status, ae.problem.Detail, ae.problem.Errors)
+			}
+		}
+		return err
+	}
+	http.Redirect(w, r, r.URL.Path+"?saved=1", http.StatusSeeOther)
+	return nil
+}
+
+func (a *API) objectWithError(w http.ResponseWriter, r *http.Request, s auth.Session, rp resourcePath, status int, msg string, fields []client.FieldError) error {
+	v, err := a.objectView(r, s, rp)
+	if err != nil {
+		return err
+	}
+	return a.render(w, status, "object", uiPage{Title: rp.Kind + " " + rp.Name, User: s.Principal.Name, CSRF: s.CSRF, Section: sectionOf(rp), Data: v, Error: msg, Fields: fields})
+}
+
+// uiWatch streams a watch of a list the page shows (NDJSON, the API's own): the page's
+// script refreshes the table when an event arrives.
+func (a *API) uiWatch(w http.ResponseWriter, r *http.Request, s auth.Session) error {
+	rp, ok := parseResourcePath(r.PathValue("path"))
+	if !ok || !rp.Collection {
+		return fault.NotFound("no such watch")
+	}
+	q := r.URL.Query()
+	wq := url.Values{"watch": {"true"}}
+	for _, k := range []string{"labelSelector", "resourceVersion"} {
+		if v := q.Get(k); v != "" {
+			wq.Set(k, v)
+		}
+	}
+	a.mux.ServeHTTP(w, consoleRequest(r, s, "GET", rp.API+"?"+wq.Encode(), nil))
+	return nil
+}
+
+// --- pillars: the merged tree with where each leaf came from, and category pages ---
+
+type pillarView struct {
+	Leaves []pillarLeaf
+	Layers []string
+	Empty  bool
+}
+
+type pillarLeaf struct {
+	Path       string
+	Depth      int
+	Key        string
+	Value      string
+	SetBy      string
+	SetByLink  string
+	Overridden []string
+	Branch     bool
+}
+
+func (a *API) pillarView(r *http.Request, s auth.Session, node string) (*pillarView, error) {
+	var ex struct {
+		Pillar  map[string]any `json:"pillar"`
+		Explain []struct {
+			Path  string `json:"path"`
+			SetBy struct {
+				Target, Category string
+			} `json:"setBy"`
+			Overridden []struct {
+				Target, Category string
+			} `json:"overridden"`
+		} `json:"explain"`
+	}
+	if _, err := a.consoleCall(r, s, "GET", "/v1/nodes/"+url.PathEscape(node)+"/pillar?explain=true", nil, &ex); err != nil {
+		return nil, err
+	}
+	v := &pillarView{Empty: len(ex.Pillar) == 0}
+	type src struct {
+		by, link string
+		over     []string
+	}
+	srcs := map[string]src{}
+	seen := map[string]bool{}
+	var layers []string
+	add := func(l string) {
+		if !seen[l] {
+			seen[l] = true
+			layers = append(layers, l)
+		}
+	}
+	for _, e := range ex.Explain {
+		sv := src{by: e.SetBy.Target + " · " + e.SetBy.Category, link: "/ui/pillar?" + url.Values{"target": {e.SetBy.Target}, "category": {e.SetBy.Category}}.Encode()}
+		for _, o := range e.Overridden {
+			sv.over = append(sv.over, o.Target+" · "+o.Category)
+			add(o.Target + " · " + o.Category)
+		}
+		add(sv.by)
+		srcs[e.Path] = sv
+	}
+	rank := func(l string) int {
+		switch {
+		case strings.HasPrefix(l, "global"):
+			return 0
+		case strings.HasPrefix(l, "org/"):
+			return 1
+		case strings.HasPrefix(l, "group/"):
+			return 2
+		}
+		return 3
+	}
+	sort.SliceStable(layers, func(i, j int) bool { return rank(layers[i]) < rank(layers[j]) })
+	v.Layers = layers
+	var walk func(m map[string]any, ptr string, depth int)
+	walk = func(m map[string]any, ptr string, depth int) {
+		for _, k := range slices.Sorted(func(yield func(string) bool) {
+			for k := range m {
+				if !yield(k) {
+					return
+				}
+			}
+		}) {
+			p := ptr + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+			child, isMap := m[k].(map[string]any)
+			if isMap && len(child) > 0 {
+				v.Leaves = append(v.Leaves, pillarLeaf{Path: p, Depth: depth, Key: k, Branch: true})
+				walk(child, p, depth+1)
+				continue
+			}
+			sv := srcs[p]
+			v.Leaves = append(v.Leaves, pillarLeaf{Path: p, Depth: depth, Key: k, Value: compactJSON(m[k]), SetBy: sv.by, SetByLink: sv.link, Overridden: sv.over})
+		}
+	}
+	walk(ex.Pillar, "", 0)
+	return v, nil
+}
+
+// pillarAPIPath is the API path of a target's pillar rows (category "": the list).
+func pillarAPIPath(target, category string) string {
+	parts := strings.Split(target, "/")
+	var base string
+	switch {
+	case target == "global":
+		base = "/v1/pillars/global"
+	case len(parts) == 2 && parts[0] == "org":
+		base = "/v1/orgs/" + url.PathEscape(parts[1]) + "/pillars"
+	case len(parts) == 3 && parts[0] == "group":
+		base = "/v1/orgs/" + url.PathEscape(parts[1]) + "/groups/" + url.PathEscape(parts[2]) + "/pillars"
+	case len(parts) == 2 && parts[0] == "node":
+		base = "/v1/nodes/" + url.PathEscape(parts[1]) + "/pillars"
+	default:
+		return ""
+	}
+	if category != "" {
+		base += "/" + url.PathEscape(category)
+	}
+	return base
+}
+
+type pillarRowView struct {
+	Target, Category, Data, ETag string
+	Revision                     int64
+	CanWrite                     bool
+	History                      []historyView
+}
+
+type historyView struct {
+	ID         int64
+	Revision   int64
+	Actor, At  string
+	Old, New   string
+	Deleted    bool
+	Rows       []diffLine
+	CanRestore bool
+}
+
+type diffLine struct {
+	Old, New string
+	Changed  bool
+}
+
+func (a *API) pillarRow(r *http.Request, s auth.Session, target, category string) (pillarRowView, error) {
+	v := pillarRowView{Target: target, Category: category}
+	path := pillarAPIPath(target, category)
+	if path == "" || category == "" {
+		return v, fault.NotFound("no such pillar row")
+	}
+	var row struct {
+		Data     json.RawMessage `json:"data"`
+		Revision int64           `json:"revision"`
+	}
+	hdr, err := a.consoleCall(r, s, "GET", path, nil, &row)
+	if err != nil {
+		return v, err
+	}
+	v.Data, v.Revision, v.ETag = prettyJSON(row.Data), row.Revision, hdr.Get("ETag")
+	v.CanWrite = a.mayCall(r, s, "PUT", path)
+	var hist struct {
+		Items []struct {
+			ID       int64           `json:"id"`
+			Revision int64           `json:"revision"`
+			Old      json.RawMessage `json:"old"`
+			New      json.RawMessage `json:"new"`
+			Actor    string          `json:"actor"`
+			At       time.Time       `json:"at"`
+		} `json:"items"`
+	}
+	if _, err := a.consoleCall(r, s, "GET", path+"/history?limit=20", nil, &hist); err != nil {
+		return v, err
+	}
+	for _, h := range hist.Items {
+		hv := historyView{ID: h.ID, Revision: h.Revision, Actor: h.Actor, At: h.At.UTC().Format("2006-01-02 15:04:05 UTC"),
+			Old: prettyJSON(h.Old), New: prettyJSON(h.New), Deleted: string(h.New) == "null" || len(h.New) == 0, CanRestore: v.CanWrite}
+		hv.Rows = sideBySide(hv.Old, hv.New)
+		v.History = append(v.History, hv)
+	}
+	return v, nil
+}
+
+func (a *API) uiPillar(w http.ResponseWriter, r *http.Request, s auth.Session) error {
+	q := r.URL.Query()
+	v, err := a.pillarRow(r, s, q.Get("target"), q.Get("category"))
+	if err != nil {
+		return err
+	}
+	notice := ""
+	if q.Get("saved") != "" {
+		notice = "Saved."
+	}
+	return a.uiShow(w, s, "pillar", "nodes", "Pillar "+v.Target+" · "+v.Category, v, notice)
+}
+
+// uiPillarSave writes a category's JSON with the ETag the page showed (If-Match: 412 when the
+// row changed meanwhile), or restores a history entry.
+func (a *API) uiPillarSave(w http.ResponseWriter, r *http.Request, s auth.Session) error {
+	target, category := r.PostFormValue("target"), r.PostFormValue("category")
+	path := pillarAPIPath(target, category)
+	if path == "" || category == "" {
+		return fault.NotFound("no such pillar row")
+	}
+	var err error
+	if id := r.PostFormValue("restore"); id != "" {
+		n, perr := strconv.ParseInt(id, 10, 64)
+		if perr != nil {
+			return fault.Invalid("restore", "not a history entry")
+		}
+		_, err = a.consoleCall(r, s, "POST", fmt.Sprintf("%s/history/%d/restore", path, n), nil, nil)
+	} else {
+		_, err = a.consoleCall(r, s, "PUT", path, []byte(r.PostFormValue("data")), nil, "If-Match", r.PostFormValue("etag"))
+	}
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.status != http.StatusNotFound && ae.status != http.StatusForbidden && ae.status < 500 {
+			v, verr := a.pillarRow(r, s, target, category)
+			if verr != nil {
+				return verr
+			}
+			msg := ae.problem.Detail
+			if ae.status == http.StatusPreconditionFailed {
+				msg = "Changed meanwhile: this category was changed after you loaded the page, so nothing was saved. Reload, then make your change again."
+			} else {
+				v.Data = r.PostFormValue("data")
+			}
+			return a.render(w, ae.status, "pillar", uiPage{Title: "Pillar " + target + " · " + category, User: s.Principal.Name, CSRF: s.CSRF, Section: "nodes", Data: v, Error: msg, Fields: ae.problem.Errors})
+		}
+		return err
+	}
+	http.Redirect(w, r, "/ui/pillar?"+url.Values{"target": {target}, "category": {category}, "saved": {"1"}}.Encode(), http.StatusSeeOther)
+	return nil
+}
+
+// --- audit ---
+
+func (a *API) uiAudit(w http.ResponseWriter, r *http.Request, s auth.Session) error {
+	q := r.URL.Query()
+	apiQ := url.Values{"limit": {"50"}}
+	if act := q.Get("action"); act != "" {
+		apiQ.Set("action", act)
+	}
+	if c := q.Get("continue"); c != "" {
+		apiQ.Set("continue", c)
+	}
+	var page struct {
+		Items    []auth.AuditRecord `json:"items"`
+		Continue string             `json:"continue"`
+	}
+	if _, err := a.consoleCall(r, s, "GET", "/v1/audit?"+apiQ.Encode(), nil, &page); err != nil {
+		return err
+	}
+	next := ""
+	if page.Continue != "" {
+		nq := url.Values{"continue": {page.Continue}}
+		if act := q.Get("action"); act != "" {
+			nq.Set("action", act)
+		}
+		next = "/ui/audit?" + nq.Encode()
+	}
+	return a.uiShow(w, s, "audit", "audit", "Audit log", map[string]any{"Items": page.Items, "Action": q.Get("action"), "Next": next}, "")
+}
+
+// --- helpers ---
+
+func prettyJSON(v any) string {
+	var raw []byte
+	switch t := v.(type) {
+	case json.RawMessage:
+		raw = t
+	case []byte:
+		raw = t
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return ""
+		}
+		raw = b
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+func compactJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+func labelText(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, ", ")
+}
+
+// labelLines is a map as the edit form shows it: key=value per line.
+func labelLines(m map[string]string) string {
+	return strings.ReplaceAll(labelText(m), ", ", "\n")
+}
+
+// parseLabelLines reads the edit form's key=value lines.
+func parseLabelLines(field, text string) (map[string]string, error) {
+	out := map[string]string{}
+	for i, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s, line %d: write key=value", field, i+1)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
+
+func sinceText(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+// sideBySide pairs the lines of two texts for a two-column diff (a longest-common-subsequence
+// alignment: unchanged lines side by side, the rest marked).
+func sideBySide(a, b string) []diffLine {
+	x, y := splitLines(a), splitLines(b)
+	n, m := len(x), len(y)
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if x[i] == y[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var out []diffLine
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && x[i] == y[j]:
+			out = append(out, diffLine{Old: x[i], New: y[j]})
+			i, j = i+1, j+1
+		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
+			out = append(out, diffLine{New: y[j], Changed: true})
+			j++
+		default:
+			out = append(out, diffLine{Old: x[i], Changed: true})
+			i++
+		}
+	}
+	return out
+}
+
+func splitLines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
