@@ -78,7 +78,13 @@ func (a *API) workspaceView(r *http.Request, s auth.Session) (workspaceView, err
 		}
 		v.Diff = d
 	} else if len(v.Versions) >= 2 {
-		v.A, v.B = v.Versions[len(v.Versions)-2].N, v.Versions[len(v.Versions)-1].N
+		// The two newest versions, older first, whichever order the list has.
+		ns := make([]int64, len(v.Versions))
+		for i, ver := range v.Versions {
+			ns[i] = ver.N
+		}
+		sort.Slice(ns, func(i, j int) bool { return ns[i] < ns[j] })
+		v.A, v.B = ns[len(ns)-2], ns[len(ns)-1]
 	}
 	return v, nil
 }
