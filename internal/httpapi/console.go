@@ -512,6 +512,10 @@ type objectView struct {
 	Members    []client.Member
 	Categories []categoryLink
 	Saved      bool
+	// Kinds are the org's lists of objects of user kinds (an org's page).
+	Kinds []categoryLink
+	// Reload is set when a save was refused because the object changed meanwhile.
+	Reload bool
 }
 
 type categoryLink struct{ Category, Link string }
@@ -607,6 +611,16 @@ func (a *API) objectView(r *http.Request, s auth.Session, rp resourcePath) (obje
 		}
 	case "Org":
 		target = "org/" + rp.Name
+		var kinds struct {
+			Items []client.KindInfo `json:"items"`
+		}
+		if _, err := a.consoleCall(r, s, "GET", "/v1/kinds", nil, &kinds); err == nil {
+			for _, k := range kinds.Items {
+				if !k.Builtin && k.Scope == "org" {
+					v.Kinds = append(v.Kinds, categoryLink{k.Name, "/ui/orgs/" + url.PathEscape(rp.Name) + "/resources/" + url.PathEscape(k.Name)})
+				}
+			}
+		}
 	case "Group":
 		target = "group/" + rp.Org + "/" + rp.Name
 		var members client.MemberList
@@ -668,6 +682,7 @@ func (a *API) objectWithError(w http.ResponseWriter, r *http.Request, s auth.Ses
 	if err != nil {
 		return err
 	}
+	v.Reload = status == http.StatusConflict
 	return a.render(w, status, "object", uiPage{Title: rp.Kind + " " + rp.Name, User: s.Principal.Name, CSRF: s.CSRF, Section: sectionOf(rp), Data: v, Error: msg, Fields: fields})
 }
 
