@@ -435,7 +435,7 @@ func (d *DB) InTx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 			return err
 		}
 	}
-	return interpretError(ptx.Commit(ctx))
+	return commitError(ptx.Commit(ctx))
 }
 
 // ReadTx runs fn in a REPEATABLE READ READ ONLY transaction: every statement fn runs sees
@@ -483,7 +483,16 @@ type Step struct {
 // runs them as one implicit transaction, in order); see Tx.Pipeline. It is for reads that
 // need no transaction of their own but several statements, such as a check and a read.
 func (d *DB) Pipeline(ctx context.Context, steps ...Step) error {
-	return sendPipeline(ctx, d.pool, d.schema, steps)
+	err := sendPipeline(ctx, d.pool, d.schema, steps)
+	if err != nil {
+		// PostgreSQL commits the implicit transaction of a pipeline at its end: a connection
+		// lost meanwhile leaves a write in it applied or not.
+		var e *Error
+		if errors.As(err, &e) && e.Kind == ErrUnavailable && e.Code == "" {
+			e.OutcomeUnknown = true
+		}
+	}
+	return err
 }
 
 // Pipeline sends steps in one round trip and PostgreSQL runs them in order, each as its own

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,9 @@ type Error struct {
 	Constraint string
 	Code       string
 	Err        error
+	// OutcomeUnknown: the connection was lost while a COMMIT (or an implicitly committed
+	// pipeline) was on its way, so the write may or may not have been applied.
+	OutcomeUnknown bool
 }
 
 func (e *Error) Error() string {
@@ -80,6 +84,17 @@ func DiskFullSince() time.Time {
 	return time.Time{}
 }
 
+// commitError interprets the error of a COMMIT (or of a pipeline PostgreSQL commits by
+// itself): a lost connection there leaves the outcome unknown, which the answer must say.
+func commitError(err error) error {
+	err = interpretError(err)
+	var e *Error
+	if errors.As(err, &e) && e.Kind == ErrUnavailable && e.Code == "" {
+		e.OutcomeUnknown = true
+	}
+	return err
+}
+
 // interpretError is the one place driver errors become strata's.
 func interpretError(err error) error {
 	if err == nil {
@@ -108,6 +123,12 @@ func interpretError(err error) error {
 			lastDiskFull.Store(time.Now().UnixNano())
 		}
 		return &Error{Kind: kind, Constraint: pgErr.ConstraintName, Code: pgErr.Code, Err: err}
+	}
+	// A connection lost in the middle of a statement, a pipeline or a COMMIT (a failover, the
+	// server killed): the driver reports an unexpected EOF or a closed connection. The
+	// database is unavailable, not the request wrong (issue 21: these were 500s).
+	if errorsIsAny(err, io.ErrUnexpectedEOF, io.EOF, pgconn.ErrConnClosed) || pgconn.Timeout(err) {
+		return &Error{Kind: ErrUnavailable, Err: err}
 	}
 	var netErr net.Error
 	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) {
@@ -166,6 +187,10 @@ func (e *Error) Fault() *fault.Error {
 		return &fault.Error{Kind: fault.KindInvalid, Detail: "the database refused a value in the request (out of range or not representable)", Err: e}
 	case e.Kind == ErrReadOnly:
 		return fault.Unavailable(fault.ReasonReadOnly, e, "the database is read-only (a standby, or default_transaction_read_only); writes are refused until it accepts them again, reads still work")
+	case e.Kind == ErrUnavailable && e.OutcomeUnknown:
+		f := fault.Unavailable(fault.ReasonUnavailable, e, "the connection to the database was lost while this write was being committed: it may or may not have been applied. Read it again (compare its resourceVersion, or a Terraform state's serial) before you retry")
+		f.Extensions = map[string]any{"outcome": "unknown"}
+		return f
 	case e.Kind == ErrUnavailable:
 		switch r := e.reason(); r {
 		case fault.ReasonDiskFull:
