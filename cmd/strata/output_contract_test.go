@@ -84,7 +84,7 @@ func TestOutputContract(t *testing.T) {
 		"version":             {"version"},
 	}
 	// Commands that change something, stream, print a file verbatim or start a server.
-	others := []string{"apply", "delete", "group add-member", "group annotate", "group create", "group delete",
+	others := []string{"apply", "backup create", "backup restore", "delete", "group add-member", "group annotate", "group create", "group delete",
 		"group label", "group remove-member", "kind apply", "kind diff", "migrate up", "node annotate", "node apply",
 		"node create", "node delete", "node label", "node rename", "org annotate", "org create", "org delete", "org label",
 		"pillar category delete", "pillar category set", "pillar delete", "pillar export", "pillar import", "pillar set", "pillar settings set", "project backend-config",

@@ -126,3 +126,7 @@ DELETE FROM {{schema}}.console_sessions WHERE secret_hash = $1 RETURNING token_i
 
 -- name: SessionPrune
 DELETE FROM {{schema}}.console_sessions WHERE expires_at < now();
+
+-- name: SessionsEndAll
+-- After a restore: sessions of the installation the backup was taken from end.
+DELETE FROM {{schema}}.console_sessions;

@@ -102,3 +102,10 @@ func (s *Service) EndSession(ctx context.Context, actor AuditActor, secret strin
 		return RecordAudit(ctx, tx, AuditEntry{Actor: actor.Actor, Action: "console.logout", Target: tokenID, RemoteAddr: actor.RemoteAddr})
 	})
 }
+
+// EndAllSessions ends every console session (after a restore: they belong to the
+// installation the backup was taken from).
+func EndAllSessions(ctx context.Context, d *db.DB) error {
+	_, err := d.Exec(ctx, q.Get("SessionsEndAll"))
+	return err
+}

@@ -191,6 +191,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		newServeCmd(g),
 		newMigrateCmd(g),
+		newBackupCmd(g),
 		newDoctorCmd(g),
 		newVersionCmd(g),
 		newTokenCmd(g),

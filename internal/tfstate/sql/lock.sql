@@ -75,3 +75,12 @@ SELECT pg_terminate_backend($1)
 SELECT count(*), count(*) FILTER (WHERE unprotected_since IS NOT NULL),
        coalesce(extract(epoch FROM now() - min(unprotected_since)), 0)::float8
 FROM {{schema}}.tf_locks
+
+-- name: LocksReleaseRestored
+-- After a restore from a backup: the locks the backup holds belonged to processes of the
+-- installation it was taken from, which hold nothing here; they are released (and audited by
+-- the caller), as are the old replicas' keeper records.
+DELETE FROM {{schema}}.tf_locks RETURNING project, workspace, lock_id, info, created_by;
+
+-- name: KeepersForget
+DELETE FROM {{schema}}.tf_keepers;

@@ -141,3 +141,14 @@ SELECT coalesce(string_agg(c.relname, ', ' ORDER BY c.relname), '')
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND c.relname <> 'states'
+
+-- name: ProjectStatesMaxID
+SELECT coalesce(max(id), 0) FROM {{project}}.states
+
+-- name: SequenceAdvance
+-- After a restore: the shared sequence of the pg backend moves past every restored row, so
+-- new states never take a restored id.
+SELECT setval('public.global_states_id_seq', greatest($1::bigint, (SELECT last_value FROM public.global_states_id_seq)))
+
+-- name: ProjectNamesAll
+SELECT name FROM {{schema}}.tf_projects ORDER BY name
