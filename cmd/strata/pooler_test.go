@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,12 +41,21 @@ func TestPoolerQueryModes(t *testing.T) {
 		}
 	}
 	require.NotNil(t, tour, "the README's tour block")
-	for _, mode := range []string{"exec", "simple_protocol"} {
+	for _, mode := range []string{"exec", "simple_protocol", "pgbouncer"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			url := withURLParam(pgtest.NewDatabaseURL(t), "default_query_exec_mode", mode)
+			direct := pgtest.NewDatabaseURL(t)
+			args := []string{"--session-database-url", "off"}
+			url := withURLParam(direct, "default_query_exec_mode", mode)
+			if mode == "pgbouncer" {
+				// Debian's PgBouncer 1.18 in transaction mode in front of the pool (no named
+				// prepared statements there: exec mode), and the session features direct.
+				url = withURLParam(startPgBouncer(t, direct), "default_query_exec_mode", "exec")
+				args = []string{"--session-database-url", direct}
+				mode = "exec through PgBouncer"
+			}
 			data := dataDir(t)
-			s := startServer(t, nil, "--database-url", url, "--session-database-url", "off", "--data-dir", data)
+			s := startServer(t, nil, append([]string{"--database-url", url, "--data-dir", data}, args...)...)
 			addr := strings.TrimPrefix(s.url, "http://")
 
 			work := t.TempDir()
@@ -99,4 +112,63 @@ func withURLParam(url, name, value string) string {
 		return url + "&" + name + "=" + value
 	}
 	return url + "?" + name + "=" + value
+}
+
+// startPgBouncer runs Debian's pgbouncer in transaction mode in front of the database of
+// direct (as the postgres user when the test runs as root: PgBouncer refuses root) and returns
+// a URL through it. .ci/run installs pgbouncer; without it the test fails saying so.
+func startPgBouncer(t *testing.T, direct string) string {
+	t.Helper()
+	bin, err := exec.LookPath("pgbouncer")
+	require.NoError(t, err, "the pooler test needs PgBouncer: apt-get install -y pgbouncer (.ci/run installs it)")
+	target, err := pgconnParse(direct)
+	require.NoError(t, err)
+	dir, err := os.MkdirTemp("", "strata-pgbouncer-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	port := freePort(t)
+	conf := fmt.Sprintf(`[databases]
+* = host=%s port=%s connect_query='SET max_parallel_workers_per_gather = 0'
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %d
+unix_socket_dir =
+auth_type = trust
+auth_file = %s/userlist.txt
+pool_mode = transaction
+max_client_conn = 500
+default_pool_size = 40
+max_prepared_statements = 0
+server_reset_query =
+ignore_startup_parameters = extra_float_digits,max_parallel_workers_per_gather
+logfile = %s/pgbouncer.log
+pidfile = %s/pgbouncer.pid
+`, target.host, target.port, port, dir, dir, dir)
+	// max_prepared_statements is a 1.21 setting; 1.18 warns about it and goes on.
+	conf = strings.Replace(conf, "max_prepared_statements = 0\n", "", 1)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pgbouncer.ini"), []byte(conf), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "userlist.txt"), []byte(fmt.Sprintf("%q \"\"\n", target.user)), 0o644))
+	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		require.NoError(t, err)
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		require.NoError(t, os.Chown(dir, uid, gid))
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "pgbouncer did not listen: %s", out.String())
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", target.user, port, target.database)
 }
