@@ -53,7 +53,10 @@ func (p *pgPair) run(name string, args ...string) string {
 	return string(out)
 }
 
-func newPGPair(t *testing.T) *pgPair {
+func newPGPair(t *testing.T) *pgPair { return newPGPairMode(t, true) }
+
+// newPGPairMode makes the pair with synchronous or asynchronous replication.
+func newPGPairMode(t *testing.T, synchronous bool) *pgPair {
 	t.Helper()
 	bin, err := pgembed.FindBinaries()
 	require.NoError(t, err)
@@ -93,10 +96,12 @@ hot_standby = on
 fsync = off
 full_page_writes = off
 max_connections = 100
-synchronous_standby_names = '*'
 synchronous_commit = on
 wal_sender_timeout = 5s
 `, p.primaryPort, dir)
+	if synchronous {
+		conf += "synchronous_standby_names = '*'\n"
+	}
 	appendFile(t, filepath.Join(p.primary, "postgresql.conf"), conf)
 	appendFile(t, filepath.Join(p.primary, "pg_hba.conf"), "host replication all 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 trust\n")
 	p.run("pg_ctl", "-D", p.primary, "-l", filepath.Join(dir, "primary.log"), "-w", "start")
@@ -105,12 +110,22 @@ wal_sender_timeout = 5s
 	// Patroni would make a new one, or turn synchronous commit off, at the promotion).
 	appendFile(t, filepath.Join(p.standby, "postgresql.conf"), fmt.Sprintf("port = %d\nsynchronous_standby_names = ''\n", p.standbyPort))
 	p.run("pg_ctl", "-D", p.standby, "-l", filepath.Join(dir, "standby.log"), "-w", "start")
-	// Writes wait for the standby from here on: a write the primary acknowledged is on it.
+	// With synchronous replication, writes wait for the standby from here on: a write the
+	// primary acknowledged is on it.
+	state := "sync"
+	if !synchronous {
+		state = "async"
+	}
 	require.Eventually(t, func() bool {
-		out := p.run("psql", "-h", "127.0.0.1", "-p", strconv.Itoa(p.primaryPort), "-U", "postgres", "-Atc", "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'")
+		out := p.psql(p.primaryPort, "SELECT count(*) FROM pg_stat_replication WHERE sync_state = '"+state+"' AND state = 'streaming'")
 		return strings.TrimSpace(out) == "1"
 	}, 30*time.Second, 100*time.Millisecond)
 	return p
+}
+
+func (p *pgPair) psql(port int, sql string) string {
+	p.t.Helper()
+	return p.run("psql", "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "postgres", "-d", "postgres", "-Atc", sql)
 }
 
 func appendFile(t *testing.T, path, text string) {
@@ -240,5 +255,102 @@ func TestFailoverAnswers503AndLosesNothing(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(out), &got))
 		v, _ := strconv.Atoi(got.Metadata.Labels["v"])
 		require.GreaterOrEqual(t, v, acked[i], "node n%d: a write acknowledged before the failover was lost", i)
+	}
+}
+
+// TestAsyncFailoverCannotForkHistory (issue 21, item 2): with asynchronous replication a
+// failover can lose acknowledged changes, and the new primary would hand their
+// resourceVersions out again for other changes. The standby is stopped, so the changes made
+// next reach only the primary; the primary is killed and the standby promoted: those changes
+// are lost. The first connection to the new primary records a new history epoch: the next
+// version lies a billion past anything the lost history drew, and a watch resumed from a lost
+// version (or any version from before the failover) is a 410 — list again — never a silent
+// continuation. The control drops the epoch check before the failover: a version is then
+// drawn again for a different change, and the watch from the lost version is a 200 that
+// silently skips.
+func TestAsyncFailoverCannotForkHistory(t *testing.T) {
+	t.Parallel()
+	for _, control := range []bool{false, true} {
+		name := "epoch"
+		if control {
+			name = "control without the epoch check"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := newPGPairMode(t, false)
+			token := "strata_" + strings.Repeat("asyncFailoverTok", 3)
+			a := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", p.url(), "--data-dir", dataDir(t))
+			call := func(method, path, body string) answer {
+				t.Helper()
+				req, _ := http.NewRequest(method, a.url+path, strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+token)
+				if method == "PATCH" {
+					req.Header.Set("Content-Type", "application/merge-patch+json")
+				}
+				resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+				if err != nil {
+					return answer{status: 0, body: err.Error()}
+				}
+				defer resp.Body.Close()
+				b := new(strings.Builder)
+				buf := make([]byte, 4096)
+				n, _ := resp.Body.Read(buf) // a watch answers with its first bytes; enough to see the status
+				b.Write(buf[:n])
+				return answer{status: resp.StatusCode, body: b.String()}
+			}
+			rv := func(a answer) int64 {
+				t.Helper()
+				var o struct {
+					Metadata struct {
+						ResourceVersion string `json:"resourceVersion"`
+					} `json:"metadata"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(a.body), &o), a.body)
+				v, err := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
+				require.NoError(t, err)
+				return v
+			}
+			require.Equal(t, 201, call("POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`).status)
+			require.Equal(t, 201, call("POST", "/v1/nodes", `{"metadata":{"name":"n0"},"spec":{"org":"acme"}}`).status)
+			kept := rv(call("PATCH", "/v1/nodes/n0", `{"metadata":{"labels":{"v":"kept"}}}`))
+			if control {
+				p.psql(p.primaryPort, "DROP FUNCTION strata.history_epoch_check(text)")
+			}
+			// Replicated so far; the standby stops, and what follows reaches only the primary.
+			require.Eventually(t, func() bool {
+				return strings.TrimSpace(p.psql(p.primaryPort, "SELECT count(*) FROM pg_stat_replication WHERE replay_lsn = pg_current_wal_lsn()")) == "1"
+			}, 10*time.Second, 50*time.Millisecond)
+			p.run("pg_ctl", "-D", p.standby, "-m", "fast", "-w", "stop")
+			var lost int64
+			for i := 0; i < 5; i++ {
+				a := call("PATCH", "/v1/nodes/n0", fmt.Sprintf(`{"metadata":{"labels":{"v":"lost-%d"}}}`, i))
+				require.Equal(t, 200, a.status, a.body)
+				lost = rv(a)
+			}
+			require.Greater(t, lost, kept)
+			p.run("pg_ctl", "-D", p.primary, "-m", "immediate", "-w", "stop")
+			p.run("pg_ctl", "-D", p.standby, "-l", filepath.Join(p.dir, "standby.log"), "-w", "start")
+			p.run("pg_ctl", "-D", p.standby, "-w", "promote")
+
+			var after answer
+			require.Eventually(t, func() bool {
+				after = call("PATCH", "/v1/nodes/n0", `{"metadata":{"labels":{"v":"new"}}}`)
+				return after.status == 200
+			}, 20*time.Second, 100*time.Millisecond, "writes resume on the promoted standby: %v", after)
+			next := rv(after)
+			resume := call("GET", fmt.Sprintf("/v1/nodes?watch=true&resourceVersion=%d", lost), "")
+			if control {
+				require.LessOrEqual(t, next, lost+64, "without the check the new history draws the lost history's numbers again")
+				require.Equal(t, 200, resume.status, "…and a watch from a lost version goes on silently: %s", resume.body)
+				return
+			}
+			require.Greater(t, next, lost+900_000_000, "the new history's versions start a billion past the old ones")
+			require.Equal(t, 410, resume.status, resume.body)
+			require.Contains(t, resume.body, "failed over")
+			require.Equal(t, 410, call("GET", fmt.Sprintf("/v1/nodes?watch=true&resourceVersion=%d", kept), "").status, "every watch from before the failover lists again")
+			list := call("GET", "/v1/nodes", "")
+			require.Equal(t, 200, list.status)
+			require.Contains(t, list.body, `"v":"new"`)
+		})
 	}
 }

@@ -102,6 +102,18 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	// Every connection checks the database's history epoch before it is used (migration
+	// 0024): the first one on a promoted standby, a recovered or a restored cluster moves
+	// the versions past anything the lost history can have handed out, before any write.
+	epochSQL := "SELECT " + pgx.Identifier{schema}.Sanitize() + ".history_epoch_check($1)"
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		var ep *string
+		err := conn.QueryRow(ctx, epochSQL, schema).Scan(&ep)
+		if err != nil && !epochCheckAbsent(err) {
+			return interpretError(err)
+		}
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, interpretError(err)

@@ -84,6 +84,22 @@ func DiskFullSince() time.Time {
 	return time.Time{}
 }
 
+// epochCheckAbsent reports an error of the history epoch check that leaves nothing to check:
+// the schema or its migration 0024 is not there yet (a database being migrated), or the
+// database is read-only (it takes no writes, so no version of a new history can be drawn), or
+// the role may not read strata's tables (Salt's node_pillars role: it draws no versions).
+func epochCheckAbsent(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case pgerrcode.UndefinedFunction, pgerrcode.InvalidSchemaName, pgerrcode.UndefinedTable, pgerrcode.ReadOnlySQLTransaction, pgerrcode.InsufficientPrivilege:
+		return true
+	}
+	return false
+}
+
 // commitError interprets the error of a COMMIT (or of a pipeline PostgreSQL commits by
 // itself): a lost connection there leaves the outcome unknown, which the answer must say.
 func commitError(err error) error {

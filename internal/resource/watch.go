@@ -366,7 +366,7 @@ func (h *Hub) stop() {
 }
 
 func goneError(from, compacted int64) error {
-	return fault.Gone("resourceVersion %d is too old: the changes log keeps only changes after %d; list again and watch from the list's resourceVersion", from, compacted)
+	return fault.Gone("resourceVersion %d is too old: the changes log answers only for changes after %d (older ones were pruned, or the database failed over, was recovered or restored since and its history may have lost changes); list again and watch from the list's resourceVersion", from, compacted)
 }
 
 // readChanges reads change rows (WatchPoll or WatchCatchUp with args).
