@@ -89,9 +89,11 @@ func main() {
 		})
 	case "get":
 		// GET a path in which {r} is replaced by a random 1..-range per request (e.g.
-		// /v1/nodes/minion-{r}/pillar); every answer must be a 200.
+		// /v1/nodes/minion-{r}/pillar), or {r4} by 0..-range-1 in four digits (n{r4}: the
+		// nodes setup makes); every answer must be a 200.
 		run(*n, *c, func(r *rand.Rand) error {
-			path := strings.ReplaceAll(*getPath, "{r}", strconv.Itoa(1+r.IntN(*rangeN)))
+			x := r.IntN(*rangeN)
+			path := strings.ReplaceAll(strings.ReplaceAll(*getPath, "{r4}", fmt.Sprintf("%04d", x)), "{r}", strconv.Itoa(1+x))
 			if st, b := do("GET", path, nil, ""); st != 200 {
 				return fmt.Errorf("GET %s: %d %s", path, st, b)
 			}
