@@ -188,12 +188,15 @@ func main() {
 			}
 		}(r)
 	}
-	// The watch: resumes from its last resourceVersion, lists again on 410.
+	// The watch: resumes from its last resourceVersion, lists again on 410. It stops a few
+	// seconds after the writers, so it has caught up with their last changes.
 	watched := map[string]string{}
 	var repeated, relists, resumes int
-	wg.Add(1)
+	stopWatch := make(chan struct{})
+	watchDone := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(watchDone)
+		stop := stopWatch
 		base := urls[len(urls)-1]
 		var rv int64
 		list := func() bool {
@@ -314,6 +317,9 @@ func main() {
 	time.Sleep(time.Until(start.Add(*duration)))
 	close(stop)
 	wg.Wait()
+	time.Sleep(3 * time.Second)
+	close(stopWatch)
+	<-watchDone
 
 	// Figures.
 	res.mu.Lock()
@@ -337,11 +343,21 @@ func main() {
 	}
 	fmt.Println()
 	fmt.Printf("longest time without a successful write: %.2f s\n", longest.Seconds())
-	for _, f := range fs {
-		i := sort.Search(len(res.writesAt), func(i int) bool { return res.writesAt[i].After(f.ran) })
-		if i < len(res.writesAt) {
-			fmt.Printf("after %q: first successful write %.2f s later\n", f.cmd, res.writesAt[i].Sub(f.ran).Seconds())
+	for n, f := range fs {
+		// The longest time without a successful write in the 20 s after the fault began.
+		var gap time.Duration
+		prev := f.ran
+		for _, w := range res.writesAt {
+			if w.Before(f.ran) {
+				continue
+			}
+			if w.After(f.ran.Add(20 * time.Second)) {
+				break
+			}
+			gap = max(gap, w.Sub(prev))
+			prev = w
 		}
+		fmt.Printf("fault %d: longest time without a successful write in the 20 s after it: %.2f s\n", n+1, gap.Seconds())
 	}
 	res.mu.Unlock()
 	lost := 0
