@@ -146,6 +146,32 @@ func (t *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.Trac
 	return context.WithValue(ctx, traceKey{}, traceData{name: queryName(data.SQL), start: time.Now()})
 }
 
+// The statements of a pipeline (DB.Pipeline, Tx.Pipeline) are reported each under its own
+// name, with the time from the pipeline's start to its result.
+type batchKey struct{}
+
+func (t *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return context.WithValue(ctx, batchKey{}, time.Now())
+}
+
+func (t *tracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	start, ok := ctx.Value(batchKey{}).(time.Time)
+	if !ok {
+		return
+	}
+	code := "ok"
+	if data.Err != nil {
+		code = "error"
+		var pgErr *pgconn.PgError
+		if errors.As(data.Err, &pgErr) {
+			code = pgErr.Code
+		}
+	}
+	t.obs.ObserveQuery(queryName(data.SQL), code, time.Since(start))
+}
+
+func (t *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 func (t *tracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
 	td, ok := ctx.Value(traceKey{}).(traceData)
 	if !ok {
