@@ -44,6 +44,7 @@ var (
 	duration = flag.Duration("duration", 40*time.Second, "how long the load runs")
 	clients  = flag.Int("clients", 8, "label writers")
 	tfRounds = flag.Int("tf", 2, "Terraform round writers")
+	keyHeld  = flag.String("keyheld", "", "shell command printing 1 when the advisory key of workspace {ws} of project fo is held, 0 otherwise; with it, locks reported protected are checked")
 	faults   faultFlag
 )
 
@@ -292,6 +293,54 @@ func main() {
 		}
 	}()
 
+	// Locks reported protected while their key was free: a workspace whose lock status says
+	// locked and protected, whose key the probe finds free, and whose status still names the
+	// same lock afterwards (so the lock was not simply released in between).
+	var protectedChecks, protectedFree int
+	if *keyHeld != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+				for w := range *tfRounds {
+					status := func() (bool, string) {
+						st, b := call(urls[0], "GET", fmt.Sprintf("/v1/state/fo/w%d/lock", w), "", "")
+						var l struct {
+							Locked    bool `json:"locked"`
+							Protected bool `json:"protected"`
+							Info      struct {
+								ID string `json:"ID"`
+							} `json:"info"`
+						}
+						if st != 200 || json.Unmarshal(b, &l) != nil {
+							return false, ""
+						}
+						return l.Locked && l.Protected, l.Info.ID
+					}
+					prot, id := status()
+					if !prot {
+						continue
+					}
+					out, err := exec.Command("sh", "-c", strings.ReplaceAll(*keyHeld, "{ws}", fmt.Sprintf("w%d", w))).Output()
+					if err != nil {
+						continue // the database is away: nothing to judge
+					}
+					protectedChecks++
+					if strings.TrimSpace(string(out)) == "0" {
+						if again, id2 := status(); again && id2 == id {
+							protectedFree++
+						}
+					}
+				}
+			}
+		}()
+	}
+
 	start := time.Now()
 	type faultAt struct {
 		at  time.Duration
@@ -391,7 +440,10 @@ func main() {
 	fmt.Printf("acknowledged writes lost: %d (labels of %d nodes, states of %d workspaces)\n", lost, *clients, *tfRounds)
 	fmt.Printf("watch: %d resumes, %d lists again after 410, %d events repeated, %d nodes whose watched value differs from the final one\n", resumes, relists, repeated, missed)
 	fmt.Printf("answers other than 2xx/4xx/503: %d\n", bad)
-	if lost > 0 || repeated > 0 || missed > 0 || bad > 0 {
+	if *keyHeld != "" {
+		fmt.Printf("locks reported protected while their key was free: %d (of %d checks)\n", protectedFree, protectedChecks)
+	}
+	if lost > 0 || repeated > 0 || missed > 0 || bad > 0 || protectedFree > 0 {
 		fmt.Println("FAIL")
 		os.Exit(1)
 	}

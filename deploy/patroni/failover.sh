@@ -8,7 +8,8 @@
 # LOCK/POST/UNLOCK rounds, pillar renders, a resuming watch), does a `patronictl switchover`
 # and then a `kill -9` of the primary's postmaster under that load, and prints what clients
 # saw: answers by status, seconds without a successful write, acknowledged writes lost, watch
-# events repeated or missed. Figures: docs/operations.md ("Failover with Patroni").
+# events repeated or missed, locks reported protected while their key was free. Figures:
+# docs/operations.md ("Failover with Patroni, measured").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 for c in patroni patronictl etcd; do command -v $c >/dev/null || { echo "needs $c (apt-get install -y patroni etcd-server)"; exit 1; }; done
@@ -73,7 +74,9 @@ for r in a b; do
 done
 # The faults: a switchover at 10 s, a kill -9 of the (new) primary's postmaster at 30 s.
 kill_primary="m=\$(for m in m1 m2; do curl -sf http://127.0.0.1:\$(grep -o 'listen: 127.0.0.1:[0-9]*' $work/\$m.yml | head -1 | cut -d: -f3)/primary >/dev/null && echo \$m; done | head -1); kill -9 \$(head -1 $work/\$m/postmaster.pid) && echo killed postmaster of \$m"
-"$work/failover" -servers "$(IFS=,; echo "${urls[*]}")" -token "$token" -duration 50s \
+# Is workspace {ws}'s advisory key held (by strata's lock keeper) on the primary?
+keyheld="psql '$url' -Atc \"SELECT count(*) FROM pg_locks l, fo.states s WHERE s.name = '{ws}' AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND ((l.classid::bigint << 32) | l.objid::bigint) = s.id\""
+"$work/failover" -servers "$(IFS=,; echo "${urls[*]}")" -token "$token" -duration 50s -keyheld "$keyheld" \
 	-fault "10s=patronictl -c $work/m1.yml switchover --force --candidate \$(patronictl -c $work/m1.yml list -f json | python3 -c 'import json,sys; print([m[\"Member\"] for m in json.load(sys.stdin) if m[\"Role\"]!=\"Leader\"][0])')" \
 	-fault "30s=$kill_primary"
 patronictl -c "$work/m1.yml" list
