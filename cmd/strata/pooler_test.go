@@ -128,26 +128,11 @@ func startPgBouncer(t *testing.T, direct string) string {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	require.NoError(t, os.Chmod(dir, 0o755))
 	port := freePort(t)
-	conf := fmt.Sprintf(`[databases]
-* = host=%s port=%s connect_query='SET max_parallel_workers_per_gather = 0'
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %d
-unix_socket_dir =
-auth_type = trust
-auth_file = %s/userlist.txt
-pool_mode = transaction
-max_client_conn = 500
-default_pool_size = 40
-max_prepared_statements = 0
-server_reset_query =
-ignore_startup_parameters = extra_float_digits,max_parallel_workers_per_gather
-logfile = %s/pgbouncer.log
-pidfile = %s/pgbouncer.pid
-`, target.host, target.port, port, dir, dir, dir)
-	// max_prepared_statements is a 1.21 setting; 1.18 warns about it and goes on.
-	conf = strings.Replace(conf, "max_prepared_statements = 0\n", "", 1)
+	// The configuration deploy/pgbouncer/pgbouncer.ini ships, filled in.
+	tmpl, err := os.ReadFile("../../deploy/pgbouncer/pgbouncer.ini")
+	require.NoError(t, err)
+	conf := strings.NewReplacer("@HOST@", target.host, "@PORT@", target.port, "@LISTEN_ADDR@", "127.0.0.1",
+		"@LISTEN_PORT@", strconv.Itoa(port), "@AUTH_TYPE@", "trust", "@DIR@", dir).Replace(string(tmpl))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "pgbouncer.ini"), []byte(conf), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "userlist.txt"), []byte(fmt.Sprintf("%q \"\"\n", target.user)), 0o644))
 	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
