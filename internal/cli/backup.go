@@ -33,6 +33,14 @@ restore. See docs/operations.md, "Backup and restore".`,
 	}
 	dbf.register(cmd.PersistentFlags())
 	cmd.PersistentFlags().BoolVarP(&quiet, "quiet", "q", false, "no progress")
+	// progress draws a bar of tables done as the PostgreSQL tool reports them.
+	progress := func(what string) (*progress, func(done, total int)) {
+		prog := g.newProgress(0, what, quiet)
+		return prog, func(done, total int) {
+			prog.max = int64(total)
+			prog.set(int64(done), int64(done))
+		}
+	}
 	config := func() server.Config {
 		return server.Config{DatabaseURL: dbf.databaseURL, Schema: dbf.schema, DataDir: g.dataDir,
 			Logger: slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), WaitForDatabase: 30 * time.Second}
@@ -43,11 +51,8 @@ restore. See docs/operations.md, "Backup and restore".`,
 		Example: "  strata backup create strata.backup --data-dir /var/lib/strata\n  strata backup create strata.backup --database-url postgres://strata@db/strata",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			prog := g.newProgress(0, "tables dumped", quiet)
-			n, err := server.Backup(cmd.Context(), server.BackupOptions{Config: config(), Progress: func(done, total int) {
-				prog.max = int64(total)
-				prog.set(int64(done), int64(done))
-			}}, args[0])
+			prog, report := progress("tables dumped")
+			n, err := server.Backup(cmd.Context(), server.BackupOptions{Config: config(), Progress: report}, args[0])
 			prog.finish()
 			if err != nil {
 				return err
@@ -69,11 +74,8 @@ in the audit log as state.force-unlock), and console sessions end.`,
 		Example: "  strata backup restore strata.backup --data-dir /var/lib/strata-restored",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			prog := g.newProgress(0, "tables restored", quiet)
-			released, err := server.Restore(cmd.Context(), server.RestoreOptions{Config: config(), Progress: func(done, total int) {
-				prog.max = int64(total)
-				prog.set(int64(done), int64(done))
-			}}, args[0])
+			prog, report := progress("tables restored")
+			released, err := server.Restore(cmd.Context(), server.RestoreOptions{Config: config(), Progress: report}, args[0])
 			prog.finish()
 			if err != nil {
 				return err

@@ -159,15 +159,7 @@ func (t *tracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.Trac
 	if !ok {
 		return
 	}
-	code := "ok"
-	if data.Err != nil {
-		code = "error"
-		var pgErr *pgconn.PgError
-		if errors.As(data.Err, &pgErr) {
-			code = pgErr.Code
-		}
-	}
-	t.obs.ObserveQuery(queryName(data.SQL), code, time.Since(start))
+	t.obs.ObserveQuery(queryName(data.SQL), outcomeCode(data.Err), time.Since(start))
 }
 
 func (t *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
@@ -177,13 +169,17 @@ func (t *tracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQ
 	if !ok {
 		return
 	}
-	code := "ok"
-	if data.Err != nil {
-		code = "error"
-		var pgErr *pgconn.PgError
-		if errors.As(data.Err, &pgErr) {
-			code = pgErr.Code
-		}
+	t.obs.ObserveQuery(td.name, outcomeCode(data.Err), time.Since(td.start))
+}
+
+// outcomeCode is a statement's outcome for the metrics: ok, its SQLSTATE, or error.
+func outcomeCode(err error) string {
+	if err == nil {
+		return "ok"
 	}
-	t.obs.ObserveQuery(td.name, code, time.Since(td.start))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return "error"
 }
