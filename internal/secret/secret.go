@@ -1,0 +1,268 @@
+// Package secret is strata's encryption at rest (issue 22): envelope encryption with
+// AES-256-GCM. Each value is encrypted with a fresh data key; the data key is wrapped by a
+// key-encryption key (KEK) from the operator's key files; and both seals bind the value's
+// logical identity (its associated data — for a pillar row its target and category, for a
+// state version its project, workspace and serial), so a ciphertext moved to another row
+// does not decrypt, while a backup restored or synced to an installation with the same key
+// file still does.
+//
+// A Keyring holds the KEKs: the first encrypts, all decrypt, so keys rotate without
+// downtime (start every replica with the new key first, re-wrap, retire the old one). A key
+// is named by its id, the first 8 bytes of its SHA-256 in hex; a value whose key is missing
+// fails with an error naming that id, never garbage and never an empty value.
+//
+// The sealed format (version 1): "sv1" | key id (8 bytes) | wrap nonce (12) | wrapped data
+// key (32 + 16 tag) | value nonce (12) | value ciphertext + 16 tag.
+package secret
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// KeySize is the size of a key-encryption key: 32 random bytes (AES-256).
+const KeySize = 32
+
+var magic = []byte("sv1")
+
+const (
+	idLen      = 8
+	nonceLen   = 12
+	wrappedLen = KeySize + 16
+	headerLen  = 3 + idLen + nonceLen + wrappedLen + nonceLen
+)
+
+// Key is one key-encryption key.
+type Key struct {
+	ID  string // hex of the first 8 bytes of the key's SHA-256
+	raw []byte
+}
+
+// NewKey makes a key from 32 bytes.
+func NewKey(raw []byte) (Key, error) {
+	if len(raw) != KeySize {
+		return Key{}, fmt.Errorf("an encryption key is %d bytes, not %d", KeySize, len(raw))
+	}
+	sum := sha256.Sum256(raw)
+	return Key{ID: hex.EncodeToString(sum[:idLen]), raw: bytes.Clone(raw)}, nil
+}
+
+// GenerateKeyFile writes a new random key to path (base64, mode 0600), refusing to overwrite.
+func GenerateKeyFile(path string) (Key, error) {
+	raw := make([]byte, KeySize)
+	if _, err := rand.Read(raw); err != nil {
+		return Key{}, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return Key{}, fmt.Errorf("create encryption key file: %w", err)
+	}
+	if _, err := f.WriteString(base64.StdEncoding.EncodeToString(raw) + "\n"); err != nil {
+		f.Close()
+		return Key{}, err
+	}
+	if err := f.Close(); err != nil {
+		return Key{}, err
+	}
+	return NewKey(raw)
+}
+
+// ReadKeyFile reads a key file: 32 random bytes, base64 (standard or URL alphabet, padding
+// optional), surrounding white space ignored. It refuses a file others may read.
+func ReadKeyFile(path string) (Key, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return Key{}, fmt.Errorf("encryption key file: %w", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return Key{}, fmt.Errorf("encryption key file %s may be read by others (mode %04o): chmod 600 it", path, st.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Key{}, fmt.Errorf("encryption key file: %w", err)
+	}
+	text := strings.TrimSpace(string(b))
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if raw, err := enc.DecodeString(text); err == nil {
+			k, err := NewKey(raw)
+			if err != nil {
+				return Key{}, fmt.Errorf("encryption key file %s: %w", path, err)
+			}
+			return k, nil
+		}
+	}
+	return Key{}, fmt.Errorf("encryption key file %s is not base64 of %d bytes", path, KeySize)
+}
+
+// Keyring is the key-encryption keys a replica has: the first encrypts, all decrypt.
+type Keyring struct {
+	keys []Key
+}
+
+// NewKeyring makes a keyring; the first key encrypts new values. Two keys with one id are one
+// key given twice.
+func NewKeyring(keys ...Key) (*Keyring, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("no encryption key")
+	}
+	seen := map[string]bool{}
+	r := &Keyring{}
+	for _, k := range keys {
+		if !seen[k.ID] {
+			seen[k.ID] = true
+			r.keys = append(r.keys, k)
+		}
+	}
+	return r, nil
+}
+
+// Primary is the id of the key new values are encrypted with.
+func (r *Keyring) Primary() string { return r.keys[0].ID }
+
+// IDs are the ids of every key the ring holds, the primary first.
+func (r *Keyring) IDs() []string {
+	out := make([]string, len(r.keys))
+	for i, k := range r.keys {
+		out[i] = k.ID
+	}
+	return out
+}
+
+func (r *Keyring) key(id string) (Key, bool) {
+	for _, k := range r.keys {
+		if k.ID == id {
+			return k, true
+		}
+	}
+	return Key{}, false
+}
+
+// ErrMissingKey is a sealed value whose key-encryption key the keyring does not hold.
+var ErrMissingKey = errors.New("encryption key missing")
+
+// ErrTampered is a sealed value that does not open: altered, truncated, or bound to another
+// identity (moved to another row).
+var ErrTampered = errors.New("encrypted value does not open")
+
+func gcm(key []byte) cipher.AEAD {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		panic(err) // keys are 32 bytes by construction
+	}
+	a, err := cipher.NewGCM(block)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
+
+// wrapAAD binds a wrapped data key to its key id and to the value's identity.
+func wrapAAD(id []byte, aad []byte) []byte {
+	return append(append(append([]byte("strata data key\x00"), id...), 0), aad...)
+}
+
+// Seal encrypts plaintext bound to aad (the value's logical identity) with a fresh data key
+// wrapped by the primary key.
+func (r *Keyring) Seal(plaintext, aad []byte) ([]byte, error) {
+	kek := r.keys[0]
+	id, _ := hex.DecodeString(kek.ID)
+	dek := make([]byte, KeySize)
+	wrapNonce := make([]byte, nonceLen)
+	valueNonce := make([]byte, nonceLen)
+	for _, b := range [][]byte{dek, wrapNonce, valueNonce} {
+		if _, err := rand.Read(b); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]byte, 0, headerLen+len(plaintext)+16)
+	out = append(out, magic...)
+	out = append(out, id...)
+	out = append(out, wrapNonce...)
+	out = gcm(kek.raw).Seal(out, wrapNonce, dek, wrapAAD(id, aad))
+	out = append(out, valueNonce...)
+	return gcm(dek).Seal(out, valueNonce, plaintext, aad), nil
+}
+
+// IsSealed reports whether b is in the sealed format (it may still fail to open).
+func IsSealed(b []byte) bool { return len(b) >= headerLen+16 && bytes.HasPrefix(b, magic) }
+
+// KeyID returns the id of the key a sealed value was wrapped with.
+func KeyID(sealed []byte) (string, error) {
+	if !IsSealed(sealed) {
+		return "", ErrTampered
+	}
+	return hex.EncodeToString(sealed[3 : 3+idLen]), nil
+}
+
+// Open decrypts a sealed value bound to aad. A value whose key the ring lacks is
+// ErrMissingKey naming the key id; one that does not open (altered, or another row's) is
+// ErrTampered.
+func (r *Keyring) Open(sealed, aad []byte) ([]byte, error) {
+	id, err := KeyID(sealed)
+	if err != nil {
+		return nil, err
+	}
+	kek, ok := r.key(id)
+	if !ok {
+		return nil, fmt.Errorf("%w: the value was encrypted with key %s, which none of the key files given holds (keys: %s)", ErrMissingKey, id, strings.Join(r.IDs(), ", "))
+	}
+	rawID := sealed[3 : 3+idLen]
+	p := 3 + idLen
+	wrapNonce := sealed[p : p+nonceLen]
+	p += nonceLen
+	dek, err := gcm(kek.raw).Open(nil, wrapNonce, sealed[p:p+wrappedLen], wrapAAD(rawID, aad))
+	if err != nil {
+		return nil, ErrTampered
+	}
+	p += wrappedLen
+	valueNonce := sealed[p : p+nonceLen]
+	p += nonceLen
+	plain, err := gcm(dek).Open(nil, valueNonce, sealed[p:], aad)
+	if err != nil {
+		return nil, ErrTampered
+	}
+	return plain, nil
+}
+
+// Rewrap re-wraps a sealed value's data key with the primary key, leaving the value's own
+// ciphertext as it is (rotation touches 80 bytes per value, whatever its size). A value
+// already under the primary key is returned unchanged.
+func (r *Keyring) Rewrap(sealed, aad []byte) ([]byte, error) {
+	id, err := KeyID(sealed)
+	if err != nil {
+		return nil, err
+	}
+	if id == r.Primary() {
+		return sealed, nil
+	}
+	old, ok := r.key(id)
+	if !ok {
+		return nil, fmt.Errorf("%w: the value was encrypted with key %s, which none of the key files given holds", ErrMissingKey, id)
+	}
+	p := 3 + idLen
+	dek, err := gcm(old.raw).Open(nil, sealed[p:p+nonceLen], sealed[p+nonceLen:p+nonceLen+wrappedLen], wrapAAD(sealed[3:3+idLen], aad))
+	if err != nil {
+		return nil, ErrTampered
+	}
+	kek := r.keys[0]
+	newID, _ := hex.DecodeString(kek.ID)
+	wrapNonce := make([]byte, nonceLen)
+	if _, err := rand.Read(wrapNonce); err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(sealed))
+	out = append(out, magic...)
+	out = append(out, newID...)
+	out = append(out, wrapNonce...)
+	out = gcm(kek.raw).Seal(out, wrapNonce, dek, wrapAAD(newID, aad))
+	return append(out, sealed[headerLen-nonceLen:]...), nil
+}

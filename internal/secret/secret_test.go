@@ -1,0 +1,154 @@
+package secret_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/internal/secret"
+)
+
+func newKey(t testing.TB) secret.Key {
+	t.Helper()
+	raw := make([]byte, secret.KeySize)
+	_, err := rand.Read(raw)
+	require.NoError(t, err)
+	k, err := secret.NewKey(raw)
+	require.NoError(t, err)
+	return k
+}
+
+// TestSealOpen: a value opens with its identity and a ring holding its key; moved to another
+// identity, altered or truncated it does not; without its key it fails naming the key id.
+func TestSealOpen(t *testing.T) {
+	t.Parallel()
+	a := newKey(t)
+	ring, err := secret.NewKeyring(a)
+	require.NoError(t, err)
+	aad := []byte("pillar\x00node/web01\x00creds")
+	sealed, err := ring.Seal([]byte(`{"password":"hunter2"}`), aad)
+	require.NoError(t, err)
+	require.True(t, secret.IsSealed(sealed))
+	require.False(t, bytes.Contains(sealed, []byte("hunter2")))
+	plain, err := ring.Open(sealed, aad)
+	require.NoError(t, err)
+	require.Equal(t, `{"password":"hunter2"}`, string(plain))
+
+	_, err = ring.Open(sealed, []byte("pillar\x00node/web02\x00creds"))
+	require.ErrorIs(t, err, secret.ErrTampered, "a value moved to another row does not open")
+	for _, at := range []int{5, 40, len(sealed) - 1} {
+		bad := bytes.Clone(sealed)
+		bad[at] ^= 1
+		_, err = ring.Open(bad, aad)
+		require.Error(t, err, "byte %d altered", at)
+	}
+	_, err = ring.Open(sealed[:len(sealed)-1], aad)
+	require.Error(t, err)
+
+	other, err := secret.NewKeyring(newKey(t))
+	require.NoError(t, err)
+	_, err = other.Open(sealed, aad)
+	require.ErrorIs(t, err, secret.ErrMissingKey)
+	require.Contains(t, err.Error(), a.ID, "the error names the missing key")
+
+	// Two seals of one value differ (fresh data key and nonces).
+	again, err := ring.Seal([]byte(`{"password":"hunter2"}`), aad)
+	require.NoError(t, err)
+	require.NotEqual(t, sealed, again)
+}
+
+// TestRotation: with the new key first and the old one still given, old values open and new
+// ones are sealed with the new key; Rewrap moves an old value's data key to the new key
+// without touching its ciphertext, after which the old key can go.
+func TestRotation(t *testing.T) {
+	t.Parallel()
+	oldKey, newK := newKey(t), newKey(t)
+	before, err := secret.NewKeyring(oldKey)
+	require.NoError(t, err)
+	aad := []byte("state\x00infra\x00prod\x007")
+	v, err := before.Seal([]byte("state bytes"), aad)
+	require.NoError(t, err)
+
+	during, err := secret.NewKeyring(newK, oldKey)
+	require.NoError(t, err)
+	require.Equal(t, newK.ID, during.Primary())
+	plain, err := during.Open(v, aad)
+	require.NoError(t, err)
+	require.Equal(t, "state bytes", string(plain))
+	fresh, err := during.Seal([]byte("new"), aad)
+	require.NoError(t, err)
+	id, err := secret.KeyID(fresh)
+	require.NoError(t, err)
+	require.Equal(t, newK.ID, id)
+
+	moved, err := during.Rewrap(v, aad)
+	require.NoError(t, err)
+	require.Equal(t, v[len(v)-20:], moved[len(moved)-20:], "the value's ciphertext is untouched")
+	same, err := during.Rewrap(moved, aad)
+	require.NoError(t, err)
+	require.Equal(t, moved, same, "a value under the primary key is left as it is")
+
+	after, err := secret.NewKeyring(newK)
+	require.NoError(t, err)
+	plain, err = after.Open(moved, aad)
+	require.NoError(t, err)
+	require.Equal(t, "state bytes", string(plain))
+	_, err = after.Open(v, aad)
+	require.ErrorIs(t, err, secret.ErrMissingKey, "a value not re-wrapped needs the old key")
+	_, err = during.Rewrap(v, []byte("another row"))
+	require.ErrorIs(t, err, secret.ErrTampered)
+}
+
+// TestKeyFiles: a generated key file is base64 of 32 bytes, mode 0600, never overwritten; a key
+// file others may read, or of the wrong size, is refused.
+func TestKeyFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "encryption-key")
+	k, err := secret.GenerateKeyFile(p)
+	require.NoError(t, err)
+	st, err := os.Stat(p)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	_, err = secret.GenerateKeyFile(p)
+	require.Error(t, err, "never overwrites a key")
+	read, err := secret.ReadKeyFile(p)
+	require.NoError(t, err)
+	require.Equal(t, k.ID, read.ID)
+
+	require.NoError(t, os.Chmod(p, 0o644))
+	_, err = secret.ReadKeyFile(p)
+	require.ErrorContains(t, err, "chmod 600")
+
+	short := filepath.Join(dir, "short")
+	require.NoError(t, os.WriteFile(short, []byte(base64.StdEncoding.EncodeToString([]byte("too short"))), 0o600))
+	_, err = secret.ReadKeyFile(short)
+	require.Error(t, err)
+	url := filepath.Join(dir, "url")
+	raw := bytes.Repeat([]byte{0xfb}, secret.KeySize)
+	require.NoError(t, os.WriteFile(url, []byte(base64.RawURLEncoding.EncodeToString(raw)+"\n"), 0o600))
+	_, err = secret.ReadKeyFile(url)
+	require.NoError(t, err, "URL-safe base64 without padding is read too")
+}
+
+// FuzzOpen: no input makes Open or Rewrap panic, and only a real seal opens.
+func FuzzOpen(f *testing.F) {
+	raw := bytes.Repeat([]byte{7}, secret.KeySize)
+	k, _ := secret.NewKey(raw)
+	ring, _ := secret.NewKeyring(k)
+	sealed, _ := ring.Seal([]byte("x"), []byte("a"))
+	f.Add(sealed, []byte("a"))
+	f.Add([]byte("sv1"), []byte(""))
+	f.Fuzz(func(t *testing.T, b, aad []byte) {
+		if plain, err := ring.Open(b, aad); err == nil {
+			require.Equal(t, "x", string(plain))
+		}
+		_, _ = ring.Rewrap(b, aad)
+		_, _ = secret.KeyID(b)
+	})
+}
