@@ -64,6 +64,12 @@ schema:
 	require.NoError(t, json.Unmarshal([]byte(c.run("-o", "json", "token", "create", "web01-only", "--scope", "pillars:write:node/web01")), &tok))
 	a = callAs(t, c.s.url, tok.Secret, "PUT", "/v1/pillar-categories/ntp", `{}`)
 	require.Equal(t, 403, a.status, a.body)
+	// A token that may change every pillar but not read the kind may not bind to it: the
+	// kind named in the body is authorized as a path naming it would be.
+	require.NoError(t, json.Unmarshal([]byte(c.run("-o", "json", "token", "create", "pillar-admin", "--scope", "pillars:*:*")), &tok))
+	a = callAs(t, c.s.url, tok.Secret, "PUT", "/v1/pillar-categories/other", `{"kind":"NtpFormula"}`)
+	require.Equal(t, 403, a.status, a.body)
+	require.Contains(t, a.body, "kinds:read")
 	require.Equal(t, 200, callAs(t, c.s.url, tok.Secret, "PUT", "/v1/nodes/web01/pillars/ntp", `{"servers": ["a"]}`).status)
 
 	c.run("pillar", "category", "delete", "ntp")

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -314,14 +315,13 @@ func (a *API) probeMux() *http.ServeMux {
 				return
 			}
 			switch rt.source {
-			case fromPath:
-				*verdict = p.Allows(rt.family, rt.verb, rt.scopeName(pathName(r, rt.param)))
-			case fixedName:
-				*verdict = p.Allows(rt.family, rt.verb, rt.name)
-			case listed:
-				*verdict = true
-			default:
+			case fromBody, byHandler:
+				// The name is in a body the probe does not have, or the handler decides:
+				// offer the button only to a token that may do it for any name.
 				*verdict = p.ListFilter(rt.family, rt.verb).All || p.IsAdmin()
+			default:
+				_, err := rt.authorize(r, p)
+				*verdict = err == nil
 			}
 		}))
 	}
@@ -777,13 +777,7 @@ func (a *API) pillarView(r *http.Request, s auth.Session, node string) (*pillarV
 	v.Layers = layers
 	var walk func(m map[string]any, ptr string, depth int)
 	walk = func(m map[string]any, ptr string, depth int) {
-		for _, k := range slices.Sorted(func(yield func(string) bool) {
-			for k := range m {
-				if !yield(k) {
-					return
-				}
-			}
-		}) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			p := ptr + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 			child, isMap := m[k].(map[string]any)
 			if isMap && len(child) > 0 {
@@ -997,14 +991,9 @@ func compactJSON(v any) string {
 }
 
 func labelText(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + m[k]
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
 	}
 	return strings.Join(parts, ", ")
 }

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -273,7 +275,7 @@ func diffStates(before, after []byte) (*stateDiff, error) {
 	for n := range y.Outputs {
 		names[n] = true
 	}
-	for _, n := range sortedKeys(names) {
+	for _, n := range slices.Sorted(maps.Keys(names)) {
 		ox, okx := x.Outputs[n]
 		oy, oky := y.Outputs[n]
 		a, b := show(ox, okx), show(oy, oky)
@@ -293,20 +295,11 @@ func diffAttrs(x, y map[string]string) []attrChange {
 		names[k] = true
 	}
 	var out []attrChange
-	for _, k := range sortedKeys(names) {
+	for _, k := range slices.Sorted(maps.Keys(names)) {
 		if x[k] != y[k] {
 			out = append(out, attrChange{Name: k, Old: x[k], New: y[k]})
 		}
 	}
-	return out
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 

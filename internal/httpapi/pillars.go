@@ -470,11 +470,18 @@ func (a *API) pillarCategoryGet(w http.ResponseWriter, r *http.Request, p *auth.
 
 // pillarCategoryPut sets a category's properties ({"kind": "NtpFormula"} binds it; {} unbinds):
 // 201 when the category had no properties, else 200; 409 listing the stored rows a binding
-// refuses.
+// refuses; 403 without kinds:read on the kind named.
 func (a *API) pillarCategoryPut(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	var req client.PillarCategoryRequest
 	if err := decodeJSON(r, &req); err != nil {
 		return err
+	}
+	// The body names a kind: a binding reveals and applies its schema, so it needs what
+	// reading the kind needs (kinds:read:<Kind>), as a path naming the kind would.
+	if req.Kind != "" {
+		if err := p.Check("kinds", "read", req.Kind); err != nil {
+			return err
+		}
 	}
 	c, created, err := a.pillars.SetCategory(r.Context(), r.PathValue("category"), req, p.Actor())
 	if err != nil {

@@ -40,32 +40,38 @@ func (a *API) serveRoute(rt route) http.Handler {
 		limit = 0 // NDJSON streams are read line by line, each line bounded (see nodeApply)
 	}
 	return a.authedLimit(limit, func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
-		switch rt.source {
-		case fromPath:
-			if err := p.Check(rt.family, rt.verb, rt.scopeName(pathName(r, rt.param))); err != nil {
-				return err
-			}
-		case fromBody:
-			name, err := peekName(r)
-			if err != nil {
-				return err
-			}
-			if err := p.Check(rt.family, rt.verb, rt.scopeName(name)); err != nil {
-				return err
-			}
-		case fixedName:
-			if err := p.Check(rt.family, rt.verb, rt.name); err != nil {
-				return err
-			}
-		case listed:
-			f := p.ListFilter(rt.family, rt.verb)
-			if rt.target != "" {
-				f = p.ListFilterTarget(rt.family, rt.verb, rt.target)
-			}
-			r = r.WithContext(context.WithValue(r.Context(), filterSlot{}, f))
+		r, err := rt.authorize(r, p)
+		if err != nil {
+			return err
 		}
 		return rt.handler(w, r, p)
 	})
+}
+
+// authorize checks the route's row for p before its handler runs: the name the row says —
+// from the path, the body's metadata.name, or fixed — and for lists puts the filter pages are
+// read with into the request's context. byHandler routes pass: their handler decides. The
+// console asks the same question without running the handler (mayCall).
+func (rt route) authorize(r *http.Request, p *auth.Principal) (*http.Request, error) {
+	switch rt.source {
+	case fromPath:
+		return r, p.Check(rt.family, rt.verb, rt.scopeName(pathName(r, rt.param)))
+	case fromBody:
+		name, err := peekName(r)
+		if err != nil {
+			return r, err
+		}
+		return r, p.Check(rt.family, rt.verb, rt.scopeName(name))
+	case fixedName:
+		return r, p.Check(rt.family, rt.verb, rt.name)
+	case listed:
+		f := p.ListFilter(rt.family, rt.verb)
+		if rt.target != "" {
+			f = p.ListFilterTarget(rt.family, rt.verb, rt.target)
+		}
+		return r.WithContext(context.WithValue(r.Context(), filterSlot{}, f)), nil
+	}
+	return r, nil
 }
 
 // pathName is the value of the path parameters params names, joined with "/".

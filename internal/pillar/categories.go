@@ -49,28 +49,36 @@ type CategoryViolation struct {
 // this at start, beside kinds.SetHolder(s)).
 func (s *Service) UseKinds(k *kind.Service) { s.kinds = k }
 
-// categoryKind takes the category's key shared in tx and returns the kind it is bound to
-// ("": untyped); with a kind, it also takes the kind's key shared, so neither the binding nor
-// the kind's revision can change before tx ends.
-func (s *Service) categoryKind(ctx context.Context, tx *db.Tx, category string) (string, error) {
+// lockForWrite prepares a write of a row of category at t, in one round trip: it takes the
+// category's key shared, reads the kind the category is bound to ("": untyped) and locks the
+// target's row (nil: global). With a kind, it also takes the kind's key shared, so neither the
+// binding nor the kind's revision can change before tx ends.
+func (s *Service) lockForWrite(ctx context.Context, tx *db.Tx, t Target, category string) (string, *int64, error) {
 	var bound *string
-	err := tx.Pipeline(ctx,
-		db.Step{Query: q.Get("CategoryLockShared"), Args: []any{s.db.Schema(), category}, Scan: func(r db.Row) error { var v any; return r.Scan(&v) }},
-		db.Step{Query: q.Get("CategoryKind"), Args: []any{category}, Scan: func(r db.Row) error { return r.Scan(&bound) }},
-	)
-	if errors.Is(err, db.ErrNotFound) || (err == nil && bound == nil) {
-		return "", nil
+	steps := []db.Step{
+		{Query: q.Get("CategoryLockShared"), Args: []any{s.db.Schema(), category}, Scan: func(r db.Row) error { var v any; return r.Scan(&v) }},
+		{Query: q.Get("CategoryKind"), Args: []any{category}, Scan: func(r db.Row) error { return r.Scan(&bound) }},
 	}
+	target, rid, err := targetLockStep(t)
 	if err != nil {
-		return "", err
+		return "", nil, err
+	}
+	if target != nil {
+		steps = append(steps, *target)
+	}
+	if err := targetFound(t, tx.Pipeline(ctx, steps...)); err != nil {
+		return "", nil, err
+	}
+	if bound == nil {
+		return "", rid, nil
 	}
 	if s.kinds == nil {
-		return "", fmt.Errorf("pillar category %s is bound to kind %s, but this service has no kind registry", category, *bound)
+		return "", nil, fmt.Errorf("pillar category %s is bound to kind %s, but this service has no kind registry", category, *bound)
 	}
 	if err := s.kinds.Hold(ctx, tx, *bound); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return *bound, nil
+	return *bound, rid, nil
 }
 
 // admit runs the bound kind's write pipeline on a row's new value (old: the stored value, nil
@@ -211,7 +219,7 @@ func (s *Service) SetCategory(ctx context.Context, category string, req client.P
 			return err
 		}
 		var prev *string
-		if err := tx.QueryRow(ctx, q.Get("CategoryKind"), category).Scan(&prev); err != nil && !errors.Is(err, db.ErrNotFound) {
+		if err := tx.QueryRow(ctx, q.Get("CategoryKind"), category).Scan(&prev); err != nil {
 			return err
 		}
 		switch {

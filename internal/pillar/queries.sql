@@ -112,8 +112,9 @@ SELECT pg_advisory_xact_lock_shared(hashtextextended($1 || '/pillar-category/' |
 SELECT pg_advisory_xact_lock(hashtextextended($1 || '/pillar-category/' || $2, 0));
 
 -- name: CategoryKind
--- The kind the category is bound to; no row or NULL: untyped.
-SELECT kind FROM {{schema}}.pillar_categories WHERE category = $1;
+-- The kind the category is bound to; NULL: untyped. Always one row, so a pipeline's missing
+-- row can only be its target's.
+SELECT (SELECT kind FROM {{schema}}.pillar_categories WHERE category = $1);
 
 -- name: CategoryUpsert
 INSERT INTO {{schema}}.pillar_categories (category, kind, updated_by) VALUES ($1, $2, $3)

@@ -141,10 +141,20 @@ func NewService(d *db.DB) *Service { return &Service{db: d} }
 
 // lockTarget returns the resources row the target is stored under, locked FOR SHARE (nil: global).
 func lockTarget(ctx context.Context, tx *db.Tx, t Target) (*int64, error) {
+	step, id, err := targetLockStep(t)
+	if err != nil || step == nil {
+		return nil, err
+	}
+	return id, targetFound(t, tx.Pipeline(ctx, *step))
+}
+
+// targetLockStep is lockTarget's statement, for a pipeline; nil for the global target. The
+// row id lands in the returned pointer.
+func targetLockStep(t Target) (*db.Step, *int64, error) {
 	var kind, org, name string
 	switch t.Kind {
 	case "global":
-		return nil, nil
+		return nil, nil, nil
 	case "org":
 		kind, name = resource.KindOrg, t.Org
 	case "group":
@@ -152,17 +162,18 @@ func lockTarget(ctx context.Context, tx *db.Tx, t Target) (*int64, error) {
 	case "node":
 		kind, name = resource.KindNode, t.Node
 	default:
-		return nil, fmt.Errorf("pillar: unknown target kind %q", t.Kind)
+		return nil, nil, fmt.Errorf("pillar: unknown target kind %q", t.Kind)
 	}
-	var id int64
-	err := tx.QueryRow(ctx, q.Get("TargetLock"), kind, org, name).Scan(&id)
+	id := new(int64)
+	return &db.Step{Query: q.Get("TargetLock"), Args: []any{kind, org, name}, Scan: func(r db.Row) error { return r.Scan(id) }}, id, nil
+}
+
+// targetFound turns a missing target row into the 404 naming the target.
+func targetFound(t Target, err error) error {
 	if errors.Is(err, db.ErrNotFound) {
-		return nil, fault.NotFound("%s not found", t)
+		return fault.NotFound("%s not found", t)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return &id, nil
+	return err
 }
 
 func targetKind(t Target) string {
@@ -213,11 +224,7 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 	var created bool
 	defer s.wrote(t.scope())
 	err = s.db.InTx(ctx, func(tx *db.Tx) error {
-		kindName, err := s.categoryKind(ctx, tx, category)
-		if err != nil {
-			return err
-		}
-		rid, err := lockTarget(ctx, tx, t)
+		kindName, rid, err := s.lockForWrite(ctx, tx, t, category)
 		if err != nil {
 			return err
 		}

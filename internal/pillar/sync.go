@@ -285,6 +285,7 @@ func ParseTarget(s string) (Target, error) {
 
 // AuthorizeSync checks that p may do everything recs ask for, before anything is done:
 // pillars:write:* (rows and category properties, which apply everywhere), kinds:write:<Kind>,
+// kinds:read:<Kind> for a category bound to a kind,
 // orgs:write:<org>, nodes:write:<node> with orgs:attach:<org>, groups:write:<org>.
 func AuthorizeSync(p *auth.Principal, recs []SyncRecord) error {
 	checked := map[[3]string]bool{}
@@ -304,6 +305,10 @@ func AuthorizeSync(p *auth.Principal, recs []SyncRecord) error {
 		switch r.Type {
 		case "kind":
 			err = check("kinds", "write", r.Name)
+		case "category":
+			if r.Kind != "" {
+				err = check("kinds", "read", r.Kind)
+			}
 		case "org":
 			err = check("orgs", "write", r.Name)
 		case "node":

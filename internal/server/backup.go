@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/stratahq/strata/internal/auth"
@@ -138,7 +139,7 @@ func Restore(ctx context.Context, opts RestoreOptions, file string) (released in
 		return 0, fmt.Errorf("%s is not a strata backup (pg_restore --list: %v)", file, err)
 	}
 	schemas, tables := backupContents(string(list))
-	if !contains(schemas, cfg.Schema) {
+	if !slices.Contains(schemas, cfg.Schema) {
 		return 0, fmt.Errorf("%s holds no schema %q: not a strata backup (or taken with another --schema)", file, cfg.Schema)
 	}
 	d, err := openForRestore(ctx, cfg)
@@ -202,15 +203,6 @@ func backupContents(list string) (schemas []string, tables int) {
 		}
 	}
 	return schemas, tables
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // runWithProgress runs a PostgreSQL tool, counting its --verbose lines that contain marker
