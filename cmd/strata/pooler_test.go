@@ -120,6 +120,9 @@ func withURLParam(url, name, value string) string {
 func startPgBouncer(t *testing.T, direct string) string {
 	t.Helper()
 	bin, err := exec.LookPath("pgbouncer")
+	if err != nil {
+		bin, err = exec.LookPath("/usr/sbin/pgbouncer") // Debian's place, off a user's PATH
+	}
 	require.NoError(t, err, "the pooler test needs PgBouncer: apt-get install -y pgbouncer (.ci/run installs it)")
 	target, err := pgconnParse(direct)
 	require.NoError(t, err)
