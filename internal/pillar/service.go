@@ -24,6 +24,7 @@ import (
 	"github.com/stratahq/strata/internal/metadata"
 	"github.com/stratahq/strata/internal/pillar/merge"
 	"github.com/stratahq/strata/internal/resource"
+	"github.com/stratahq/strata/internal/secret"
 )
 
 //go:embed queries.sql
@@ -106,7 +107,13 @@ type Service struct {
 	cache *Cache
 	// kinds validates the rows of typed categories (UseKinds).
 	kinds *kind.Service
+	// keys seals the rows of secret categories (UseKeys; nil: none, and secret categories
+	// are refused naming the flag).
+	keys *secret.Keyring
 }
+
+// UseKeys gives the service the key-encryption keys secret categories are sealed with.
+func (s *Service) UseKeys(k *secret.Keyring) { s.keys = k }
 
 // UseCache makes Render serve from c (which must be kept subscribed by c.Listen).
 func (s *Service) UseCache(c *Cache) { s.cache = c }

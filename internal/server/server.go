@@ -87,6 +87,11 @@ type Config struct {
 	// TrustedProxies are comma-separated addresses or CIDR prefixes of load balancers and
 	// reverse proxies whose X-Forwarded-For / Forwarded header names the client.
 	TrustedProxies string
+	// EncryptionKeyFiles are the key-encryption keys' files (package secret): the first
+	// encrypts new values, all decrypt. Empty with the embedded default: <DataDir>/encryption-key,
+	// created on first start. Empty with DatabaseURL: no key, and secret categories and
+	// encrypted projects are refused naming the flag.
+	EncryptionKeyFiles []string
 	// SaltRenderTimeout bounds a Salt-facing pillar render (default 10s).
 	SaltRenderTimeout time.Duration
 	// WatchBookmarkInterval is how often a watch stream sends a BOOKMARK (default 30s).
@@ -320,6 +325,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("migrate: %w", err)
 	}
 
+	keys, err := loadKeys(cfg)
+	if err != nil {
+		return err
+	}
+	if keys != nil {
+		logger.Info("encryption keys loaded", "primary", keys.Primary(), "keys", keys.IDs())
+	} else {
+		logger.Info("no encryption key: secret pillar categories and encrypted projects are refused (--encryption-key-file)")
+	}
+
 	tokens := auth.NewService(d)
 	secret, err := tokens.Bootstrap(ctx, cfg.BootstrapToken)
 	if err != nil {
@@ -343,7 +358,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	case "off":
 		sessionURL = ""
 	}
-	state, err := tfstate.New(d, tfstate.Options{SessionURL: sessionURL, ClientURL: database.ClientURL(), KeepVersions: cfg.KeepVersions, MaxStateBytes: cfg.MaxStateBytes, Logger: logger})
+	state, err := tfstate.New(d, tfstate.Options{SessionURL: sessionURL, ClientURL: database.ClientURL(), KeepVersions: cfg.KeepVersions, MaxStateBytes: cfg.MaxStateBytes, Logger: logger, Keys: keys})
 	if err != nil {
 		return err
 	}
@@ -356,6 +371,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// (a transaction-mode pooler and --session-database-url off) renders are not cached.
 	pillars := pillar.NewService(d)
 	pillars.ClientURL = database.ClientURL()
+	pillars.UseKeys(keys)
 	var pillarCache *pillar.Cache
 	if sessionURL != "" {
 		pillarCache = pillar.NewCache(cfg.RenderCacheBytes)

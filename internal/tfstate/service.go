@@ -15,6 +15,7 @@ import (
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/secret"
 )
 
 //go:embed sql/*.sql
@@ -49,6 +50,9 @@ const lockProjectDDL int32 = 0x74660001
 
 // Options configure a Service. The zero value of every field is usable.
 type Options struct {
+	// Keys encrypts the states of encrypted projects (nil: no key; such projects are
+	// refused with secret.ErrNoKey).
+	Keys *secret.Keyring
 	// SessionURL reaches PostgreSQL directly or through a session-mode pooler. The lock
 	// keeper holds pg clients' advisory keys and LISTENs on a dedicated session opened with
 	// it. Empty means no keeper: HTTP locks are rows only, pg backend clients are not

@@ -1,0 +1,80 @@
+package secret
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/stratahq/strata/internal/fault"
+)
+
+// ErrNoKey is a request that needs encryption on a server started without a key: a secret
+// category, an encrypted project, a sealed value read. It names the flag that fixes it.
+var ErrNoKey = errors.New("this strata server has no encryption key: start every replica with --encryption-key-file FILE (env STRATA_ENCRYPTION_KEY_FILE; docs/security.md)")
+
+// Fault turns the package's errors into the API's: no key is a 409 (the server's
+// configuration conflicts with the request), a missing key a 503 naming the key id (another
+// replica, or this one restarted with the key file, can serve it), a value that does not
+// open a 500 (an integrity failure: logged, never shown). Other errors pass unchanged.
+func Fault(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNoKey):
+		return fault.Wrap(fault.KindConflict, err, "%s", ErrNoKey.Error())
+	case errors.Is(err, ErrMissingKey):
+		return fault.Wrap(fault.KindUnavailable, err, "%s", err.Error())
+	case errors.Is(err, ErrTampered):
+		return fault.Wrap(fault.KindInternal, err, "an encrypted value does not open")
+	}
+	return err
+}
+
+// Require returns ErrNoKey when r is nil (a server without key files).
+func (r *Keyring) Require() error {
+	if r == nil {
+		return ErrNoKey
+	}
+	return nil
+}
+
+// LoadKeyring reads the key files in order (the first encrypts). No files: nil, no error.
+func LoadKeyring(files []string) (*Keyring, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	keys := make([]Key, 0, len(files))
+	for _, f := range files {
+		k, err := ReadKeyFile(f)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return NewKeyring(keys...)
+}
+
+// DefaultKeyFile is the key file the embedded default creates in its data directory.
+const DefaultKeyFile = "encryption-key"
+
+// EnsureKeyFile returns the path of dir's key file, creating a new random key there
+// (mode 0600) when there is none; created says whether it did.
+func EnsureKeyFile(dir string) (path string, created bool, err error) {
+	path = filepath.Join(dir, DefaultKeyFile)
+	if _, err := os.Stat(path); err == nil {
+		return path, false, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", false, fmt.Errorf("encryption key file: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", false, err
+	}
+	if _, err := GenerateKeyFile(path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return path, false, nil // another process made it first
+		}
+		return "", false, err
+	}
+	return path, true, nil
+}
