@@ -260,12 +260,21 @@ type PillarCategory struct {
 	UpdatedBy string     `json:"updatedBy,omitempty"`
 	// Represented counts the rows a binding rewrote to fill the kind's defaults in.
 	Represented int `json:"represented,omitempty"`
+	// Secret says every row of the category is stored encrypted and shown masked
+	// ("(secret)" leaves) to readers without pillars:read-secrets on its target.
+	Secret bool `json:"secret"`
+	// Converted counts the rows and history entries a change of Secret re-stored.
+	Converted int `json:"converted,omitempty"`
 }
 
 // PillarCategoryRequest sets a category's properties (PUT replaces them all): Kind, when not
 // empty, binds the category to that kind.
 type PillarCategoryRequest struct {
 	Kind string `json:"kind,omitempty"`
+	// Secret stores the category's rows encrypted at every target (existing rows are
+	// converted in the same request) and masks them for readers without
+	// pillars:read-secrets; false stores them in plaintext again.
+	Secret bool `json:"secret,omitempty"`
 }
 
 // PillarCategorySet sets a category's properties.

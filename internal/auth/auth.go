@@ -54,11 +54,15 @@ const CacheTTL = 10 * time.Second
 var Families = []string{"orgs", "groups", "nodes", "pillars", "projects", "state", "kinds", "resources", "tokens", "audit"}
 
 // Verbs are the verbs scopes name; "*" grants every verb.
-var Verbs = []string{"read", "read-outputs", "write", "delete", "render", "lock", "force-unlock", "register", "credentials", "attach", "*"}
+var Verbs = []string{"read", "read-outputs", "read-secrets", "write", "delete", "render", "lock", "force-unlock", "register", "credentials", "attach", "*"}
 
 // outputsOnlyFamilies are the families the read-outputs verb applies to: only Terraform
 // state has root outputs to show apart from the rest of a document.
 var outputsOnlyFamilies = []string{"state", "*"}
+
+// secretFamilies are the families the read-secrets verb applies to: only pillars have
+// secret categories (a Terraform state is readable whole or by its outputs).
+var secretFamilies = []string{"pillars", "*"}
 
 // attachFamilies are the families the attach verb applies to: only an org has things placed
 // in it by writes of other kinds (a node's spec.org).
@@ -100,6 +104,9 @@ func ParseScope(s string) (Scope, error) {
 	if sc.Verb == "read-outputs" && !contains(outputsOnlyFamilies, sc.Family) {
 		return Scope{}, fmt.Errorf("scope %q: verb read-outputs applies only to the state family (state:read-outputs:<project>)", s)
 	}
+	if sc.Verb == "read-secrets" && !contains(secretFamilies, sc.Family) {
+		return Scope{}, fmt.Errorf("scope %q: verb read-secrets applies only to the pillars family (pillars:read-secrets:<target>: may read the values of secret categories)", s)
+	}
 	if sc.Verb == "attach" && !contains(attachFamilies, sc.Family) {
 		return Scope{}, fmt.Errorf("scope %q: verb attach applies only to the orgs family (orgs:attach:<org>: may place objects in the org)", s)
 	}
@@ -126,7 +133,9 @@ func contains(list []string, s string) bool {
 // implied: they override other people's work or hand out database access, so they are
 // granted by name only. attach (may place objects in an org: create or move a node into it,
 // or out of it) is implied by write, and grants nothing else: it is what a node operator
-// needs of an org without the right to change or delete the org.
+// needs of an org without the right to change or delete the org. read-secrets (the plaintext
+// of secret pillar categories) is never implied either: read, render and write see and keep
+// secrets masked, so only a grant by name, "*" or admin reveals them.
 var impliedVerbs = map[string][]string{
 	"write":  {"read", "lock", "delete", "attach"},
 	"delete": {"read"},

@@ -20,6 +20,7 @@ func TestVerbGrants(t *testing.T) {
 	want := map[string][]string{
 		"read":         {"read", "read-outputs"},
 		"read-outputs": {"read-outputs"},
+		"read-secrets": {"read-secrets"},
 		"write":        {"attach", "delete", "lock", "read", "read-outputs", "write"},
 		"delete":       {"delete", "read", "read-outputs"},
 		"render":       {"read", "read-outputs", "render"},
@@ -28,7 +29,7 @@ func TestVerbGrants(t *testing.T) {
 		"register":     {"register"},
 		"credentials":  {"credentials"},
 		"attach":       {"attach"},
-		"*":            {"attach", "credentials", "delete", "force-unlock", "lock", "read", "read-outputs", "register", "render", "write"},
+		"*":            {"attach", "credentials", "delete", "force-unlock", "lock", "read", "read-outputs", "read-secrets", "register", "render", "write"},
 	}
 	require.ElementsMatch(t, auth.Verbs, mapKeys(want), "every verb has a row")
 	for granted, verbs := range want {
@@ -36,10 +37,14 @@ func TestVerbGrants(t *testing.T) {
 		if granted == "attach" {
 			family = "orgs"
 		}
-		p := principal(t, family+":"+granted+":x")
+		name := "x"
+		if granted == "read-secrets" {
+			family, name = "pillars", "node/x"
+		}
+		p := principal(t, family+":"+granted+":"+name)
 		var got []string
 		for _, v := range auth.Verbs {
-			if v != "*" && p.Allows(family, v, "x") {
+			if v != "*" && p.Allows(family, v, name) {
 				got = append(got, v)
 			}
 		}

@@ -227,7 +227,13 @@ func (a *API) pillarRender(w http.ResponseWriter, r *http.Request, p *auth.Princ
 			return a.pillars.RenderFresh(ctx, res, node)
 		}
 	}
-	out, err := render(r.Context(), a.resources, r.PathValue("node"), explain)
+	node := r.PathValue("node")
+	out, err := render(r.Context(), a.resources, node, explain)
+	if err == nil {
+		// Secret categories are masked (with the masked render's own ETag, so an ETag says
+		// nothing of a value) unless the token may read the node's secrets.
+		out, err = out.For(pillar.MayReadSecrets(r.Context(), pillar.Target{Kind: "node", Node: node}.ScopeName()))
+	}
 	if err != nil {
 		if k := classify(err).Kind; k == fault.KindInternal || k == fault.KindUnavailable {
 			a.metrics.renderFailures.WithLabelValues("api", "database").Inc()

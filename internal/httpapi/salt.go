@@ -80,6 +80,17 @@ func (a *API) serveSalt(rt route) http.Handler {
 			}
 			return fail("database", who+": strata's database is not answering — states are refused until it is back; check strata's log and /readyz", err)
 		}
+		if len(out.Secrets) > 0 {
+			// Salt gets the plaintext or nothing: states rendered with "(secret)" in them would
+			// be applied.
+			need := "pillars:read-secrets:" + rt.scopeName(minion)
+			if !p.Allows("pillars", "read-secrets", rt.scopeName(minion)) {
+				return fail("secrets", fmt.Sprintf("%s: it holds secret categories (%s) and the token %q lacks the scope %s — give the Salt master's token pillars:read-secrets:node/* beside pillars:render:node/* (see `strata salt config`)", who, strings.Join(out.Secrets, ", "), p.Name, need), fault.New(fault.KindForbidden, "lacks %s", need))
+			}
+			if out, err = out.Reveal(); err != nil {
+				return fail("secrets", who+": a secret category cannot be decrypted on this server — check strata's log (a missing --encryption-key-file)", err)
+			}
+		}
 		w.Header().Set("ETag", out.ETag)
 		return writeRawJSON(w, http.StatusOK, out.JSON)
 	})

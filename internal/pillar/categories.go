@@ -16,6 +16,7 @@ import (
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/kind"
 	"github.com/stratahq/strata/internal/resource"
+	"github.com/stratahq/strata/internal/secret"
 )
 
 // Typed categories (formulas). A category's properties apply at every target; its kind binds
@@ -52,33 +53,49 @@ func (s *Service) UseKinds(k *kind.Service) { s.kinds = k }
 // lockForWrite prepares a write of a row of category at t, in one round trip: it takes the
 // category's key shared, reads the kind the category is bound to ("": untyped) and locks the
 // target's row (nil: global). With a kind, it also takes the kind's key shared, so neither the
-// binding nor the kind's revision can change before tx ends.
-func (s *Service) lockForWrite(ctx context.Context, tx *db.Tx, t Target, category string) (string, *int64, error) {
-	var bound *string
+// binding nor the kind's revision can change before tx ends. The category's key also keeps
+// its secret property as read until tx ends.
+func (s *Service) lockForWrite(ctx context.Context, tx *db.Tx, t Target, category string) (categoryProps, *int64, error) {
+	var (
+		bound *string
+		props categoryProps
+	)
 	steps := []db.Step{
 		{Query: q.Get("CategoryLockShared"), Args: []any{s.db.Schema(), category}, Scan: func(r db.Row) error { var v any; return r.Scan(&v) }},
-		{Query: q.Get("CategoryKind"), Args: []any{category}, Scan: func(r db.Row) error { return r.Scan(&bound) }},
+		{Query: q.Get("CategoryKind"), Args: []any{category}, Scan: func(r db.Row) error { return r.Scan(&bound, &props.secret) }},
 	}
 	target, rid, err := targetLockStep(t)
 	if err != nil {
-		return "", nil, err
+		return props, nil, err
 	}
 	if target != nil {
 		steps = append(steps, *target)
 	}
 	if err := targetFound(t, tx.Pipeline(ctx, steps...)); err != nil {
-		return "", nil, err
+		return props, nil, err
+	}
+	if props.secret {
+		if err := s.keys.Require(); err != nil {
+			return props, nil, secret.Fault(err)
+		}
 	}
 	if bound == nil {
-		return "", rid, nil
+		return props, rid, nil
 	}
 	if s.kinds == nil {
-		return "", nil, fmt.Errorf("pillar category %s is bound to kind %s, but this service has no kind registry", category, *bound)
+		return props, nil, fmt.Errorf("pillar category %s is bound to kind %s, but this service has no kind registry", category, *bound)
 	}
 	if err := s.kinds.Hold(ctx, tx, *bound); err != nil {
-		return "", nil, err
+		return props, nil, err
 	}
-	return *bound, rid, nil
+	props.kind = *bound
+	return props, rid, nil
+}
+
+// categoryProps are the properties of a category a write obeys.
+type categoryProps struct {
+	kind   string // the bound kind; "": untyped
+	secret bool   // rows are stored sealed
 }
 
 // admit runs the bound kind's write pipeline on a row's new value (old: the stored value, nil
@@ -136,7 +153,8 @@ type heldRow struct {
 	target   Target
 	rid      *int64
 	category string
-	data     []byte
+	data     []byte // the plaintext (opened by the caller when sealed is set)
+	sealed   []byte
 }
 
 func scanHeldRows(rows db.Rows, err error) ([]heldRow, error) {
@@ -150,7 +168,7 @@ func scanHeldRows(rows db.Rows, err error) ([]heldRow, error) {
 			r                 heldRow
 			tkind, org, named string
 		)
-		if err := rows.Scan(&r.id, &tkind, &org, &named, &r.rid, &r.category, &r.data); err != nil {
+		if err := rows.Scan(&r.id, &tkind, &org, &named, &r.rid, &r.category, &r.data, &r.sealed); err != nil {
 			return nil, err
 		}
 		switch tkind {
@@ -168,18 +186,47 @@ func scanHeldRows(rows db.Rows, err error) ([]heldRow, error) {
 	return out, rows.Err()
 }
 
+// openHeld replaces the masked data of sealed rows by their plaintext.
+func (s *Service) openHeld(rows []heldRow) error {
+	for i, r := range rows {
+		if r.sealed == nil {
+			continue
+		}
+		plain, err := s.open(r.target, r.category, r.data, r.sealed)
+		if err != nil {
+			return err
+		}
+		rows[i].data = plain
+	}
+	return nil
+}
+
 // rewrite stores a row's new value as a change of its own (revision, history, audit): what a
 // binding or a registration does to present a row under a kind.
 func (s *Service) rewrite(ctx context.Context, tx *db.Tx, r heldRow, data []byte, rev int, actor, why string) error {
+	sv, err := s.store(r.target, r.category, data, r.sealed != nil)
+	if err != nil {
+		return err
+	}
+	old, err := s.store(r.target, r.category, r.data, false)
+	if err != nil {
+		return err
+	}
+	if r.sealed != nil {
+		if old.data, err = maskJSON(r.data); err != nil {
+			return err
+		}
+		old.sealed = r.sealed
+	}
 	var revision int64
-	err := tx.QueryRow(ctx, q.Get("PillarRepresent"), r.id, data, rev, actor).Scan(&revision)
+	err = tx.QueryRow(ctx, q.Get("PillarRepresent"), r.id, sv.data, rev, actor, sv.sealedArg()).Scan(&revision)
 	if errors.Is(err, db.ErrNotFound) {
 		return nil // deleted meanwhile
 	}
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, q.Get("PillarHistoryAdd"), r.target.String(), r.rid, r.category, revision, r.data, data, actor); err != nil {
+	if _, err := tx.Exec(ctx, q.Get("PillarHistoryAdd"), r.target.String(), r.rid, r.category, revision, old.data, sv.data, actor, old.sealedArg(), sv.sealedArg()); err != nil {
 		return err
 	}
 	return auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: actor, Action: "pillar.set", Target: r.target.String() + "/" + r.category,
@@ -212,15 +259,27 @@ func (s *Service) SetCategory(ctx context.Context, category string, req client.P
 		out         Category
 		created     bool
 		represented int
+		converted   int
 	)
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		represented = 0
 		if _, err := tx.Exec(ctx, q.Get("CategoryLockExclusive"), s.db.Schema(), category); err != nil {
 			return err
 		}
-		var prev *string
-		if err := tx.QueryRow(ctx, q.Get("CategoryKind"), category).Scan(&prev); err != nil {
+		var (
+			prev       *string
+			prevSecret bool
+		)
+		if err := tx.QueryRow(ctx, q.Get("CategoryKind"), category).Scan(&prev, &prevSecret); err != nil {
 			return err
+		}
+		converted = 0
+		if req.Secret != prevSecret {
+			n, err := s.convertSecret(ctx, tx, category, req.Secret, p)
+			if err != nil {
+				return err
+			}
+			converted = n
 		}
 		switch {
 		case req.Kind != "" && (prev == nil || *prev != req.Kind):
@@ -229,6 +288,9 @@ func (s *Service) SetCategory(ctx context.Context, category string, req client.P
 			}
 			rows, err := scanHeldRows(tx.Query(ctx, q.Get("CategoryRows"), category))
 			if err != nil {
+				return err
+			}
+			if err := s.openHeld(rows); err != nil {
 				return err
 			}
 			var bad []CategoryViolation
@@ -245,7 +307,11 @@ func (s *Service) SetCategory(ctx context.Context, category string, req client.P
 						continue
 					}
 					for _, f := range fe.Fields {
-						bad = append(bad, CategoryViolation{Target: r.target.String(), Field: strings.TrimPrefix(f.Field, "/spec"), Message: f.Message})
+						msg := f.Message
+						if r.sealed != nil && (p == nil || !p.Allows("pillars", "read-secrets", r.target.ScopeName())) {
+							msg = "does not validate (the message is withheld: the row is secret)" // a schema's message may quote the value
+						}
+						bad = append(bad, CategoryViolation{Target: r.target.String(), Field: strings.TrimPrefix(f.Field, "/spec"), Message: msg})
 					}
 					continue
 				}
@@ -289,11 +355,11 @@ func (s *Service) SetCategory(ctx context.Context, category string, req client.P
 			kindArg = req.Kind
 		}
 		var at time.Time
-		if err := tx.QueryRow(ctx, q.Get("CategoryUpsert"), category, kindArg, actor).Scan(&at, &created); err != nil {
+		if err := tx.QueryRow(ctx, q.Get("CategoryUpsert"), category, kindArg, actor, req.Secret).Scan(&at, &created); err != nil {
 			return err
 		}
 		if err := auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: actor, Action: "pillar.category.set", Target: category,
-			Detail: map[string]any{"kind": req.Kind, "represented": represented}}); err != nil {
+			Detail: map[string]any{"kind": req.Kind, "secret": req.Secret, "represented": represented, "converted": converted}}); err != nil {
 			return err
 		}
 		cats, err := s.categories(ctx, tx, &category)
@@ -302,9 +368,10 @@ func (s *Service) SetCategory(ctx context.Context, category string, req client.P
 		}
 		out = cats[0]
 		out.Represented = represented
+		out.Converted = converted
 		return nil
 	})
-	if represented > 0 {
+	if represented > 0 || converted > 0 {
 		s.wrote()
 	}
 	return out, created, err
@@ -319,7 +386,16 @@ func (s *Service) DeleteCategory(ctx context.Context, category, actor string) er
 		if _, err := tx.Exec(ctx, q.Get("CategoryLockExclusive"), s.db.Schema(), category); err != nil {
 			return err
 		}
-		var kindName *string
+		var (
+			kindName *string
+			isSecret bool
+		)
+		if err := tx.QueryRow(ctx, q.Get("CategoryKind"), category).Scan(&kindName, &isSecret); err != nil {
+			return err
+		}
+		if isSecret {
+			return fault.Conflict("pillar category %s is secret: its rows are stored encrypted, and removing its properties would leave them so; make it plain first (PUT {\"secret\": false}, which needs pillars:read-secrets:*), then delete", category)
+		}
 		err := tx.QueryRow(ctx, q.Get("CategoryDelete"), category).Scan(&kindName)
 		if errors.Is(err, db.ErrNotFound) {
 			return fault.NotFound("pillar category %s has no properties", category)
@@ -375,7 +451,7 @@ func (s *Service) categories(ctx context.Context, qr db.Querier, one *string) ([
 			kindName *string
 			at       *time.Time
 		)
-		if err := rows.Scan(&c.Category, &kindName, &at, &c.UpdatedBy, &c.Rows); err != nil {
+		if err := rows.Scan(&c.Category, &kindName, &at, &c.UpdatedBy, &c.Rows, &c.Secret); err != nil {
 			return nil, err
 		}
 		if kindName != nil {
@@ -419,6 +495,9 @@ func (s *Service) ScanHeld(ctx context.Context, tx *db.Tx, kindName string, fn f
 	if err != nil {
 		return err
 	}
+	if err := s.openHeld(rows); err != nil {
+		return err
+	}
 	for _, r := range rows {
 		if err := fn(kind.HeldLabel(r.target.String()+"/"+r.category), r.data); err != nil {
 			return err
@@ -450,6 +529,9 @@ func (s *Service) MayReadHeld(p *auth.Principal, name string) bool {
 func (s *Service) Represent(ctx context.Context, tx *db.Tx, kindName string, rev int, present func([]byte) ([]byte, error)) (int, error) {
 	rows, err := scanHeldRows(tx.Query(ctx, q.Get("HeldRows"), kindName))
 	if err != nil {
+		return 0, err
+	}
+	if err := s.openHeld(rows); err != nil {
 		return 0, err
 	}
 	actor := auth.AuditActorFrom(ctx).Actor

@@ -66,6 +66,19 @@ func (s *Service) Export(ctx context.Context, opts ExportOptions) (Export, error
 	if err != nil {
 		return out, err
 	}
+	// A Salt tree carries plaintext (Salt serves it as it is): a secret row is written only
+	// for a caller who may read it.
+	for i, r := range x.rows {
+		if r.sealed == nil {
+			continue
+		}
+		if !MayReadSecrets(ctx, r.target.ScopeName()) {
+			return out, fault.New(fault.KindForbidden, "pillar %q of %s is secret, and a Salt tree holds it in plaintext: exporting it needs the scope pillars:read-secrets:%s (or export with --format ndjson, which carries it encrypted)", r.category, r.target, r.target.ScopeName())
+		}
+		if x.rows[i].data, err = s.open(r.target, r.category, r.data, r.sealed); err != nil {
+			return out, err
+		}
+	}
 	orgs, nodes, groups, rows := x.orgs, x.nodes, x.groups, x.rows
 
 	// Rows by target, categories in byte order (the query's order).
@@ -217,7 +230,8 @@ type exportGroup struct {
 type exportRow struct {
 	target   Target
 	category string
-	data     []byte
+	data     []byte // the masked shape when sealed is set
+	sealed   []byte
 }
 
 // members are the nodes the group holds now: its static members and the nodes of its org its
@@ -313,7 +327,7 @@ func exportRows(rows db.Rows, err error) ([]exportRow, error) {
 			r                 exportRow
 			kind, org, target string
 		)
-		if err := rows.Scan(&kind, &org, &target, &r.category, &r.data); err != nil {
+		if err := rows.Scan(&kind, &org, &target, &r.category, &r.data, &r.sealed); err != nil {
 			return nil, err
 		}
 		switch kind {

@@ -253,7 +253,7 @@ func (s *Service) importGroup(ctx context.Context, res *resource.Service, org st
 
 // importRow stores one pillar row unless the stored one is already equal.
 func (s *Service) importRow(ctx context.Context, t Target, category string, data map[string]any, actor string) (string, error) {
-	cur, err := s.Get(ctx, t, category)
+	cur, err := s.get(ctx, t, category, true)
 	switch {
 	case fault.KindOf(err) == fault.KindNotFound:
 		if _, _, err := s.Put(ctx, t, category, data, "", actor); err != nil {

@@ -7,24 +7,25 @@ FOR SHARE;
 
 -- name: PillarGet
 -- $1 the target's resource id (NULL: global). The OR keeps both forms on the unique index.
-SELECT id, data, revision, updated_at, updated_by FROM {{schema}}.pillars
+SELECT id, data, sealed, revision, updated_at, updated_by FROM {{schema}}.pillars
 WHERE (resource_id = $1 OR ($1::bigint IS NULL AND resource_id IS NULL)) AND category = $2;
 
 -- name: PillarGetForUpdate
-SELECT id, data, revision FROM {{schema}}.pillars
+SELECT id, data, sealed, revision FROM {{schema}}.pillars
 WHERE (resource_id = $1 OR ($1::bigint IS NULL AND resource_id IS NULL)) AND category = $2
 FOR UPDATE;
 
 -- name: PillarInsert
 -- ON CONFLICT DO NOTHING: a concurrent creator won; the caller locks its row and updates it.
--- $6 is the bound kind's revision the row was admitted under (NULL: an untyped category).
-INSERT INTO {{schema}}.pillars (target_kind, resource_id, category, data, updated_by, kind_revision)
-VALUES ($1, $2, $3, $4, $5, $6)
+-- $6 is the bound kind's revision the row was admitted under (NULL: an untyped category);
+-- $7 the sealed value of a secret category's row (NULL: plaintext, in data).
+INSERT INTO {{schema}}.pillars (target_kind, resource_id, category, data, updated_by, kind_revision, sealed)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (resource_id, category) DO NOTHING
 RETURNING id, revision, updated_at;
 
 -- name: PillarUpdate
-UPDATE {{schema}}.pillars SET data = $2, revision = revision + 1, updated_at = now(), updated_by = $3, kind_revision = $4
+UPDATE {{schema}}.pillars SET data = $2, revision = revision + 1, updated_at = now(), updated_by = $3, kind_revision = $4, sealed = $5
 WHERE id = $1
 RETURNING revision, updated_at;
 
@@ -32,18 +33,20 @@ RETURNING revision, updated_at;
 DELETE FROM {{schema}}.pillars WHERE id = $1;
 
 -- name: PillarHistoryAdd
-INSERT INTO {{schema}}.pillar_history (target, resource_id, category, revision, old_data, new_data, actor)
-VALUES ($1, $2, $3, $4, $5, $6, $7);
+-- $8 and $9: the sealed old and new values of a secret category's row (old_data and
+-- new_data then hold their masked shapes).
+INSERT INTO {{schema}}.pillar_history (target, resource_id, category, revision, old_data, new_data, actor, old_sealed, new_sealed)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9);
 
 -- name: PillarHistory
 -- Newest first; $3 is the id below which to continue (0: from the newest).
-SELECT id, revision, old_data, new_data, actor, at FROM {{schema}}.pillar_history
+SELECT id, revision, old_data, new_data, actor, at, old_sealed, new_sealed FROM {{schema}}.pillar_history
 WHERE target = $1 AND category = $2 AND ($3::bigint = 0 OR id < $3)
 ORDER BY id DESC
 LIMIT $4;
 
 -- name: PillarHistoryEntry
-SELECT id, revision, old_data, new_data, actor, at FROM {{schema}}.pillar_history
+SELECT id, revision, old_data, new_data, actor, at, old_sealed, new_sealed FROM {{schema}}.pillar_history
 WHERE target = $1 AND category = $2 AND id = $3;
 
 -- name: PillarCategories
@@ -84,8 +87,9 @@ SELECT 3, $1, 0, '', false, p.category, p.data FROM {{schema}}.pillars p JOIN n 
 -- snapshot): first a row of layer -1 carrying the node's org (target) and, as data, its
 -- labels and the mergeLists setting — absent when the node does not exist — then the rows of
 -- PillarLayers. The query is the function pillar_render (migration 0018), so its plan is
--- cached in the session in every query mode.
-SELECT layer, target, priority, selector, static, category, data FROM {{schema}}.pillar_render($1);
+-- cached in the session in every query mode. pillar_render_sealed (migration 0025) adds
+-- each row's sealed value.
+SELECT layer, target, priority, selector, static, category, data, sealed FROM {{schema}}.pillar_render_sealed($1);
 
 -- name: SettingGet
 SELECT value FROM {{schema}}.settings WHERE key = $1;
@@ -112,13 +116,14 @@ SELECT pg_advisory_xact_lock_shared(hashtextextended($1 || '/pillar-category/' |
 SELECT pg_advisory_xact_lock(hashtextextended($1 || '/pillar-category/' || $2, 0));
 
 -- name: CategoryKind
--- The kind the category is bound to; NULL: untyped. Always one row, so a pipeline's missing
--- row can only be its target's.
-SELECT (SELECT kind FROM {{schema}}.pillar_categories WHERE category = $1);
+-- The kind the category is bound to (NULL: untyped) and whether it is secret. Always one
+-- row, so a pipeline's missing row can only be its target's.
+SELECT (SELECT kind FROM {{schema}}.pillar_categories WHERE category = $1),
+       coalesce((SELECT secret FROM {{schema}}.pillar_categories WHERE category = $1), false);
 
 -- name: CategoryUpsert
-INSERT INTO {{schema}}.pillar_categories (category, kind, updated_by) VALUES ($1, $2, $3)
-ON CONFLICT (category) DO UPDATE SET kind = excluded.kind, updated_at = now(), updated_by = excluded.updated_by
+INSERT INTO {{schema}}.pillar_categories (category, kind, updated_by, secret) VALUES ($1, $2, $3, $4)
+ON CONFLICT (category) DO UPDATE SET kind = excluded.kind, secret = excluded.secret, updated_at = now(), updated_by = excluded.updated_by
 RETURNING updated_at, (xmax = 0) AS created;
 
 -- name: CategoryDelete
@@ -127,7 +132,7 @@ DELETE FROM {{schema}}.pillar_categories WHERE category = $1 RETURNING kind;
 -- name: CategoryList
 -- Every category that has properties or rows ($1 NULL), or one category: its properties and
 -- how many rows it has at all targets.
-SELECT coalesce(c.category, p.category), c.kind, c.updated_at, coalesce(c.updated_by, ''), coalesce(p.n, 0)
+SELECT coalesce(c.category, p.category), c.kind, c.updated_at, coalesce(c.updated_by, ''), coalesce(p.n, 0), coalesce(c.secret, false)
 FROM {{schema}}.pillar_categories c
 FULL JOIN (SELECT category, count(*) AS n FROM {{schema}}.pillars
            WHERE $1::text IS NULL OR category = $1 GROUP BY category) p ON p.category = c.category
@@ -137,7 +142,7 @@ ORDER BY 1;
 -- name: CategoryRows
 -- Every row of a category, with its target by name, locked: a binding validates and
 -- presents them all. Targets: kind (global, Org, Group, Node), org, name.
-SELECT p.id, p.target_kind, coalesce(r.org, ''), coalesce(r.name, ''), p.resource_id, p.category, p.data
+SELECT p.id, p.target_kind, coalesce(r.org, ''), coalesce(r.name, ''), p.resource_id, p.category, p.data, p.sealed
 FROM {{schema}}.pillars p LEFT JOIN {{schema}}.resources r ON r.id = p.resource_id
 WHERE p.category = $1
 ORDER BY p.id
@@ -149,7 +154,7 @@ UPDATE {{schema}}.pillars SET kind_revision = NULL WHERE category = $1 AND kind_
 -- name: HeldRows
 -- The rows of every category bound to kind $1, as CategoryRows (locked: a registration
 -- presents them under its new revision; under the kind's key no writer is waiting for them).
-SELECT p.id, p.target_kind, coalesce(r.org, ''), coalesce(r.name, ''), p.resource_id, p.category, p.data
+SELECT p.id, p.target_kind, coalesce(r.org, ''), coalesce(r.name, ''), p.resource_id, p.category, p.data, p.sealed
 FROM {{schema}}.pillar_categories c
 JOIN {{schema}}.pillars p ON p.category = c.category
 LEFT JOIN {{schema}}.resources r ON r.id = p.resource_id
@@ -159,7 +164,7 @@ FOR UPDATE OF p;
 
 -- name: HeldRowsUnlocked
 -- HeldRows for a registration's scan, which may run in a read-only snapshot.
-SELECT p.id, p.target_kind, coalesce(r.org, ''), coalesce(r.name, ''), p.resource_id, p.category, p.data
+SELECT p.id, p.target_kind, coalesce(r.org, ''), coalesce(r.name, ''), p.resource_id, p.category, p.data, p.sealed
 FROM {{schema}}.pillar_categories c
 JOIN {{schema}}.pillars p ON p.category = c.category
 LEFT JOIN {{schema}}.resources r ON r.id = p.resource_id
@@ -174,7 +179,7 @@ WHERE c.kind = $1 AND p.kind_revision IS NOT NULL;
 -- name: PillarRepresent
 -- A row rewritten by a binding or a kind's new revision (defaults filled, aliases mapped):
 -- a change like any other, with a new revision and a history entry.
-UPDATE {{schema}}.pillars SET data = $2, kind_revision = $3, revision = revision + 1, updated_at = now(), updated_by = $4
+UPDATE {{schema}}.pillars SET data = $2, kind_revision = $3, revision = revision + 1, updated_at = now(), updated_by = $4, sealed = $5
 WHERE id = $1
 RETURNING revision;
 
@@ -211,7 +216,7 @@ ORDER BY r.org, priority, r.name;
 -- their nodes; target kind, the target's org (a node's from its spec) and name.
 SELECT p.target_kind,
        CASE WHEN r.kind = 'Node' THEN coalesce(r.spec ->> 'org', '') ELSE coalesce(r.org, '') END,
-       coalesce(r.name, ''), p.category, p.data
+       coalesce(r.name, ''), p.category, p.data, p.sealed
 FROM {{schema}}.pillars p LEFT JOIN {{schema}}.resources r ON r.id = p.resource_id
 WHERE $1 = '' OR p.resource_id IS NULL
    OR (r.kind = 'Org' AND r.name = $1) OR (r.kind = 'Group' AND r.org = $1)
@@ -221,7 +226,7 @@ ORDER BY p.category;
 -- name: SyncHistory
 -- The history of the rows an ndjson export carries, by (target, category) pairs ($1, $2),
 -- oldest first per row (the history index serves each pair).
-SELECT h.target, h.category, h.revision, h.old_data, h.new_data, h.actor, h.at
+SELECT h.target, h.category, h.revision, h.old_data, h.new_data, h.actor, h.at, h.old_sealed, h.new_sealed
 FROM unnest($1::text[], $2::text[]) AS w(target, category)
 JOIN {{schema}}.pillar_history h ON h.target = w.target AND h.category = w.category
 ORDER BY h.target, h.category, h.id;
@@ -229,8 +234,8 @@ ORDER BY h.target, h.category, h.id;
 -- name: SyncHistoryAdd
 -- A history entry carried from another installation, unless it is there already (same row,
 -- revision, time, actor and value): a sync run twice adds nothing the second time.
-INSERT INTO {{schema}}.pillar_history (target, resource_id, category, revision, old_data, new_data, actor, at)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8
+INSERT INTO {{schema}}.pillar_history (target, resource_id, category, revision, old_data, new_data, actor, at, old_sealed, new_sealed)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
 WHERE NOT EXISTS (
 	SELECT 1 FROM {{schema}}.pillar_history
 	WHERE target = $1 AND category = $3 AND revision = $4 AND at = $8 AND actor = $7
@@ -238,4 +243,62 @@ WHERE NOT EXISTS (
 
 -- name: SyncBoundKinds
 -- The kinds of the categories bound among the exported rows' categories, with the binding.
-SELECT c.category, c.kind FROM {{schema}}.pillar_categories c WHERE c.kind IS NOT NULL ORDER BY c.category;
+-- And the secret categories: a receiving installation makes them secret before their rows
+-- arrive.
+SELECT c.category, coalesce(c.kind, ''), c.secret FROM {{schema}}.pillar_categories c WHERE c.kind IS NOT NULL OR c.secret ORDER BY c.category;
+
+-- name: PillarSeal
+-- A row converted to or from its sealed form (a category made secret or plain again): the
+-- value is the same, so neither its revision nor its history changes.
+UPDATE {{schema}}.pillars SET data = $2, sealed = $3 WHERE id = $1;
+
+-- name: HistoryOfCategory
+-- Every history entry of a category, locked, for a conversion to or from sealed values.
+SELECT id, target, old_data, new_data, old_sealed, new_sealed FROM {{schema}}.pillar_history
+WHERE category = $1
+ORDER BY id
+FOR UPDATE;
+
+-- name: HistorySeal
+UPDATE {{schema}}.pillar_history SET old_data = $2, new_data = $3, old_sealed = $4, new_sealed = $5 WHERE id = $1;
+
+-- name: HistoryOfNode
+-- A renamed node's history entries holding sealed values, to be sealed again under its new
+-- name (the target is part of what a sealed value is bound to).
+SELECT id, target, category, old_sealed, new_sealed FROM {{schema}}.pillar_history
+WHERE resource_id = $1 AND target = $2 AND (old_sealed IS NOT NULL OR new_sealed IS NOT NULL)
+FOR UPDATE;
+
+-- name: SealedRowsOfNode
+SELECT id, category, sealed FROM {{schema}}.pillars WHERE resource_id = $1 AND sealed IS NOT NULL FOR UPDATE;
+
+-- name: PillarSealedOnly
+UPDATE {{schema}}.pillars SET sealed = $2 WHERE id = $1;
+
+-- name: HistorySealedOnly
+UPDATE {{schema}}.pillar_history SET old_sealed = $2, new_sealed = $3 WHERE id = $1;
+
+-- name: RewrapRows
+-- Sealed rows whose data key is wrapped by a key other than $1 (the primary), a batch of
+-- them, locked; rows another rotation holds are skipped (SKIP LOCKED), so two rotations on two
+-- replicas share the work. The key id is bytes 4..11 of the sealed format.
+SELECT p.id, p.target_kind, coalesce(r.org, ''), coalesce(r.name, ''), p.category, p.sealed
+FROM {{schema}}.pillars p LEFT JOIN {{schema}}.resources r ON r.id = p.resource_id
+WHERE p.sealed IS NOT NULL AND substring(p.sealed FROM 4 FOR 8) <> $1
+LIMIT $2
+FOR UPDATE OF p SKIP LOCKED;
+
+-- name: RewrapHistory
+SELECT id, target, category, old_sealed, new_sealed FROM {{schema}}.pillar_history
+WHERE (old_sealed IS NOT NULL AND substring(old_sealed FROM 4 FOR 8) <> $1)
+   OR (new_sealed IS NOT NULL AND substring(new_sealed FROM 4 FOR 8) <> $1)
+LIMIT $2
+FOR UPDATE SKIP LOCKED;
+
+-- name: SealedByKey
+-- How many sealed values each key wraps, rows and history entries alike.
+SELECT encode(substring(v FROM 4 FOR 8), 'hex'), count(*) FROM (
+	SELECT sealed AS v FROM {{schema}}.pillars WHERE sealed IS NOT NULL
+	UNION ALL SELECT old_sealed FROM {{schema}}.pillar_history WHERE old_sealed IS NOT NULL
+	UNION ALL SELECT new_sealed FROM {{schema}}.pillar_history WHERE new_sealed IS NOT NULL
+) s GROUP BY 1 ORDER BY 1;

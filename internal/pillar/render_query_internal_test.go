@@ -10,22 +10,22 @@ import (
 	"github.com/stratahq/strata/internal/resource"
 )
 
-// TestPillarRenderNamesItsConstants: pillar_render (migration 0018, which PillarRender
-// calls) writes the kinds and the mergeLists setting's key out (so its cached plan knows
+// TestPillarRenderNamesItsConstants: pillar_render_sealed (migration 0025, which
+// PillarRender calls; pillar_render of 0018 with sealed values) writes the kinds and the mergeLists setting's key out (so its cached plan knows
 // them, docs/benchmarks.md); they must be the ones the Go code names, or every render would
 // find no node.
 func TestPillarRenderNamesItsConstants(t *testing.T) {
 	t.Parallel()
-	require.Contains(t, q.Get("PillarRender").Text, "pillar_render($1)")
+	require.Contains(t, q.Get("PillarRender").Text, "pillar_render_sealed($1)")
 	ms, err := migrations.Embedded()
 	require.NoError(t, err)
 	var text string
 	for _, m := range ms {
-		if strings.Contains(m.SQL, "CREATE FUNCTION {{schema}}.pillar_render(") {
+		if strings.Contains(m.SQL, "CREATE FUNCTION {{schema}}.pillar_render_sealed(") {
 			text = m.SQL
 		}
 	}
-	require.NotEmpty(t, text, "the migration that creates pillar_render")
+	require.NotEmpty(t, text, "the migration that creates pillar_render_sealed")
 	for _, want := range []string{"kind = '" + resource.KindNode + "'", "r.kind = '" + resource.KindOrg + "'", "r.kind = '" + resource.KindGroup + "'", "key = '" + SettingMergeLists + "'"} {
 		require.True(t, strings.Contains(text, want), "PillarRender names %s", want)
 	}

@@ -83,12 +83,15 @@ func ValidateCategory(c string) error {
 
 // Pillar is one stored row.
 type Pillar struct {
-	Target    string         `json:"target"`
-	Category  string         `json:"category"`
-	Data      map[string]any `json:"data"`
-	Revision  int64          `json:"revision"`
-	UpdatedAt time.Time      `json:"updatedAt"`
-	UpdatedBy string         `json:"updatedBy"`
+	Target   string         `json:"target"`
+	Category string         `json:"category"`
+	Data     map[string]any `json:"data"`
+	// Secret says the category is secret: Data is masked ("(secret)" leaves) unless the
+	// reader holds pillars:read-secrets on the target.
+	Secret    bool      `json:"secret,omitempty"`
+	Revision  int64     `json:"revision"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	UpdatedBy string    `json:"updatedBy"`
 	// ETag identifies this version of the row (row id and revision: a row deleted and created
 	// again never repeats an earlier ETag).
 	ETag string `json:"-"`
@@ -231,16 +234,18 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 	var created bool
 	defer s.wrote(t.scope())
 	err = s.db.InTx(ctx, func(tx *db.Tx) error {
-		kindName, rid, err := s.lockForWrite(ctx, tx, t, category)
+		props, rid, err := s.lockForWrite(ctx, tx, t, category)
 		if err != nil {
 			return err
 		}
+		kindName := props.kind
 		for attempt := 0; attempt < 2; attempt++ {
 			var (
-				id, rev int64
-				old     []byte
+				id, rev   int64
+				old       []byte
+				oldSealed []byte
 			)
-			getErr := tx.QueryRow(ctx, q.Get("PillarGetForUpdate"), rid, category).Scan(&id, &old, &rev)
+			getErr := tx.QueryRow(ctx, q.Get("PillarGetForUpdate"), rid, category).Scan(&id, &old, &oldSealed, &rev)
 			missing := errors.Is(getErr, db.ErrNotFound)
 			if getErr != nil && !missing {
 				return getErr
@@ -256,8 +261,15 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 				kindRev  any
 				warnings []string
 			)
+			oldPlain := old
+			if oldSealed != nil && kindName != "" {
+				// Ratcheting compares with the stored value itself.
+				if oldPlain, err = s.open(t, category, old, oldSealed); err != nil {
+					return err
+				}
+			}
 			if kindName != "" {
-				raw, r, w, err := s.admit(ctx, tx, kindName, category, body, old)
+				raw, r, w, err := s.admit(ctx, tx, kindName, category, body, oldPlain)
 				if err != nil {
 					return err
 				}
@@ -266,8 +278,12 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 				}
 				stored, kindRev, warnings = raw, r, w
 			}
+			sv, err := s.store(t, category, stored, props.secret)
+			if err != nil {
+				return err
+			}
 			if missing {
-				err := tx.QueryRow(ctx, q.Get("PillarInsert"), targetKind(t), rid, category, stored, actor, kindRev).Scan(&id, &rev, &out.UpdatedAt)
+				err := tx.QueryRow(ctx, q.Get("PillarInsert"), targetKind(t), rid, category, sv.data, actor, kindRev, sv.sealedArg()).Scan(&id, &rev, &out.UpdatedAt)
 				if errors.Is(err, db.ErrNotFound) {
 					continue // created concurrently: lock it and update it
 				}
@@ -275,21 +291,23 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 					return err
 				}
 				created = true
-			} else if err := tx.QueryRow(ctx, q.Get("PillarUpdate"), id, stored, actor, kindRev).Scan(&rev, &out.UpdatedAt); err != nil {
+			} else if err := tx.QueryRow(ctx, q.Get("PillarUpdate"), id, sv.data, actor, kindRev, sv.sealedArg()).Scan(&rev, &out.UpdatedAt); err != nil {
 				return err
 			}
-			var oldArg any
-			if old != nil {
-				oldArg = old
-			}
-			if _, err := tx.Exec(ctx, q.Get("PillarHistoryAdd"), t.String(), rid, category, rev, oldArg, stored, actor); err != nil {
+			if _, err := tx.Exec(ctx, q.Get("PillarHistoryAdd"), t.String(), rid, category, rev, nullBytes(old), sv.data, actor, nullBytes(oldSealed), sv.sealedArg()); err != nil {
 				return err
+			}
+			if sv.sealed != nil && !MayReadSecrets(ctx, t.ScopeName()) {
+				// The writer sent the value, but answers mask secrets for whoever may not read them.
+				if stored2, err = DecodeObject(sv.data); err != nil {
+					return err
+				}
 			}
 			if err := auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: actor, Action: "pillar.set", Target: t.String() + "/" + category,
 				Detail: map[string]any{"revision": rev, "created": old == nil}}); err != nil {
 				return err
 			}
-			out = Pillar{Target: t.String(), Category: category, Data: stored2, Revision: rev, UpdatedAt: out.UpdatedAt.UTC(), UpdatedBy: actor, ETag: etag(id, rev), Warnings: warnings}
+			out = Pillar{Target: t.String(), Category: category, Data: stored2, Secret: props.secret, Revision: rev, UpdatedAt: out.UpdatedAt.UTC(), UpdatedBy: actor, ETag: etag(id, rev), Warnings: warnings}
 			return nil
 		}
 		return fmt.Errorf("pillar %q of %s: created and deleted concurrently twice", category, t)
@@ -297,8 +315,15 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 	return out, created, err
 }
 
-// Get reads one category of a target.
+// Get reads one category of a target; a secret row's values are masked unless the caller in
+// ctx may read the target's secrets.
 func (s *Service) Get(ctx context.Context, t Target, category string) (Pillar, error) {
+	return s.get(ctx, t, category, false)
+}
+
+// get is Get; with plain it returns the plaintext whoever asks, for the service's own
+// comparisons (an import or a sync deciding whether a row changed), never for an answer.
+func (s *Service) get(ctx context.Context, t Target, category string, plain bool) (Pillar, error) {
 	if err := ValidateCategory(category); err != nil {
 		return Pillar{}, err
 	}
@@ -309,12 +334,21 @@ func (s *Service) Get(ctx context.Context, t Target, category string) (Pillar, e
 			return err
 		}
 		var (
-			id   int64
-			data []byte
+			id           int64
+			data, sealed []byte
 		)
-		err = tx.QueryRow(ctx, q.Get("PillarGet"), rid, category).Scan(&id, &data, &out.Revision, &out.UpdatedAt, &out.UpdatedBy)
+		err = tx.QueryRow(ctx, q.Get("PillarGet"), rid, category).Scan(&id, &data, &sealed, &out.Revision, &out.UpdatedAt, &out.UpdatedBy)
 		if errors.Is(err, db.ErrNotFound) {
 			return fault.NotFound("%s has no pillar %q", t, category)
+		}
+		if err != nil {
+			return err
+		}
+		out.Secret = sealed != nil
+		if plain {
+			data, err = s.open(t, category, data, sealed)
+		} else {
+			data, err = s.reveal(ctx, t, category, data, sealed)
 		}
 		if err != nil {
 			return err
@@ -340,10 +374,11 @@ func (s *Service) Delete(ctx context.Context, t Target, category, ifMatch, actor
 			return err
 		}
 		var (
-			id, rev int64
-			old     []byte
+			id, rev   int64
+			old       []byte
+			oldSealed []byte
 		)
-		err = tx.QueryRow(ctx, q.Get("PillarGetForUpdate"), rid, category).Scan(&id, &old, &rev)
+		err = tx.QueryRow(ctx, q.Get("PillarGetForUpdate"), rid, category).Scan(&id, &old, &oldSealed, &rev)
 		if errors.Is(err, db.ErrNotFound) {
 			return fault.NotFound("%s has no pillar %q", t, category)
 		}
@@ -356,7 +391,7 @@ func (s *Service) Delete(ctx context.Context, t Target, category, ifMatch, actor
 		if _, err := tx.Exec(ctx, q.Get("PillarDelete"), id); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, q.Get("PillarHistoryAdd"), t.String(), rid, category, rev+1, old, nil, actor); err != nil {
+		if _, err := tx.Exec(ctx, q.Get("PillarHistoryAdd"), t.String(), rid, category, rev+1, old, nil, actor, nullBytes(oldSealed), nil); err != nil {
 			return err
 		}
 		return auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: actor, Action: "pillar.delete", Target: t.String() + "/" + category,
@@ -398,17 +433,39 @@ type Change struct {
 	New      map[string]any `json:"new"` // null: the change deleted it
 	Actor    string         `json:"actor"`
 	At       time.Time      `json:"at"`
+	// Secret says the entry's values are a secret category's: masked unless the reader
+	// holds pillars:read-secrets on the target.
+	Secret bool `json:"secret,omitempty"`
 }
 
-func scanChange(row db.Row) (Change, error) {
+// scanChange reads a history entry; open, when set, turns a sealed value into what the
+// entry shows (the plaintext, or nil to keep the masked shape).
+func scanChange(row db.Row, open func(sealed []byte) ([]byte, error)) (Change, error) {
 	var (
-		c        Change
-		old, new []byte
+		c                  Change
+		old, new           []byte
+		oldSealed, newSeal []byte
 	)
-	if err := row.Scan(&c.ID, &c.Revision, &old, &new, &c.Actor, &c.At); err != nil {
+	if err := row.Scan(&c.ID, &c.Revision, &old, &new, &c.Actor, &c.At, &oldSealed, &newSeal); err != nil {
 		return c, err
 	}
 	c.At = c.At.UTC()
+	c.Secret = oldSealed != nil || newSeal != nil
+	for _, v := range []struct {
+		sealed []byte
+		dst    *[]byte
+	}{{oldSealed, &old}, {newSeal, &new}} {
+		if v.sealed == nil || open == nil {
+			continue
+		}
+		plain, err := open(v.sealed)
+		if err != nil {
+			return c, err
+		}
+		if plain != nil {
+			*v.dst = plain
+		}
+	}
 	for _, p := range []struct {
 		raw []byte
 		dst *map[string]any
@@ -436,9 +493,13 @@ func (s *Service) History(ctx context.Context, t Target, category string, before
 		return nil, err
 	}
 	defer rows.Close()
+	var open func([]byte) ([]byte, error)
+	if MayReadSecrets(ctx, t.ScopeName()) {
+		open = func(sealed []byte) ([]byte, error) { return s.open(t, category, nil, sealed) }
+	}
 	out := []Change{}
 	for rows.Next() {
-		c, err := scanChange(rows)
+		c, err := scanChange(rows, open)
 		if err != nil {
 			return nil, err
 		}
@@ -453,7 +514,8 @@ func (s *Service) Restore(ctx context.Context, t Target, category string, change
 	if err := ValidateCategory(category); err != nil {
 		return Pillar{}, err
 	}
-	c, err := scanChange(s.db.QueryRow(ctx, q.Get("PillarHistoryEntry"), t.String(), category, change))
+	c, err := scanChange(s.db.QueryRow(ctx, q.Get("PillarHistoryEntry"), t.String(), category, change),
+		func(sealed []byte) ([]byte, error) { return s.open(t, category, nil, sealed) })
 	if errors.Is(err, db.ErrNotFound) {
 		return Pillar{}, fault.NotFound("pillar %q of %s has no history entry %d", category, t, change)
 	}
@@ -504,6 +566,7 @@ type layerRow struct {
 	static   bool
 	category string
 	raw      []byte // decoded only for the rows that apply
+	sealed   []byte // a secret row's sealed value (raw is then its masked shape)
 }
 
 // Layers returns the pillar rows that apply to node, in merge order: global rows, the node's
@@ -523,7 +586,24 @@ func (s *Service) layerRows(ctx context.Context, query, node string, more ...any
 	return s.scanLayerRows(s.db.Query(ctx, q.Get(query), append([]any{node, resource.KindNode, resource.KindOrg, resource.KindGroup}, more...)...))
 }
 
-// scanLayerRows reads the rows of PillarLayers or PillarRender.
+// scanRenderRows reads the rows of PillarRender (PillarLayers' columns and sealed).
+func (s *Service) scanRenderRows(rows db.Rows, err error) ([]layerRow, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var all []layerRow
+	for rows.Next() {
+		var r layerRow
+		if err := rows.Scan(&r.layer, &r.target, &r.priority, &r.selector, &r.static, &r.category, &r.raw, &r.sealed); err != nil {
+			return nil, err
+		}
+		all = append(all, r)
+	}
+	return all, rows.Err()
+}
+
+// scanLayerRows reads the rows of PillarLayers.
 func (s *Service) scanLayerRows(rows db.Rows, err error) ([]layerRow, error) {
 	if err != nil {
 		return nil, err
@@ -541,8 +621,15 @@ func (s *Service) scanLayerRows(rows db.Rows, err error) ([]layerRow, error) {
 }
 
 // layersFrom keeps the rows that apply to node (selector groups evaluated against its
-// labels) and orders them for the merge.
+// labels) and orders them for the merge. Secret rows are in their masked shape.
 func layersFrom(all []layerRow, node NodeInfo) ([]Layer, error) {
+	layers, _, err := layersOpened(all, node, nil)
+	return layers, err
+}
+
+// layersOpened is layersFrom; with open, it also returns the layers with secret rows opened
+// (nil when no applying row is secret).
+func layersOpened(all []layerRow, node NodeInfo, open func(t Target, category string, sealed []byte) ([]byte, error)) ([]Layer, []Layer, error) {
 	kept := all[:0]
 	for _, r := range all {
 		if r.layer == 2 && !r.static {
@@ -566,23 +653,43 @@ func layersFrom(all []layerRow, node NodeInfo) ([]Layer, error) {
 		return strings.Compare(a.category, b.category)
 	})
 	out := make([]Layer, 0, len(kept))
-	for _, r := range kept {
+	var opened []Layer
+	for i, r := range kept {
 		data, err := DecodeObject(r.raw)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		t := "global"
+		t := Global
 		switch r.layer {
 		case 1:
-			t = "org/" + r.target
+			t = Target{Kind: "org", Org: r.target}
 		case 2:
-			t = "group/" + node.Org + "/" + r.target
+			t = Target{Kind: "group", Org: node.Org, Group: r.target}
 		case 3:
-			t = "node/" + r.target
+			t = Target{Kind: "node", Node: r.target}
 		}
-		out = append(out, Layer{Target: t, Category: r.category, Data: data})
+		out = append(out, Layer{Target: t.String(), Category: r.category, Data: data})
+		if r.sealed == nil || open == nil {
+			continue
+		}
+		if opened == nil {
+			opened = make([]Layer, len(kept))
+		}
+		plain, err := open(t, r.category, r.sealed)
+		if err != nil {
+			return nil, nil, err
+		}
+		if opened[i].Data, err = DecodeObject(plain); err != nil {
+			return nil, nil, err
+		}
+		opened[i].Target, opened[i].Category = t.String(), r.category
 	}
-	return out, nil
+	for i := range opened {
+		if opened[i].Data == nil {
+			opened[i] = out[i] // a plain row: the same layer in both
+		}
+	}
+	return out, opened, nil
 }
 
 // NodeInfo is the node a render is for.
@@ -601,10 +708,38 @@ type Rendered struct {
 	// JSON is the merged pillar encoded (the bytes the ETag digests), so an answer sends it
 	// without encoding the map again.
 	JSON []byte `json:"-"`
+	// Secrets lists the secret categories whose rows the pillar holds. When there are any,
+	// everything above is the masked render ("(secret)" leaves, so its ETag says nothing of
+	// the values) and Reveal gives the plaintext one.
+	Secrets []string `json:"-"`
+	// revealed is the render with secret rows opened (nil without secrets); revealErr why it
+	// could not be made (a missing key), which only a caller asking for it sees.
+	revealed  *Rendered
+	revealErr error
 	// size is the pillar's JSON size, what the cache's bound counts.
 	size int64
 	// org is the node's org when it was rendered, for invalidations of a whole org.
 	org string
+}
+
+// Reveal returns the render a caller allowed to read the node's secrets gets: the plaintext
+// render when the pillar holds secrets, else r itself.
+func (r Rendered) Reveal() (Rendered, error) {
+	if len(r.Secrets) == 0 {
+		return r, nil
+	}
+	if r.revealErr != nil {
+		return Rendered{}, r.revealErr
+	}
+	return *r.revealed, nil
+}
+
+// For returns what a caller sees: Reveal when it may read secrets, else the masked render.
+func (r Rendered) For(mayReadSecrets bool) (Rendered, error) {
+	if mayReadSecrets {
+		return r.Reveal()
+	}
+	return r, nil
 }
 
 // Render merges the pillar of a node; with explain, it also says where every leaf came from.
@@ -646,7 +781,7 @@ func (s *Service) RenderFresh(ctx context.Context, res *resource.Service, node s
 // render computes node's pillar from one statement (PillarRender: the node's org and labels,
 // the merge setting and every row that may apply, in one snapshot), then merges.
 func (s *Service) render(ctx context.Context, _ *resource.Service, node string, explain bool) (Rendered, error) {
-	all, err := s.scanLayerRows(s.db.Query(ctx, q.Get("PillarRender"), node))
+	all, err := s.scanRenderRows(s.db.Query(ctx, q.Get("PillarRender"), node))
 	if err != nil {
 		return Rendered{}, err
 	}
@@ -672,10 +807,53 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 		}
 	}
 	info := NodeInfo{Name: node, Org: metaRow.target, Labels: meta.Labels}
-	layers, err := layersFrom(all, info)
+	var (
+		secrets   []string
+		revealErr error
+	)
+	open := func(t Target, category string, sealed []byte) ([]byte, error) {
+		if !slices.Contains(secrets, category) {
+			secrets = append(secrets, category)
+		}
+		if revealErr != nil {
+			return []byte("{}"), nil
+		}
+		plain, err := s.open(t, category, nil, sealed)
+		if err != nil {
+			// Masked readers are served anyway; only a reveal fails.
+			revealErr = err
+			return []byte("{}"), nil
+		}
+		return plain, nil
+	}
+	layers, opened, err := layersOpened(all, info, open)
 	if err != nil {
 		return Rendered{}, err
 	}
+	out, err := merged(layers, opts, explain, info.Org)
+	if err != nil {
+		return Rendered{}, err
+	}
+	if len(secrets) > 0 {
+		slices.Sort(secrets)
+		out.Secrets = secrets
+		if revealErr != nil {
+			out.revealErr = revealErr
+		} else {
+			r, err := merged(opened, opts, explain, info.Org)
+			if err != nil {
+				return Rendered{}, err
+			}
+			r.Secrets = secrets
+			out.revealed = &r
+			out.size += r.size
+		}
+	}
+	return out, nil
+}
+
+// merged merges layers into a Rendered (with explanations when asked) and its ETag.
+func merged(layers []Layer, opts Options, explain bool, org string) (Rendered, error) {
 	var out Rendered
 	if explain {
 		out.Pillar, out.Explanation = merge.Explain(layers, opts)
@@ -689,7 +867,7 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 	sum := sha256.Sum256(b)
 	out.ETag = `"` + hex.EncodeToString(sum[:12]) + `"`
 	out.size = int64(len(b))
-	out.org = info.Org
+	out.org = org
 	out.JSON = b
 	return out, nil
 }
@@ -790,6 +968,9 @@ ext_pillar:
 func (s *Service) Renamed(ctx context.Context, tx *db.Tx, kind string, id int64, old, new string) error {
 	if kind != resource.KindNode {
 		return nil
+	}
+	if err := s.resealRenamed(ctx, tx, id, old, new); err != nil {
+		return err
 	}
 	_, err := tx.Exec(ctx, q.Get("PillarHistoryRekey"), id, Target{Kind: "node", Node: old}.String(), Target{Kind: "node", Node: new}.String())
 	return err

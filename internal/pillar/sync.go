@@ -48,10 +48,15 @@ type SyncRecord struct {
 	Members    []string          `json:"members,omitempty"`
 	Target     string            `json:"target,omitempty"`
 	Data       json.RawMessage   `json:"data,omitempty"`
-	Revision   int64             `json:"revision,omitempty"`
-	UpdatedAt  *time.Time        `json:"updatedAt,omitempty"`
-	UpdatedBy  string            `json:"updatedBy,omitempty"`
-	History    []SyncChange      `json:"history,omitempty"`
+	// Sealed is a secret row's value as stored (Data is then its masked shape): it opens
+	// only on an installation holding the same key.
+	Sealed []byte `json:"sealed,omitempty"`
+	// Secret is a category record's secret property.
+	Secret    bool         `json:"secret,omitempty"`
+	Revision  int64        `json:"revision,omitempty"`
+	UpdatedAt *time.Time   `json:"updatedAt,omitempty"`
+	UpdatedBy string       `json:"updatedBy,omitempty"`
+	History   []SyncChange `json:"history,omitempty"`
 }
 
 // SyncChange is a history entry as the stream carries it.
@@ -61,11 +66,17 @@ type SyncChange struct {
 	New      json.RawMessage `json:"new"`
 	Actor    string          `json:"actor"`
 	At       time.Time       `json:"at"`
+	// OldSealed and NewSealed are the sealed values of a secret row's entry.
+	OldSealed []byte `json:"oldSealed,omitempty"`
+	NewSealed []byte `json:"newSealed,omitempty"`
 }
 
 // SyncExport writes the stream of opts' scope to w, read in one snapshot.
 func (s *Service) SyncExport(ctx context.Context, opts ExportOptions, w io.Writer) error {
-	type kindRef struct{ category, kind string }
+	type kindRef struct {
+		category, kind string
+		secret         bool
+	}
 	var (
 		x        exported
 		bindings []kindRef
@@ -83,7 +94,7 @@ func (s *Service) SyncExport(ctx context.Context, opts ExportOptions, w io.Write
 		}
 		for bs.Next() {
 			var b kindRef
-			if err := bs.Scan(&b.category, &b.kind); err != nil {
+			if err := bs.Scan(&b.category, &b.kind, &b.secret); err != nil {
 				bs.Close()
 				return err
 			}
@@ -108,7 +119,7 @@ func (s *Service) SyncExport(ctx context.Context, opts ExportOptions, w io.Write
 				c                SyncChange
 				old, new         []byte
 			)
-			if err := hs.Scan(&target, &category, &c.Revision, &old, &new, &c.Actor, &c.At); err != nil {
+			if err := hs.Scan(&target, &category, &c.Revision, &old, &new, &c.Actor, &c.At, &c.OldSealed, &c.NewSealed); err != nil {
 				return err
 			}
 			c.Old, c.New, c.At = rawOrNull(old), rawOrNull(new), c.At.UTC()
@@ -137,7 +148,7 @@ func (s *Service) SyncExport(ctx context.Context, opts ExportOptions, w io.Write
 		if !used[b.category] {
 			continue
 		}
-		if !kindsDone[b.kind] && s.kinds != nil {
+		if b.kind != "" && !kindsDone[b.kind] && s.kinds != nil {
 			kindsDone[b.kind] = true
 			k, err := s.kinds.Get(ctx, b.kind)
 			if err != nil {
@@ -147,7 +158,7 @@ func (s *Service) SyncExport(ctx context.Context, opts ExportOptions, w io.Write
 				return err
 			}
 		}
-		if err := enc.Encode(SyncRecord{Type: "category", Category: b.category, Kind: b.kind}); err != nil {
+		if err := enc.Encode(SyncRecord{Type: "category", Category: b.category, Kind: b.kind, Secret: b.secret}); err != nil {
 			return err
 		}
 	}
@@ -167,7 +178,7 @@ func (s *Service) SyncExport(ctx context.Context, opts ExportOptions, w io.Write
 		}
 	}
 	for _, r := range rows {
-		if err := enc.Encode(SyncRecord{Type: "row", Target: r.target.String(), Category: r.category, Data: r.data,
+		if err := enc.Encode(SyncRecord{Type: "row", Target: r.target.String(), Category: r.category, Data: r.data, Sealed: r.sealed,
 			History: history[r.target.String()+"\x00"+r.category]}); err != nil {
 			return err
 		}
@@ -405,10 +416,10 @@ func (s *Service) syncCategory(ctx context.Context, r SyncRecord, actor string) 
 	if err != nil && fault.KindOf(err) != fault.KindNotFound {
 		return "", err
 	}
-	if err == nil && cur.Kind == r.Kind && cur.UpdatedAt != nil {
+	if err == nil && cur.Kind == r.Kind && cur.Secret == r.Secret && cur.UpdatedAt != nil {
 		return "unchanged", nil
 	}
-	if _, created, err := s.SetCategory(ctx, r.Category, client.PillarCategoryRequest{Kind: r.Kind}, actor); err != nil {
+	if _, created, err := s.SetCategory(ctx, r.Category, client.PillarCategoryRequest{Kind: r.Kind, Secret: r.Secret}, actor); err != nil {
 		return "", err
 	} else if created {
 		return "created", nil
@@ -464,7 +475,15 @@ func (s *Service) syncRow(ctx context.Context, tx *db.Tx, r SyncRecord, actor st
 	if err != nil {
 		return "", 0, err
 	}
-	data, err := DecodeObject(r.Data)
+	raw := []byte(r.Data)
+	if r.Sealed != nil {
+		// Sealed on another installation with the same key, bound to the same target and
+		// category: it opens here or the sync stops, naming the key it needs.
+		if raw, err = s.open(t, r.Category, r.Data, r.Sealed); err != nil {
+			return "", 0, err
+		}
+	}
+	data, err := DecodeObject(raw)
 	if err != nil {
 		return "", 0, err
 	}
@@ -474,13 +493,13 @@ func (s *Service) syncRow(ctx context.Context, tx *db.Tx, r SyncRecord, actor st
 	}
 	added := 0
 	for _, c := range r.History {
-		n, err := tx.Exec(ctx, q.Get("SyncHistoryAdd"), t.String(), rid, r.Category, c.Revision, nullable(c.Old), nullable(c.New), c.Actor, c.At)
+		n, err := tx.Exec(ctx, q.Get("SyncHistoryAdd"), t.String(), rid, r.Category, c.Revision, nullable(c.Old), nullable(c.New), c.Actor, c.At, nullBytes(c.OldSealed), nullBytes(c.NewSealed))
 		if err != nil {
 			return "", added, err
 		}
 		added += int(n)
 	}
-	cur, err := s.Get(ctx, t, r.Category)
+	cur, err := s.get(ctx, t, r.Category, true)
 	switch {
 	case fault.KindOf(err) == fault.KindNotFound:
 		if _, _, err := s.Put(ctx, t, r.Category, data, "", actor); err != nil {
@@ -491,7 +510,7 @@ func (s *Service) syncRow(ctx context.Context, tx *db.Tx, r SyncRecord, actor st
 		return "", added, err
 	}
 	stored, _ := json.Marshal(cur.Data)
-	if sameJSON(stored, r.Data) {
+	if sameJSON(stored, raw) {
 		return "unchanged", added, nil
 	}
 	if _, _, err := s.Put(ctx, t, r.Category, data, "", actor); err != nil {
