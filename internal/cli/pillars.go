@@ -571,13 +571,17 @@ func newPillarCategoryCmd(g *globals) *cobra.Command {
 			v = cs[0]
 		}
 		return g.print(v, func(w io.Writer) error {
-			tw := newTable(w, "CATEGORY", "KIND", "ROWS", "UPDATED BY")
+			tw := newTable(w, "CATEGORY", "KIND", "SECRET", "ROWS", "UPDATED BY")
 			for _, c := range cs {
 				k := c.Kind
 				if k == "" {
 					k = "-"
 				}
-				tw.row(c.Category, k, fmt.Sprint(c.Rows), c.UpdatedBy)
+				sec := "-"
+				if c.Secret {
+					sec = "yes"
+				}
+				tw.row(c.Category, k, sec, fmt.Sprint(c.Rows), c.UpdatedBy)
 			}
 			return tw.flush()
 		})
@@ -614,33 +618,63 @@ func newPillarCategoryCmd(g *globals) *cobra.Command {
 			return show([]client.PillarCategory{out}, true)
 		},
 	}
-	var kindName string
+	var (
+		kindName string
+		isSecret bool
+	)
 	set := &cobra.Command{
-		Use:   "set CATEGORY [--kind KIND]",
-		Short: "Set a category's properties: --kind binds it to a kind (a typed category)",
+		Use:   "set CATEGORY [--kind KIND] [--secret[=false]]",
+		Short: "Set a category's properties: --kind binds it to a kind (a typed category), --secret encrypts it",
 		Long: "Set a category's properties, which apply at every target. --kind binds the category to a\n" +
 			"registered kind: every row of the category, at any target, is then validated by the kind's\n" +
 			"schema (with ratcheting), and registering a new revision of the kind checks the stored rows.\n" +
-			"Binding refuses (and lists the rows) when stored rows do not validate. Without --kind the\n" +
-			"category is unbound; its rows stay.",
-		Example: "  strata pillar category set ntp --kind NtpFormula",
+			"Binding refuses (and lists the rows) when stored rows do not validate. --kind \"\" unbinds\n" +
+			"the category; its rows stay.\n\n" +
+			"--secret stores every row of the category encrypted (existing rows and their history are\n" +
+			"converted now) and masks its values as \"(secret)\" for every reader without\n" +
+			"pillars:read-secrets on the row's target; --secret=false stores them in plaintext again (it\n" +
+			"needs pillars:read-secrets:*). A property whose flag is not given keeps its value.",
+		Example: "  strata pillar category set ntp --kind NtpFormula\n  strata pillar category set creds --secret",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			out, err := c.PillarCategorySet(cmd.Context(), args[0], client.PillarCategoryRequest{Kind: kindName})
+			// PUT replaces every property: start from the current ones, so a flag not given
+			// keeps its property (--secret alone does not unbind a typed category).
+			var req client.PillarCategoryRequest
+			cur, err := c.PillarCategoryGet(cmd.Context(), args[0])
+			if err == nil {
+				req = client.PillarCategoryRequest{Kind: cur.Kind, Secret: cur.Secret}
+			} else if !client.IsNotFound(err) {
+				return err
+			}
+			if cmd.Flags().Changed("kind") {
+				req.Kind = kindName
+			}
+			if cmd.Flags().Changed("secret") {
+				req.Secret = isSecret
+			}
+			out, err := c.PillarCategorySet(cmd.Context(), args[0], req)
 			if err != nil {
 				return err
 			}
 			if out.Represented > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%d rows rewritten with the kind's defaults\n", out.Represented)
 			}
+			if out.Converted > 0 {
+				state := "encrypted"
+				if !out.Secret {
+					state = "decrypted"
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d rows and history entries %s\n", out.Converted, state)
+			}
 			return show([]client.PillarCategory{out}, true)
 		},
 	}
-	set.Flags().StringVar(&kindName, "kind", "", "the kind whose schema the category's rows must follow")
+	set.Flags().StringVar(&kindName, "kind", "", "the kind whose schema the category's rows must follow (\"\": unbind)")
+	set.Flags().BoolVar(&isSecret, "secret", false, "store the category's rows encrypted and mask them for readers without pillars:read-secrets")
 	del := &cobra.Command{
 		Use:   "delete CATEGORY",
 		Short: "Remove a category's properties (its rows stay, untyped)",

@@ -15,7 +15,6 @@ import (
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/kind"
-	"github.com/stratahq/strata/internal/resource"
 	"github.com/stratahq/strata/internal/secret"
 )
 
@@ -171,16 +170,7 @@ func scanHeldRows(rows db.Rows, err error) ([]heldRow, error) {
 		if err := rows.Scan(&r.id, &tkind, &org, &named, &r.rid, &r.category, &r.data, &r.sealed); err != nil {
 			return nil, err
 		}
-		switch tkind {
-		case resource.KindOrg:
-			r.target = Target{Kind: "org", Org: named}
-		case resource.KindGroup:
-			r.target = Target{Kind: "group", Org: org, Group: named}
-		case resource.KindNode:
-			r.target = Target{Kind: "node", Node: named}
-		default:
-			r.target = Global
-		}
+		r.target = targetOf(tkind, org, named)
 		out = append(out, r)
 	}
 	return out, rows.Err()

@@ -20,12 +20,12 @@ FOR UPDATE;
 -- $6 is the bound kind's revision the row was admitted under (NULL: an untyped category);
 -- $7 the sealed value of a secret category's row (NULL: plaintext, in data).
 INSERT INTO {{schema}}.pillars (target_kind, resource_id, category, data, updated_by, kind_revision, sealed)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+VALUES ($1, $2, $3, $4, $5, $6, $7::bytea)
 ON CONFLICT (resource_id, category) DO NOTHING
 RETURNING id, revision, updated_at;
 
 -- name: PillarUpdate
-UPDATE {{schema}}.pillars SET data = $2, revision = revision + 1, updated_at = now(), updated_by = $3, kind_revision = $4, sealed = $5
+UPDATE {{schema}}.pillars SET data = $2, revision = revision + 1, updated_at = now(), updated_by = $3, kind_revision = $4, sealed = $5::bytea
 WHERE id = $1
 RETURNING revision, updated_at;
 
@@ -36,7 +36,7 @@ DELETE FROM {{schema}}.pillars WHERE id = $1;
 -- $8 and $9: the sealed old and new values of a secret category's row (old_data and
 -- new_data then hold their masked shapes).
 INSERT INTO {{schema}}.pillar_history (target, resource_id, category, revision, old_data, new_data, actor, old_sealed, new_sealed)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9);
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea, $9::bytea);
 
 -- name: PillarHistory
 -- Newest first; $3 is the id below which to continue (0: from the newest).
@@ -179,7 +179,7 @@ WHERE c.kind = $1 AND p.kind_revision IS NOT NULL;
 -- name: PillarRepresent
 -- A row rewritten by a binding or a kind's new revision (defaults filled, aliases mapped):
 -- a change like any other, with a new revision and a history entry.
-UPDATE {{schema}}.pillars SET data = $2, kind_revision = $3, revision = revision + 1, updated_at = now(), updated_by = $4, sealed = $5
+UPDATE {{schema}}.pillars SET data = $2, kind_revision = $3, revision = revision + 1, updated_at = now(), updated_by = $4, sealed = $5::bytea
 WHERE id = $1
 RETURNING revision;
 
@@ -235,7 +235,7 @@ ORDER BY h.target, h.category, h.id;
 -- A history entry carried from another installation, unless it is there already (same row,
 -- revision, time, actor and value): a sync run twice adds nothing the second time.
 INSERT INTO {{schema}}.pillar_history (target, resource_id, category, revision, old_data, new_data, actor, at, old_sealed, new_sealed)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9::bytea, $10::bytea
 WHERE NOT EXISTS (
 	SELECT 1 FROM {{schema}}.pillar_history
 	WHERE target = $1 AND category = $3 AND revision = $4 AND at = $8 AND actor = $7
@@ -250,7 +250,7 @@ SELECT c.category, coalesce(c.kind, ''), c.secret FROM {{schema}}.pillar_categor
 -- name: PillarSeal
 -- A row converted to or from its sealed form (a category made secret or plain again): the
 -- value is the same, so neither its revision nor its history changes.
-UPDATE {{schema}}.pillars SET data = $2, sealed = $3 WHERE id = $1;
+UPDATE {{schema}}.pillars SET data = $2, sealed = $3::bytea WHERE id = $1;
 
 -- name: HistoryOfCategory
 -- Every history entry of a category, locked, for a conversion to or from sealed values.
@@ -260,7 +260,7 @@ ORDER BY id
 FOR UPDATE;
 
 -- name: HistorySeal
-UPDATE {{schema}}.pillar_history SET old_data = $2, new_data = $3, old_sealed = $4, new_sealed = $5 WHERE id = $1;
+UPDATE {{schema}}.pillar_history SET old_data = $2, new_data = $3, old_sealed = $4::bytea, new_sealed = $5::bytea WHERE id = $1;
 
 -- name: HistoryOfNode
 -- A renamed node's history entries holding sealed values, to be sealed again under its new
@@ -273,10 +273,10 @@ FOR UPDATE;
 SELECT id, category, sealed FROM {{schema}}.pillars WHERE resource_id = $1 AND sealed IS NOT NULL FOR UPDATE;
 
 -- name: PillarSealedOnly
-UPDATE {{schema}}.pillars SET sealed = $2 WHERE id = $1;
+UPDATE {{schema}}.pillars SET sealed = $2::bytea WHERE id = $1;
 
 -- name: HistorySealedOnly
-UPDATE {{schema}}.pillar_history SET old_sealed = $2, new_sealed = $3 WHERE id = $1;
+UPDATE {{schema}}.pillar_history SET old_sealed = $2::bytea, new_sealed = $3::bytea WHERE id = $1;
 
 -- name: RewrapRows
 -- Sealed rows whose data key is wrapped by a key other than $1 (the primary), a batch of
@@ -284,14 +284,14 @@ UPDATE {{schema}}.pillar_history SET old_sealed = $2, new_sealed = $3 WHERE id =
 -- replicas share the work. The key id is bytes 4..11 of the sealed format.
 SELECT p.id, p.target_kind, coalesce(r.org, ''), coalesce(r.name, ''), p.category, p.sealed
 FROM {{schema}}.pillars p LEFT JOIN {{schema}}.resources r ON r.id = p.resource_id
-WHERE p.sealed IS NOT NULL AND substring(p.sealed FROM 4 FOR 8) <> $1
+WHERE p.sealed IS NOT NULL AND substring(p.sealed FROM 4 FOR 8) <> $1::bytea
 LIMIT $2
 FOR UPDATE OF p SKIP LOCKED;
 
 -- name: RewrapHistory
 SELECT id, target, category, old_sealed, new_sealed FROM {{schema}}.pillar_history
-WHERE (old_sealed IS NOT NULL AND substring(old_sealed FROM 4 FOR 8) <> $1)
-   OR (new_sealed IS NOT NULL AND substring(new_sealed FROM 4 FOR 8) <> $1)
+WHERE (old_sealed IS NOT NULL AND substring(old_sealed FROM 4 FOR 8) <> $1::bytea)
+   OR (new_sealed IS NOT NULL AND substring(new_sealed FROM 4 FOR 8) <> $1::bytea)
 LIMIT $2
 FOR UPDATE SKIP LOCKED;
 

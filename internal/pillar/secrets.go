@@ -2,6 +2,7 @@ package pillar
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/resource"
 	"github.com/stratahq/strata/internal/secret"
 )
 
@@ -41,12 +43,7 @@ type storedValue struct {
 }
 
 // sealedArg is sealed for SQL: NULL for a plain row.
-func (v storedValue) sealedArg() any {
-	if v.sealed == nil {
-		return nil
-	}
-	return v.sealed
-}
+func (v storedValue) sealedArg() any { return nullBytes(v.sealed) }
 
 // store makes the stored form of plain, a row of category at t: sealed when the category is
 // secret.
@@ -152,7 +149,7 @@ func (s *Service) resealRenamed(ctx context.Context, tx *db.Tx, id int64, old, n
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, q.Get("PillarSealedOnly"), r.id, b); err != nil {
+		if _, err := tx.Exec(ctx, q.Get("PillarSealedOnly"), r.id, nullBytes(b)); err != nil {
 			return err
 		}
 	}
@@ -195,12 +192,12 @@ func (s *Service) resealRenamed(ctx context.Context, tx *db.Tx, id int64, old, n
 	return nil
 }
 
-// nullBytes is b for SQL: NULL when nil.
+// nullBytes is a sealed value for SQL: bytea, NULL when nil.
 func nullBytes(b []byte) any {
 	if b == nil {
 		return nil
 	}
-	return b
+	return db.Bytes(b)
 }
 
 // convertProgressEvery is how often a conversion logs its progress (rows and entries).
@@ -299,10 +296,146 @@ func (s *Service) convertSecret(ctx context.Context, tx *db.Tx, category string,
 		if err != nil {
 			return n, err
 		}
-		if _, err := tx.Exec(ctx, q.Get("HistorySeal"), e.id, nullBytes(od), nullBytes(nd), nullBytes(os), nullBytes(ns)); err != nil {
+		if _, err := tx.Exec(ctx, q.Get("HistorySeal"), e.id, nullable(od), nullable(nd), nullBytes(os), nullBytes(ns)); err != nil {
 			return n, err
 		}
 		progress()
 	}
 	return n, nil
+}
+
+// RewrapBatch re-wraps the data keys of up to limit sealed values (rows first, then history
+// entries) that are not wrapped by the primary key, with it (secret.Keyring.Rewrap: the
+// values' own ciphertext stays). One transaction per batch; rows a concurrent writer or
+// another rotation holds are skipped and found by a later batch. It returns how many values
+// it re-wrapped: 0 means none is left under another key, which is what makes a rotation
+// resumable — run it again after an interruption and it continues.
+func (s *Service) RewrapBatch(ctx context.Context, limit int) (int, error) {
+	if err := s.keys.Require(); err != nil {
+		return 0, secret.Fault(err)
+	}
+	primary, err := hex.DecodeString(s.keys.Primary())
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	err = s.db.InTx(ctx, func(tx *db.Tx) error {
+		n = 0
+		rows, err := tx.Query(ctx, q.Get("RewrapRows"), db.Bytes(primary), limit)
+		if err != nil {
+			return err
+		}
+		type rowv struct {
+			id     int64
+			t      Target
+			cat    string
+			sealed []byte
+		}
+		var rs []rowv
+		for rows.Next() {
+			var (
+				r               rowv
+				kind, org, name string
+			)
+			if err := rows.Scan(&r.id, &kind, &org, &name, &r.cat, &r.sealed); err != nil {
+				rows.Close()
+				return err
+			}
+			r.t = targetOf(kind, org, name)
+			rs = append(rs, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, r := range rs {
+			b, err := s.keys.Rewrap(r.sealed, sealAAD(r.t, r.cat))
+			if err != nil {
+				return secret.Fault(fmt.Errorf("pillar %q of %s: %w", r.cat, r.t, err))
+			}
+			if _, err := tx.Exec(ctx, q.Get("PillarSealedOnly"), r.id, db.Bytes(b)); err != nil {
+				return err
+			}
+			n++
+		}
+		if n >= limit {
+			return nil
+		}
+		hrows, err := tx.Query(ctx, q.Get("RewrapHistory"), db.Bytes(primary), limit-n)
+		if err != nil {
+			return err
+		}
+		type histv struct {
+			id          int64
+			target, cat string
+			oldS, newS  []byte
+		}
+		var hs []histv
+		for hrows.Next() {
+			var h histv
+			if err := hrows.Scan(&h.id, &h.target, &h.cat, &h.oldS, &h.newS); err != nil {
+				hrows.Close()
+				return err
+			}
+			hs = append(hs, h)
+		}
+		hrows.Close()
+		if err := hrows.Err(); err != nil {
+			return err
+		}
+		for _, h := range hs {
+			var out [2][]byte
+			for i, v := range [][]byte{h.oldS, h.newS} {
+				if v == nil {
+					continue
+				}
+				b, err := s.keys.Rewrap(v, sealAADName(h.target, h.cat))
+				if err != nil {
+					return secret.Fault(fmt.Errorf("history of pillar %q of %s: %w", h.cat, h.target, err))
+				}
+				out[i] = b
+			}
+			if _, err := tx.Exec(ctx, q.Get("HistorySealedOnly"), h.id, nullBytes(out[0]), nullBytes(out[1])); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+// SealedByKey counts the sealed values (rows and history entries) each key wraps, by key id.
+func (s *Service) SealedByKey(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.db.Query(ctx, q.Get("SealedByKey"))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var (
+			id string
+			n  int64
+		)
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, err
+		}
+		out[id] = n
+	}
+	return out, rows.Err()
+}
+
+// targetOf is the Target of a row from its target kind (global, Org, Group, Node), the
+// target's org and name.
+func targetOf(kind, org, name string) Target {
+	switch kind {
+	case resource.KindOrg:
+		return Target{Kind: "org", Org: name}
+	case resource.KindGroup:
+		return Target{Kind: "group", Org: org, Group: name}
+	case resource.KindNode:
+		return Target{Kind: "node", Node: name}
+	}
+	return Global
 }

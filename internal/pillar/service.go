@@ -294,7 +294,7 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 			} else if err := tx.QueryRow(ctx, q.Get("PillarUpdate"), id, sv.data, actor, kindRev, sv.sealedArg()).Scan(&rev, &out.UpdatedAt); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, q.Get("PillarHistoryAdd"), t.String(), rid, category, rev, nullBytes(old), sv.data, actor, nullBytes(oldSealed), sv.sealedArg()); err != nil {
+			if _, err := tx.Exec(ctx, q.Get("PillarHistoryAdd"), t.String(), rid, category, rev, nullable(old), sv.data, actor, nullBytes(oldSealed), sv.sealedArg()); err != nil {
 				return err
 			}
 			if sv.sealed != nil && !MayReadSecrets(ctx, t.ScopeName()) {
