@@ -362,3 +362,38 @@ func (c *Client) PillarSyncImport(ctx context.Context, stream []byte, dryRun boo
 	_, err := c.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/pillars:import", Query: q, RawBody: stream, ContentType: "application/x-ndjson"}, &out)
 	return out, err
 }
+
+// KeyStatus is what GET /v1/keys reports: the keys the answering replica holds (the primary
+// first, which encrypts new values), how many stored values each key wraps (every key any
+// value references, held or not), and which held keys may be retired (no value references
+// them) or are missing (values reference them, this replica cannot open them).
+type KeyStatus struct {
+	Primary   string           `json:"primary"`
+	Keys      []string         `json:"keys"`
+	Sealed    map[string]int64 `json:"sealed"`
+	Retirable []string         `json:"retirable"`
+	Missing   []string         `json:"missing"`
+	// Remaining counts the values not yet wrapped by the primary key (what a rotation has
+	// left to do).
+	Remaining int64 `json:"remaining"`
+}
+
+// KeyRotation is one batch of a rotation (POST /v1/keys:rotate).
+type KeyRotation struct {
+	Rewrapped int   `json:"rewrapped"`
+	Remaining int64 `json:"remaining"`
+}
+
+// Keys reports the encryption keys and what references them.
+func (c *Client) Keys(ctx context.Context) (KeyStatus, error) {
+	var out KeyStatus
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/keys"}, &out)
+	return out, err
+}
+
+// KeysRotate re-wraps up to limit values with the primary key.
+func (c *Client) KeysRotate(ctx context.Context, limit int) (KeyRotation, error) {
+	var out KeyRotation
+	_, err := c.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/keys:rotate", Body: map[string]int{"limit": limit}}, &out)
+	return out, err
+}

@@ -82,10 +82,11 @@ func TestOutputContract(t *testing.T) {
 		"state show":          {"state", "show", "net", "default"},
 		"salt config":         {"salt", "config"},
 		"version":             {"version"},
+		"keys status":         {"keys", "status"},
 	}
 	// Commands that change something, stream, print a file verbatim or start a server.
 	others := []string{"apply", "backup create", "backup restore", "delete", "group add-member", "group annotate", "group create", "group delete",
-		"group label", "group remove-member", "kind apply", "kind diff", "migrate up", "node annotate", "node apply",
+		"group label", "group remove-member", "keys generate", "keys rotate", "kind apply", "kind diff", "migrate up", "node annotate", "node apply",
 		"node create", "node delete", "node label", "node rename", "org annotate", "org create", "org delete", "org label",
 		"pillar category delete", "pillar category set", "pillar delete", "pillar export", "pillar import", "pillar set", "pillar settings set", "project backend-config",
 		"project create", "project credentials", "project delete", "salt credentials", "serve", "state lock",

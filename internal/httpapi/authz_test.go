@@ -39,6 +39,8 @@ var authzCases = []authzCase{
 	{"DELETE /v1/tokens/{id}", "/v1/tokens/tok_x", "", false, false, false},
 	{"GET /v1/audit", "/v1/audit", "", false, false, false},
 	{"GET /v1/status", "/v1/status", "", false, false, false},
+	{"GET /v1/keys", "/v1/keys", "", false, false, false},
+	{"POST /v1/keys:rotate", "/v1/keys:rotate", `{"limit":10}`, false, false, false},
 	{"GET /v1/orgs", "/v1/orgs", "", true, false, false},
 	{"POST /v1/orgs", "/v1/orgs", `{"metadata":{"name":"acme2"}}`, false, false, false},
 	{"GET /v1/orgs/{org}", "/v1/orgs/acme", "", false, false, false},

@@ -28,6 +28,7 @@ import (
 	"github.com/stratahq/strata/internal/kind"
 	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
+	"github.com/stratahq/strata/internal/secret"
 	"github.com/stratahq/strata/internal/tfstate"
 )
 
@@ -52,6 +53,8 @@ type Options struct {
 	// to Resources (UseSchemas). When given, the caller has connected it.
 	Kinds   *kind.Service
 	Pillars *pillar.Service
+	// Keys are the replica's key-encryption keys, for GET /v1/keys and rotations (nil: none).
+	Keys *secret.Keyring
 	// SaltLegacyClients may render pillars through /v1/salt/pillar without a token (Salt
 	// 3005 and older cannot send one); empty by default.
 	SaltLegacyClients []netip.Prefix
@@ -90,12 +93,14 @@ type API struct {
 	maxBody  int64
 	maxState int64
 	// bulkBuffer is the budget of one bulk apply; bulkPeak the most any has held.
-	bulkBuffer  int64
-	bulkPeak    atomic.Int64
-	tokens      *auth.Service
-	resources   *resource.Service
-	kinds       *kind.Service
-	pillars     *pillar.Service
+	bulkBuffer int64
+	bulkPeak   atomic.Int64
+	tokens     *auth.Service
+	resources  *resource.Service
+	kinds      *kind.Service
+	pillars    *pillar.Service
+	// keys are the replica's key-encryption keys (nil: none).
+	keys        *secret.Keyring
 	saltLegacy  []netip.Prefix
 	trusted     []netip.Prefix
 	status      func(ctx context.Context) (any, error)
@@ -127,6 +132,7 @@ func New(opts Options) *API {
 		resources:   opts.Resources,
 		kinds:       opts.Kinds,
 		pillars:     opts.Pillars,
+		keys:        opts.Keys,
 		saltLegacy:  opts.SaltLegacyClients,
 		trusted:     opts.TrustedProxies,
 		status:      opts.Status,
@@ -232,6 +238,9 @@ func (a *API) table() []route {
 		{pattern: "DELETE /v1/tokens/{id}", family: "tokens", verb: "delete", source: byHandler, handler: a.tokenRevoke},
 		{pattern: "GET /v1/audit", family: "audit", verb: "read", source: byHandler, handler: a.auditList},
 		{pattern: "GET /v1/status", family: "status", verb: "read", source: byHandler, handler: a.statusGet},
+		// Encryption keys (admin): what references each key, and a rotation's batches.
+		{pattern: "GET /v1/keys", family: "status", verb: "read", source: byHandler, handler: a.keysGet},
+		{pattern: "POST /v1/keys:rotate", family: "status", verb: "write", source: byHandler, handler: a.keysRotate},
 
 		// Terraform/OpenTofu projects and state (the http backend protocol).
 		{pattern: "GET /v1/projects", family: "projects", verb: "read", source: listed, handler: a.projectList},

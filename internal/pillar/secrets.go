@@ -359,7 +359,7 @@ func (s *Service) RewrapBatch(ctx context.Context, limit int) (int, error) {
 			n++
 		}
 		if n >= limit {
-			return nil
+			return s.auditRewrap(ctx, tx, n)
 		}
 		hrows, err := tx.Query(ctx, q.Get("RewrapHistory"), db.Bytes(primary), limit-n)
 		if err != nil {
@@ -400,9 +400,18 @@ func (s *Service) RewrapBatch(ctx context.Context, limit int) (int, error) {
 			}
 			n++
 		}
-		return nil
+		return s.auditRewrap(ctx, tx, n)
 	})
 	return n, err
+}
+
+// auditRewrap records a rotation batch that re-wrapped n values (none: nothing to record).
+func (s *Service) auditRewrap(ctx context.Context, tx *db.Tx, n int) error {
+	if n == 0 {
+		return nil
+	}
+	return auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: auth.AuditActorFrom(ctx).Actor, Action: "keys.rotate", Target: "pillars",
+		Detail: map[string]any{"rewrapped": n, "primary": s.keys.Primary()}})
 }
 
 // SealedByKey counts the sealed values (rows and history entries) each key wraps, by key id.

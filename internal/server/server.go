@@ -510,6 +510,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Resources:         resources,
 		Kinds:             kinds,
 		Pillars:           pillars,
+		Keys:              keys,
 		State:             state,
 		SaltLegacyClients: saltLegacy,
 		TrustedProxies:    trusted,
