@@ -78,13 +78,14 @@ func newSaltConfigCmd(g *globals) *cobra.Command {
 http_request_timeout: 30
 `, server, "`strata token create "+tokenName+"`")
 			c := saltConfig{
-				TokenCommand: fmt.Sprintf("strata --server %s token create %s --scope 'pillars:render:node/*'", server, tokenName),
+				TokenCommand: fmt.Sprintf("strata --server %s token create %s --scope 'pillars:render:node/*' --scope 'pillars:read-secrets:node/*'", server, tokenName),
 				Master:       block,
 				Minion:       block,
 				Postgres:     fmt.Sprintf("strata --server %s salt credentials   # creates the role strata_salt and prints its block (the password once)", server),
 			}
 			return g.print(c, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, `# 1. A token that may only render pillars (the secret is printed once):
+				_, err := fmt.Fprintf(w, `# 1. A token that may only render pillars, secret categories included (Salt gets their
+#    plaintext or an _errors text, never masked values; the secret is printed once):
 #      %s
 #
 # 2. A Salt master: /etc/salt/master.d/strata.conf
