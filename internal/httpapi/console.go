@@ -819,6 +819,9 @@ type pillarRowView struct {
 	Target, Category, Data, ETag string
 	Revision                     int64
 	CanWrite                     bool
+	// Secret: the category is secret; Masked: this session sees "(secret)" in place of its
+	// values (saving them back is refused by the API, so the page says why).
+	Secret, Masked bool
 	History                      []historyView
 }
 
@@ -846,12 +849,15 @@ func (a *API) pillarRow(r *http.Request, s auth.Session, target, category string
 	var row struct {
 		Data     json.RawMessage `json:"data"`
 		Revision int64           `json:"revision"`
+		Secret   bool            `json:"secret"`
 	}
 	hdr, err := a.consoleCall(r, s, "GET", path, nil, &row)
 	if err != nil {
 		return v, err
 	}
 	v.Data, v.Revision, v.ETag = prettyJSON(row.Data), row.Revision, hdr.Get("ETag")
+	v.Secret = row.Secret
+	v.Masked = row.Secret && !s.Principal.Allows("pillars", "read-secrets", target)
 	v.CanWrite = a.mayCall(r, s, "PUT", path)
 	var hist struct {
 		Items []struct {

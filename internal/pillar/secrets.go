@@ -6,6 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
@@ -447,4 +451,29 @@ func targetOf(kind, org, name string) Target {
 		return Target{Kind: "node", Node: name}
 	}
 	return Global
+}
+
+// maskedLeaf returns the JSON pointer of a leaf of v equal to the mask ("": none). A secret
+// category refuses such a value: it is what a reader without read-secrets got back, and
+// writing it would replace the secret by its mask (a form saved as it was shown).
+func maskedLeaf(v any, at string) string {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			if p := maskedLeaf(x[k], at+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")); p != "" {
+				return p
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if p := maskedLeaf(e, at+"/"+strconv.Itoa(i)); p != "" {
+				return p
+			}
+		}
+	case string:
+		if x == secret.Masked {
+			return at
+		}
+	}
+	return ""
 }

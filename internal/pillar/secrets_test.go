@@ -152,6 +152,10 @@ func TestSecretCategory(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []any{"(secret)"}, w.Data["api"])
 	require.NotContains(t, tableText(t, b.db), "tok-NODE-3")
+	// Saving back what a masked read showed would replace the secret by its mask: refused.
+	_, _, err = b.svc.Put(reader, grp, "creds", got0(t, b, reader, grp), "", "bob")
+	require.Equal(t, fault.KindUnprocessable, fault.KindOf(err))
+	require.Contains(t, err.Error(), "read-secrets")
 
 	// The render: masked for a reader, revealed for the node's read-secrets, different ETags.
 	r, err := b.svc.Render(reader, b.res, "web01", false)
@@ -411,4 +415,11 @@ func TestRotationUnderLoad(t *testing.T) {
 	}
 	_, err = onlyNew.History(ctx, pillar.Target{Kind: "group", Org: "acme", Group: "web"}, "creds", 0, 100)
 	require.NoError(t, err)
+}
+
+func got0(t *testing.T, b *bundle, ctx context.Context, tg pillar.Target) map[string]any {
+	t.Helper()
+	p, err := b.svc.Get(ctx, tg, "creds")
+	require.NoError(t, err)
+	return p.Data
 }

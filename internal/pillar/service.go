@@ -239,6 +239,12 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 			return err
 		}
 		kindName := props.kind
+		if props.secret {
+			if at := maskedLeaf(data, ""); at != "" {
+				return fault.UnprocessableFields("a secret category's value cannot hold the mask", []fault.FieldError{{Field: at,
+					Message: `is "` + secret.Masked + `", what strata shows in place of a secret to readers without pillars:read-secrets: write the real value (a reader with that scope sees it)`}})
+			}
+		}
 		for attempt := 0; attempt < 2; attempt++ {
 			var (
 				id, rev   int64
