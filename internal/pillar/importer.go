@@ -36,6 +36,8 @@ type ImportedRow struct {
 	Match    string   `json:"match,omitempty"`
 	// Action is created, updated or unchanged.
 	Action string `json:"action"`
+	// Secret marks a row holding decrypted PGP values: the importer stores such rows in a secret category.
+	Secret bool `json:"secret,omitempty"`
 }
 
 // ImportedGroup is a group an import made for a top.sls target that is a list, glob or
@@ -173,7 +175,7 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", t, row.Category, err)
 			}
-			rep.Rows = append(rep.Rows, ImportedRow{Target: t.String(), Category: row.Category, Sources: row.Sources, Match: row.Target.Match, Action: action})
+			rep.Rows = append(rep.Rows, ImportedRow{Target: t.String(), Category: row.Category, Sources: row.Sources, Match: row.Target.Match, Action: action, Secret: row.Secret})
 		}
 		return nil
 	})
