@@ -84,3 +84,12 @@ func TestDecryptPGP(t *testing.T) {
 	_, err = decryptPGP(context.Background(), home+"-missing", files)
 	require.ErrorContains(t, err, "--gpg-homedir")
 }
+
+// TestDecryptPGPWithoutGPG: without gpg on PATH the error says what to install. Not
+// parallel: it sets PATH.
+func TestDecryptPGPWithoutGPG(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	files := map[string]string{"db.sls": "password: |\n  -----BEGIN PGP MESSAGE-----\n  abc\n  -----END PGP MESSAGE-----\n"}
+	_, err := decryptPGP(context.Background(), t.TempDir(), files)
+	require.ErrorContains(t, err, "install Debian's gnupg")
+}
