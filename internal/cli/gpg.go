@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -81,4 +83,20 @@ func gpgDecrypt(ctx context.Context, gpg, homedir, armored string) (string, erro
 		return "", errors.New("the PGP message decrypts to bytes that are not UTF-8 text, which a pillar value (JSON) cannot hold")
 	}
 	return stdout.String(), nil
+}
+
+// cleartextRemote reports whether server is a plain-HTTP URL to another machine: the
+// decrypted secrets would cross the network readable, so the CLI warns before sending them.
+// Loopback addresses stay on the machine and are not warned about.
+func cleartextRemote(server string) bool {
+	u, err := url.Parse(server)
+	if err != nil || !strings.EqualFold(u.Scheme, "http") {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
 }

@@ -93,3 +93,19 @@ func TestDecryptPGPWithoutGPG(t *testing.T) {
 	_, err := decryptPGP(context.Background(), t.TempDir(), files)
 	require.ErrorContains(t, err, "install Debian's gnupg")
 }
+
+// TestCleartextRemote: plain HTTP to another machine is warned about, loopback and HTTPS
+// are not.
+func TestCleartextRemote(t *testing.T) {
+	t.Parallel()
+	for server, want := range map[string]bool{
+		"http://strata.example:7400": true,
+		"http://10.0.0.5:7400":       true,
+		"http://127.0.0.1:7400":      false,
+		"http://[::1]:7400":          false,
+		"http://localhost:7400":      false,
+		"https://strata.example":     false,
+	} {
+		require.Equal(t, want, cleartextRemote(server), server)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/server"
 )
 
 func init() {
@@ -252,6 +253,9 @@ func newPillarCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch strings.ToLower(importFormat) {
 			case "ndjson":
+				if gpgHomedir != "" {
+					return errors.New("--gpg-homedir decrypts the PGP messages of a Salt tree (--format sls); a sync stream carries no PGP messages")
+				}
 				return syncImport(cmd, g, args[0], importOpts.DryRun)
 			case "", "sls":
 			default:
@@ -288,6 +292,9 @@ func newPillarCmd(g *globals) *cobra.Command {
 				}
 				if n := len(req.Decrypted); n > 0 && !quiet {
 					fmt.Fprintf(cmd.ErrOrStderr(), "decrypted %d PGP messages with the keys of %s\n", n, gpgHomedir)
+				}
+				if len(req.Decrypted) > 0 && cleartextRemote(g.server) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: the decrypted values go to %s over plain HTTP, readable on the network: use an https:// server\n", server.Redact(g.server))
 				}
 			}
 			if exported := filepath.Join(args[0], "nodegroups.json"); nodegroupsFile == "" && strings.HasPrefix(req.Files["top.sls"], exportHeader) {
