@@ -53,7 +53,8 @@ var oldStyleRenderers = map[string]string{
 // checkTemplate looks at a file the way Salt's compile_template picks its renderers and
 // reports what the importer cannot read: a renderer pipeline other than yaml or
 // jinja|yaml (optionally followed by gpg), Jinja syntax when Jinja renders the file, and
-// PGP messages that Options.Decrypted does not hold. It returns whether the file is worth parsing as YAML.
+// PGP messages that Options.Decrypted does not hold. It returns whether the file is worth
+// parsing as YAML.
 func (r *reader) checkTemplate(file string, src []byte) bool {
 	if len(bytes.TrimSpace(src)) == 0 {
 		return true // compile_template returns {} before any renderer

@@ -52,8 +52,9 @@ type Row struct {
 	// Sources are the files read for the row, relative to the directory, in the order
 	// Salt merges them: included files first, the SLS's own file last.
 	Sources []string `json:"sources"`
-	// Secret marks a row holding the plaintext of a PGP message (Options.Decrypted): the
-	// importer stores such rows in a secret category, encrypted at rest.
+	// Secret marks a row that needs a file with a value decrypted from a PGP message
+	// (Options.Decrypted), its own or an include: the importer stores such rows in a secret
+	// category. It errs on the safe side: a decrypted value the merge overrides still counts.
 	Secret bool `json:"secret,omitempty"`
 
 	entry string // the top.sls entry the SLS came from (a name or a glob), for SaltLayers
@@ -152,7 +153,7 @@ func Read(dir string, opts Options) (Plan, error) {
 				}
 				for _, src := range row.Sources {
 					if f := r.files[src]; f != nil && f.secret {
-						row.Secret = true // conservative: an included secret may be overridden
+						row.Secret = true
 					}
 				}
 				if rel, ok := r.locate(name); ok {
