@@ -154,6 +154,10 @@ type PillarImportRequest struct {
 	Files      map[string]string   `json:"files"`
 	Env        string              `json:"env,omitempty"`
 	Nodegroups map[string][]string `json:"nodegroups,omitempty"`
+	// Decrypted maps the armored PGP messages in Files to their plaintext, decrypted on the
+	// client's side (the server holds no private key); the values holding them are imported
+	// as secrets, and messages it lacks are refused by file and line.
+	Decrypted map[string]string `json:"decrypted,omitempty"`
 }
 
 // PillarImportOptions qualify an import.
@@ -172,6 +176,7 @@ type PillarImportReport struct {
 		Sources  []string `json:"sources"`
 		Match    string   `json:"match"`
 		Action   string   `json:"action"`
+		Secret   bool     `json:"secret"`
 	} `json:"rows"`
 	Groups []struct {
 		Name     string   `json:"name"`

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/server"
 )
 
 func init() {
@@ -232,7 +233,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 	history.Flags().Int64Var(&before, "before", 0, "continue below this history entry id")
 
 	var importOpts client.PillarImportOptions
-	var env, nodegroupsFile string
+	var env, nodegroupsFile, gpgHomedir string
 	var quiet bool
 	var importFormat string
 	imp := &cobra.Command{
@@ -242,11 +243,19 @@ func newPillarCmd(g *globals) *cobra.Command {
 			"them: '*' becomes global rows, a minion id a node's rows, a list, glob or nodegroup a group\n" +
 			"of --org with static members or a selector. Anything that cannot be translated faithfully\n" +
 			"(Jinja, grain or compound matchers, GPG-encrypted values) is listed by file and line, and\n" +
-			"nothing is imported unless --skip-unsupported is given.",
+			"nothing is imported unless --skip-unsupported is given.\n\n" +
+			"With --gpg-homedir, PGP-encrypted values are decrypted here with gpg and that GnuPG home's\n" +
+			"keys, as Salt's gpg renderer would, and sent to the server as plaintext (use TLS), which\n" +
+			"stores their rows as secrets; the server never needs the private key.",
+		Example: "  strata pillar import /srv/pillar --org acme --dry-run\n" +
+			"  strata pillar import /srv/pillar --org acme --gpg-homedir /etc/salt/gpgkeys",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch strings.ToLower(importFormat) {
 			case "ndjson":
+				if gpgHomedir != "" {
+					return errors.New("--gpg-homedir decrypts the PGP messages of a Salt tree (--format sls); a sync stream carries no PGP messages")
+				}
 				return syncImport(cmd, g, args[0], importOpts.DryRun)
 			case "", "sls":
 			default:
@@ -277,6 +286,17 @@ func newPillarCmd(g *globals) *cobra.Command {
 				prog.set(int64(i+1), int64(i+1))
 			}
 			prog.finish()
+			if gpgHomedir != "" {
+				if req.Decrypted, err = decryptPGP(cmd.Context(), gpgHomedir, req.Files); err != nil {
+					return err
+				}
+				if n := len(req.Decrypted); n > 0 && !quiet {
+					fmt.Fprintf(cmd.ErrOrStderr(), "decrypted %d PGP messages with the keys of %s\n", n, gpgHomedir)
+				}
+				if len(req.Decrypted) > 0 && cleartextRemote(g.server) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: the decrypted values go to %s over plain HTTP, readable on the network: use an https:// server\n", server.Redact(g.server))
+				}
+			}
 			if exported := filepath.Join(args[0], "nodegroups.json"); nodegroupsFile == "" && strings.HasPrefix(req.Files["top.sls"], exportHeader) {
 				if _, err := os.Stat(exported); err == nil {
 					nodegroupsFile = exported // a tree strata exported: its nodegroups are beside it
@@ -303,7 +323,11 @@ func newPillarCmd(g *globals) *cobra.Command {
 			return g.print(rep, func(w io.Writer) error {
 				tb := newTable(w, "TARGET", "CATEGORY", "ACTION", "FROM")
 				for _, r := range rep.Rows {
-					tb.row(r.Target, r.Category, r.Action, strings.Join(r.Sources, ","))
+					category := r.Category
+					if r.Secret {
+						category += " (secret)" // holds decrypted PGP values, stored as a secret
+					}
+					tb.row(r.Target, category, r.Action, strings.Join(r.Sources, ","))
 				}
 				if err := tb.flush(); err != nil {
 					return err
@@ -336,6 +360,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 	imp.Flags().BoolVar(&importOpts.DryRun, "dry-run", false, "check and print the plan, change nothing")
 	imp.Flags().BoolVar(&importOpts.SkipUnsupported, "skip-unsupported", false, "import what can be translated, skip the rest")
 	imp.Flags().StringVar(&env, "env", "", "the top.sls environment to import (default base)")
+	imp.Flags().StringVar(&gpgHomedir, "gpg-homedir", "", "decrypt the tree's PGP-encrypted values with gpg and this GnuPG home's keys (e.g. Salt's /etc/salt/gpgkeys) and import them as secrets")
 	imp.Flags().StringVar(&nodegroupsFile, "nodegroups", "", "JSON file of the master's nodegroups (name to minion ids); for a tree strata exported, its nodegroups.json")
 
 	var exportOrg, exportFormat string

@@ -291,11 +291,14 @@ func (a *API) pillarSettingsPut(w http.ResponseWriter, r *http.Request, p *auth.
 
 // importRequest is the body of POST /v1/pillars:import: the files of a Salt pillar tree by
 // their path relative to its root (top.sls, apache.sls, users/init.sls, …), the environment
-// to read (base by default) and the master's nodegroups.
+// to read (base by default), the master's nodegroups, and the plaintext of the tree's PGP
+// messages by their armored text, which the CLI decrypted with the operator's keys
+// (--gpg-homedir) so that the server never needs gpg or a private key.
 type importRequest struct {
 	Files      map[string]string   `json:"files"`
 	Env        string              `json:"env"`
 	Nodegroups map[string][]string `json:"nodegroups"`
+	Decrypted  map[string]string   `json:"decrypted"`
 }
 
 // pillarImport reads a file-based pillar tree (sent as files, so the CLI needs no server
@@ -374,7 +377,7 @@ func (a *API) pillarImport(w http.ResponseWriter, r *http.Request, p *auth.Princ
 		}
 		after = last
 	}
-	plan, err := sls.Read(dir, sls.Options{Env: req.Env, Nodegroups: req.Nodegroups, KnownNodes: known})
+	plan, err := sls.Read(dir, sls.Options{Env: req.Env, Nodegroups: req.Nodegroups, KnownNodes: known, Decrypted: req.Decrypted})
 	if err != nil {
 		return fault.UnprocessableFields("the pillar tree cannot be read", []fault.FieldError{{Field: "/files", Message: err.Error()}})
 	}

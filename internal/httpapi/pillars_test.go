@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -91,4 +92,35 @@ func TestPillarImportOverHTTP(t *testing.T) {
 	r = b.do(t, "GET", "/v1/nodes/web01/pillar", b.admin, nil)
 	require.JSONEq(t, `{"a":true,"port":80}`, string(r.body))
 	problem(t, b.do(t, "POST", "/v1/pillars:import?org=acme", b.admin, strings.NewReader(`{"files":{"../x.sls":"a: 1"}}`)), 400, "validation")
+}
+
+// TestPillarImportDecryptedOverHTTP (issue 22): the CLI's decryptions travel in the body;
+// the plan marks the row secret and carries no plaintext, the import stores the value, and
+// without them the PGP block is a 422 naming its file and line.
+func TestPillarImportDecryptedOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setupState(t)
+	armor := "-----BEGIN PGP MESSAGE-----\n\nhQEMA0x1ZZZZZZZZAQf/abcdef\n-----END PGP MESSAGE-----"
+	files := map[string]string{
+		"top.sls": "base:\n  '*':\n    - db\n",
+		"db.sls":  "db:\n  user: app\n  password: |\n    " + strings.ReplaceAll(armor, "\n", "\n    ") + "\n",
+	}
+	body, err := json.Marshal(map[string]any{"files": files, "decrypted": map[string]string{armor: "hunter2-plain\n"}})
+	require.NoError(t, err)
+	r := b.do(t, "POST", "/v1/pillars:import?dryRun=true", b.admin, bytes.NewReader(body))
+	require.Equal(t, 200, r.status, string(r.body))
+	require.Contains(t, string(r.body), `"secret":true`)
+	require.NotContains(t, string(r.body), "hunter2")
+	r = b.do(t, "POST", "/v1/pillars:import", b.admin, bytes.NewReader(body))
+	require.Equal(t, 200, r.status, string(r.body))
+	require.NotContains(t, string(r.body), "hunter2")
+	r = b.do(t, "GET", "/v1/pillars/global/db", b.admin, nil)
+	require.Contains(t, string(r.body), `"password":"hunter2-plain"`)
+
+	body, err = json.Marshal(map[string]any{"files": files})
+	require.NoError(t, err)
+	r = b.do(t, "POST", "/v1/pillars:import?dryRun=true", b.admin, bytes.NewReader(body))
+	require.Equal(t, 422, r.status, string(r.body))
+	require.Contains(t, string(r.body), "db.sls:4")
+	require.Contains(t, string(r.body), "PGP-encrypted")
 }

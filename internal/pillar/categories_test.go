@@ -18,6 +18,7 @@ import (
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/kind"
 	"github.com/stratahq/strata/internal/pillar"
+	"github.com/stratahq/strata/internal/pillar/sls"
 	"github.com/stratahq/strata/internal/resource"
 )
 
@@ -351,4 +352,33 @@ func TestTypedCategoryIsolation(t *testing.T) {
 		}
 	}
 	require.True(t, rev.Report.Filtered)
+}
+
+// TestImportSecretRowRefusalQuotesNoValue (issue 22): a typed category's refusal quotes the
+// value ("pattern: \"…\" does not match"); for a row holding decrypted PGP values the
+// importer keeps the fault and the field but not the value, so the plaintext never reaches
+// the answer. The same row not marked secret shows the value, which proves the check bites.
+func TestImportSecretRowRefusalQuotesNoValue(t *testing.T) {
+	t.Parallel()
+	b := setupTyped(t)
+	ctx := context.Background()
+	_, err := b.register(t, ntpSchema(17, "number", `"key":{"type":"string","pattern":"^[a-f0-9]+$"}`))
+	require.NoError(t, err)
+	_, _, err = b.svc.SetCategory(ctx, "ntp", client.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
+	require.NoError(t, err)
+	plan := func(secret bool) sls.Plan {
+		return sls.Plan{Env: "base", Unsupported: []sls.Unsupported{}, Rows: []sls.Row{{
+			Target: sls.Target{Kind: "global", Match: "*"}, Category: "ntp", Sources: []string{"ntp.sls"}, Secret: secret,
+			Data: map[string]any{"servers": []any{"a"}, "key": "hunter2-plaintext"},
+		}}}
+	}
+	_, err = b.svc.Import(ctx, b.res, plan(false), pillar.ImportOptions{DryRun: true}, "t")
+	fe := faultOf(t, err, fault.KindUnprocessable)
+	require.Contains(t, fmt.Sprint(fe.Fields), "hunter2-plaintext", "schema messages quote the value")
+
+	_, err = b.svc.Import(ctx, b.res, plan(true), pillar.ImportOptions{DryRun: true}, "t")
+	fe = faultOf(t, err, fault.KindUnprocessable)
+	require.NotContains(t, err.Error(), "hunter2")
+	require.NotContains(t, fmt.Sprint(fe), "hunter2")
+	require.Equal(t, []fault.FieldError{{Field: "/key", Message: "pattern: the value is secret and not shown"}}, fe.Fields)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/db"
@@ -36,6 +37,8 @@ type ImportedRow struct {
 	Match    string   `json:"match,omitempty"`
 	// Action is created, updated or unchanged.
 	Action string `json:"action"`
+	// Secret marks a row holding decrypted PGP values: the importer stores such rows in a secret category.
+	Secret bool `json:"secret,omitempty"`
 }
 
 // ImportedGroup is a group an import made for a top.sls target that is a list, glob or
@@ -171,9 +174,12 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 			}
 			action, err := s.importRow(ctx, t, row.Category, row.Data, actor)
 			if err != nil {
+				if row.Secret {
+					err = withholdValues(err)
+				}
 				return fmt.Errorf("%s %s: %w", t, row.Category, err)
 			}
-			rep.Rows = append(rep.Rows, ImportedRow{Target: t.String(), Category: row.Category, Sources: row.Sources, Match: row.Target.Match, Action: action})
+			rep.Rows = append(rep.Rows, ImportedRow{Target: t.String(), Category: row.Category, Sources: row.Sources, Match: row.Target.Match, Action: action, Secret: row.Secret})
 		}
 		return nil
 	})
@@ -272,4 +278,22 @@ func (s *Service) importRow(ctx context.Context, t Target, category string, data
 		return "", err
 	}
 	return "updated", nil
+}
+
+// withholdValues rewords a secret row's refusal (a typed category's schema check) for the
+// client: such messages quote the value ("pattern: \"…\" does not match …"), and a row
+// holding decrypted PGP values must never echo its plaintext in an answer. The fault's kind,
+// detail and fields stay, each message keeps its keyword (enum, pattern, type…). An error
+// that is not a fault is internal: logged, never shown, so it passes unchanged.
+func withholdValues(err error) error {
+	var f *fault.Error
+	if !errors.As(err, &f) {
+		return err
+	}
+	out := &fault.Error{Kind: f.Kind, Detail: f.Detail + " (the row holds decrypted PGP values, so the messages do not quote them)"}
+	for _, fe := range f.Fields {
+		keyword, _, _ := strings.Cut(fe.Message, ":")
+		out.Fields = append(out.Fields, fault.FieldError{Field: fe.Field, Message: keyword + ": the value is secret and not shown"})
+	}
+	return out
 }

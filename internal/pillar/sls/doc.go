@@ -52,8 +52,14 @@
 // (#!py, #!json, #!yamlex, #!mako|yaml...) is reported at line 1. When Jinja renders a
 // file, any "{{", "{%" or "{#" anywhere in it (Jinja sees comments and quoted strings too)
 // makes it a template, reported at its first such line; under #!yaml the same text is a
-// literal. Each "-----BEGIN PGP MESSAGE-----" is reported at its line: strata would store
-// the ciphertext Salt decrypts. An empty or whitespace-only file, or a document that is
+// literal. Each "-----BEGIN PGP MESSAGE-----" is reported at its line (strata would store
+// the ciphertext Salt decrypts) unless Options.Decrypted holds the message's plaintext,
+// which the CLI gets from gpg (FindPGPBlocks finds the messages as both sides compare
+// them). A string value's messages are then replaced by their plaintext as Salt's gpg
+// renderer replaces them, newlines ending the string removed, keys left alone, and the
+// rows needing the file are marked Secret. Only a literal block scalar (key: |) or a
+// one-line message reads as written; a folded or quoted scalar that joins the armor's
+// lines is reported. An empty or whitespace-only file, or a document that is
 // false (null, false, 0, "", [], {}), is {} as in Salt, and such an SLS is still imported
 // as an empty row (an assignment without values); any other non-mapping document is
 // reported.

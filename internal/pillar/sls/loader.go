@@ -31,6 +31,9 @@ type loader struct {
 	// anyKeys drops keys that are not strings without a report, for top.sls, whose
 	// non-string targets get their own message.
 	anyKeys bool
+	// str, when set, rewrites every string value (never a key) once typed, at its node's
+	// line: Salt's gpg renderer runs on the loaded data and decrypts values only.
+	str func(line int, s string) string
 }
 
 // loadDocument parses src as Salt's yaml renderer does: exactly one document, an empty one
@@ -201,6 +204,9 @@ func (l *loader) scalar(n *yaml.Node) any {
 	if err != nil {
 		l.report(n.Line, scalarReason(n.Value, err))
 		return nil
+	}
+	if s, ok := v.(string); ok && l.str != nil {
+		return l.str(n.Line, s)
 	}
 	return v
 }

@@ -22,6 +22,8 @@ type loadedFile struct {
 	// placement is the row a file strata exported holds (its strata-export comment).
 	placement     *Placement
 	placementLine int
+	// secret: a value of the file is the plaintext of a PGP message (Options.Decrypted).
+	secret bool
 }
 
 // includeItem locates one item of an include: list. A mapping item's first key is kept
@@ -51,7 +53,8 @@ var oldStyleRenderers = map[string]string{
 // checkTemplate looks at a file the way Salt's compile_template picks its renderers and
 // reports what the importer cannot read: a renderer pipeline other than yaml or
 // jinja|yaml (optionally followed by gpg), Jinja syntax when Jinja renders the file, and
-// PGP messages. It returns whether the file is worth parsing as YAML.
+// PGP messages that Options.Decrypted does not hold. It returns whether the file is worth
+// parsing as YAML.
 func (r *reader) checkTemplate(file string, src []byte) bool {
 	if len(bytes.TrimSpace(src)) == 0 {
 		return true // compile_template returns {} before any renderer
@@ -105,10 +108,12 @@ func (r *reader) checkTemplate(file string, src []byte) bool {
 			return false
 		}
 	}
-	for i, ln := range lines {
-		if bytes.Contains(ln, []byte("-----BEGIN PGP MESSAGE-----")) {
-			r.problem(file, i+1, "a PGP-encrypted value: Salt's gpg renderer or decrypt_pillar serves the plaintext, strata would serve the ciphertext; put the secret into strata yourself")
+	for _, b := range FindPGPBlocks(src) {
+		if _, ok := r.decrypted[b.Armored]; ok {
+			r.rawDecrypted[filePos{file, b.Line}] = true // its value is decrypted once parsed
+			continue
 		}
+		r.problem(file, b.Line, pgpRefused)
 	}
 	return true // PGP blocks are reported, and the rest of the file is still checked
 }
@@ -169,7 +174,16 @@ func (r *reader) load(rel string) *loadedFile {
 	if len(bytes.TrimSpace(src)) == 0 {
 		return f
 	}
-	v, root, ok := loadDocument(src, report)
+	l := newLoader(report)
+	if len(r.decrypted) > 0 {
+		srcLines := strings.Split(string(src), "\n")
+		l.str = func(line int, s string) string {
+			s, secret := r.decryptValue(rel, srcLines, line, s, report)
+			f.secret = f.secret || secret
+			return s
+		}
+	}
+	v, root, ok := l.load(src)
 	if !ok {
 		f.ok = false
 	}

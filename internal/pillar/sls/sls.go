@@ -52,6 +52,10 @@ type Row struct {
 	// Sources are the files read for the row, relative to the directory, in the order
 	// Salt merges them: included files first, the SLS's own file last.
 	Sources []string `json:"sources"`
+	// Secret marks a row that needs a file with a value decrypted from a PGP message
+	// (Options.Decrypted), its own or an include: the importer stores such rows in a secret
+	// category. It errs on the safe side: a decrypted value the merge overrides still counts.
+	Secret bool `json:"secret,omitempty"`
 
 	entry string // the top.sls entry the SLS came from (a name or a glob), for SaltLayers
 }
@@ -91,6 +95,14 @@ type Options struct {
 	// IncludesOverrideSLS is the master's pillar_includes_override_sls: included files win
 	// over the including one.
 	IncludesOverrideSLS bool
+	// Decrypted maps armored PGP messages (keyed as NormalizeArmor keys them) to their
+	// plaintext, which the CLI got from gpg with the operator's keys: the server never holds
+	// a private key. A string value holding such messages gets their plaintext as Salt's gpg
+	// renderer gives it, and its row is marked Secret; a message not in the map is reported
+	// as without it. Entries no value uses are ignored: the CLI decrypts every block of
+	// every file it sends, also in comments and in files top.sls does not reach, which Salt
+	// never decrypts either.
+	Decrypted map[string]string
 }
 
 // Read turns the pillar tree in dir (one environment's pillar_roots directory, holding
@@ -108,6 +120,9 @@ func Read(dir string, opts Options) (Plan, error) {
 		rendered: map[string]rendered{},
 		globs:    map[string]func(string) bool{},
 		seen:     map[Unsupported]bool{},
+
+		decrypted:    normalizeDecrypted(opts.Decrypted),
+		rawDecrypted: map[filePos]bool{},
 	}
 	src, err := os.ReadFile(filepath.Join(dir, topFile))
 	if err != nil {
@@ -135,6 +150,11 @@ func Read(dir string, opts Options) (Plan, error) {
 					Data:     merge.Copy(res.data).(map[string]any),
 					Sources:  slices.Clone(res.sources),
 					entry:    e.name,
+				}
+				for _, src := range row.Sources {
+					if f := r.files[src]; f != nil && f.secret {
+						row.Secret = true
+					}
 				}
 				if rel, ok := r.locate(name); ok {
 					if f := r.files[rel]; f != nil && f.placement != nil {
@@ -210,6 +230,10 @@ type reader struct {
 	globs    map[string]func(string) bool
 	problems []Unsupported
 	seen     map[Unsupported]bool
+	// decrypted is Options.Decrypted keyed by NormalizeArmor; rawDecrypted are the lines of
+	// the BEGIN markers whose block, as the file's text shows it, is in it.
+	decrypted    map[string]string
+	rawDecrypted map[filePos]bool
 }
 
 // problem records an Unsupported entry once.
