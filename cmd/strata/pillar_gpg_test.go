@@ -56,7 +56,10 @@ func TestPillarImportGPG(t *testing.T) {
 
 	url := pgtest.NewDatabaseURL(t)
 	token := "strata_" + strings.Repeat("pillarGPGtokenXYZ", 3)
-	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t))
+	key := filepath.Join(t.TempDir(), "key")
+	_, err = cli(t, nil, "keys", "generate", key)
+	require.NoError(t, err)
+	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t), "--encryption-key-file", key)
 	env := []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + token}
 
 	out, errOut, err := cliStreams(t, env, "pillar", "import", tree, "--gpg-homedir", home, "--dry-run")
@@ -94,5 +97,19 @@ func TestPillarImportGPG(t *testing.T) {
 	require.NotContains(t, out+errOut, plaintext)
 	out, errOut, err = cliStreams(t, env, "-o", "json", "pillar", "get", "db", "--global")
 	require.NoError(t, err, "%s%s", out, errOut)
-	require.Contains(t, out, `"password": "`+plaintext+`"`)
+	require.Contains(t, out, `"password": "`+plaintext+`"`, "the admin token may read secrets")
+	// Stored as a secret: the category is secret, a reader sees the mask, the tables no value.
+	require.Regexp(t, `db\s+-\s+yes`, run(t, env, "pillar", "category", "get", "db"))
+	var tok struct{ Secret string }
+	require.NoError(t, json.Unmarshal([]byte(run(t, env, "-o", "json", "token", "create", "reader", "--scope", "pillars:read:*")), &tok))
+	masked := run(t, []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + tok.Secret}, "-o", "json", "pillar", "get", "db", "--global")
+	require.Contains(t, masked, `"password": "(secret)"`)
+	require.NotContains(t, masked, plaintext)
+}
+
+func run(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	out, errOut, err := cliStreams(t, env, args...)
+	require.NoError(t, err, "strata %s: %s%s", strings.Join(args, " "), out, errOut)
+	return out
 }

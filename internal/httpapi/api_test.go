@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"github.com/stratahq/strata/internal/pgtest"
 	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
+	"github.com/stratahq/strata/internal/secret"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -38,10 +40,14 @@ func setup(t testing.TB) *testBundle {
 	secret, err := tokens.Bootstrap(context.Background(), "")
 	require.NoError(t, err)
 	require.NotEmpty(t, secret)
+	pillars := pillar.NewService(d)
+	keys := testKeys(t)
+	pillars.UseKeys(keys)
 	api := httpapi.New(httpapi.Options{
 		Tokens:       tokens,
 		Resources:    resource.NewService(d),
-		Pillars:      pillar.NewService(d),
+		Pillars:      pillars,
+		Keys:         keys,
 		MaxBodyBytes: 64 << 10,
 		Version:      "test",
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -349,4 +355,17 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.buf.String()
+}
+
+// testKeys is a keyring of one random key, for secret categories.
+func testKeys(t testing.TB) *secret.Keyring {
+	t.Helper()
+	raw := make([]byte, secret.KeySize)
+	_, err := rand.Read(raw)
+	require.NoError(t, err)
+	k, err := secret.NewKey(raw)
+	require.NoError(t, err)
+	r, err := secret.NewKeyring(k)
+	require.NoError(t, err)
+	return r
 }

@@ -822,7 +822,7 @@ type pillarRowView struct {
 	// Secret: the category is secret; Masked: this session sees "(secret)" in place of its
 	// values (saving them back is refused by the API, so the page says why).
 	Secret, Masked bool
-	History                      []historyView
+	History        []historyView
 }
 
 type historyView struct {

@@ -99,7 +99,7 @@ func TestPillarImportOverHTTP(t *testing.T) {
 // without them the PGP block is a 422 naming its file and line.
 func TestPillarImportDecryptedOverHTTP(t *testing.T) {
 	t.Parallel()
-	b := setupState(t)
+	b := setup(t)
 	armor := "-----BEGIN PGP MESSAGE-----\n\nhQEMA0x1ZZZZZZZZAQf/abcdef\n-----END PGP MESSAGE-----"
 	files := map[string]string{
 		"top.sls": "base:\n  '*':\n    - db\n",

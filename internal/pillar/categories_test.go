@@ -361,6 +361,8 @@ func TestTypedCategoryIsolation(t *testing.T) {
 func TestImportSecretRowRefusalQuotesNoValue(t *testing.T) {
 	t.Parallel()
 	b := setupTyped(t)
+	keys, _ := newKeys(t, 1)
+	b.svc.UseKeys(keys)
 	ctx := context.Background()
 	_, err := b.register(t, ntpSchema(17, "number", `"key":{"type":"string","pattern":"^[a-f0-9]+$"}`))
 	require.NoError(t, err)

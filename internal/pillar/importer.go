@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/pillar/sls"
@@ -91,6 +92,11 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 	}
 	defer s.wrote()
 	err := s.inTxOrDryRun(ctx, opts.DryRun, func(tx *db.Tx) error {
+		// Rows holding decrypted PGP values go into secret categories, made secret before
+		// any of their rows is written (in this transaction: a dry run leaves them as they were).
+		if err := s.secretCategoriesFor(ctx, plan.Rows); err != nil {
+			return err
+		}
 		ctx := db.WithTx(ctx, tx)
 		orgs := map[string]bool{}
 		ensureOrg := func(name string) error {
@@ -296,4 +302,31 @@ func withholdValues(err error) error {
 		out.Fields = append(out.Fields, fault.FieldError{Field: fe.Field, Message: keyword + ": the value is secret and not shown"})
 	}
 	return out
+}
+
+// secretCategoriesFor makes secret the categories of rows that hold decrypted PGP values and
+// are not secret yet. That changes a property every target shares, so it needs what
+// setting it directly needs (pillars:write:*); otherwise the import is refused saying so.
+func (s *Service) secretCategoriesFor(ctx context.Context, rows []sls.Row) error {
+	done := map[string]bool{}
+	for _, row := range rows {
+		if !row.Secret || done[row.Category] {
+			continue
+		}
+		done[row.Category] = true
+		cur, err := s.GetCategory(ctx, row.Category)
+		if err != nil && fault.KindOf(err) != fault.KindNotFound {
+			return err
+		}
+		if cur.Secret {
+			continue
+		}
+		if p, ok := auth.FromContext(ctx); ok && p != nil && !p.Allows("pillars", "write", "*") {
+			return fault.New(fault.KindForbidden, "category %s holds GPG-decrypted values and is not secret: making it secret needs pillars:write:* (or run `strata pillar category set %s --secret` first)", row.Category, row.Category)
+		}
+		if _, _, err := s.SetCategory(ctx, row.Category, client.PillarCategoryRequest{Kind: cur.Kind, Secret: true}, auth.AuditActorFrom(ctx).Actor); err != nil {
+			return err
+		}
+	}
+	return nil
 }
