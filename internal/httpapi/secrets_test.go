@@ -1,0 +1,63 @@
+package httpapi_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestSecretRenderOverHTTP (issue 22): a secret category is masked in the render and its
+// explanation for a token without pillars:read-secrets, revealed with it; the two answers
+// carry different ETags, and a masked reader's If-None-Match with the revealed ETag is not
+// a 304 — an ETag cannot confirm a guess of a value. The category reports itself secret,
+// and only pillars:write:* changes that.
+func TestSecretRenderOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`},
+		{"POST", "/v1/nodes", `{"metadata":{"name":"web01"},"spec":{"org":"acme"}}`},
+		{"PUT", "/v1/nodes/web01/pillars/creds", `{"db":{"password":"pw-HTTP-1"}}`},
+		{"PUT", "/v1/orgs/acme/pillars/app", `{"port":8080}`},
+	} {
+		r := b.do(t, c.method, c.path, b.admin, strings.NewReader(c.body))
+		require.Less(t, r.status, 300, "%s %s: %s", c.method, c.path, r.body)
+	}
+	nodeWriter := b.token(t, "node-writer", "pillars:write:node/*")
+	problem(t, b.do(t, "PUT", "/v1/pillar-categories/creds", nodeWriter, strings.NewReader(`{"secret":true}`)), 403, "forbidden")
+	r := b.do(t, "PUT", "/v1/pillar-categories/creds", b.admin, strings.NewReader(`{"secret":true}`))
+	require.Equal(t, 201, r.status, string(r.body))
+	require.Contains(t, string(r.body), `"secret":true`)
+	require.Contains(t, string(r.body), `"converted":2`, "the row and its history entry")
+	require.Contains(t, string(b.do(t, "GET", "/v1/pillar-categories/creds", b.admin, nil).body), `"secret":true`)
+
+	reader := b.token(t, "reader", "pillars:read:*", "pillars:render:*")
+	revealer := b.token(t, "revealer", "pillars:render:node/*", "pillars:read-secrets:node/web01")
+	masked := b.do(t, "GET", "/v1/nodes/web01/pillar", reader, nil)
+	require.Equal(t, 200, masked.status)
+	require.JSONEq(t, `{"port":8080,"db":{"password":"(secret)"}}`, string(masked.body))
+	full := b.do(t, "GET", "/v1/nodes/web01/pillar", revealer, nil)
+	require.Equal(t, 200, full.status)
+	require.JSONEq(t, `{"port":8080,"db":{"password":"pw-HTTP-1"}}`, string(full.body))
+	require.NotEqual(t, masked.header.Get("ETag"), full.header.Get("ETag"))
+	require.Equal(t, 200, b.do(t, "GET", "/v1/nodes/web01/pillar", reader, nil, "If-None-Match", full.header.Get("ETag")).status)
+	require.Equal(t, 304, b.do(t, "GET", "/v1/nodes/web01/pillar", reader, nil, "If-None-Match", masked.header.Get("ETag")).status, "control: the masked ETag does match")
+	require.Equal(t, 304, b.do(t, "GET", "/v1/nodes/web01/pillar", revealer, nil, "If-None-Match", full.header.Get("ETag")).status)
+
+	ex := b.do(t, "GET", "/v1/nodes/web01/pillar?explain=true", reader, nil)
+	require.Equal(t, 200, ex.status)
+	require.NotContains(t, string(ex.body), "pw-HTTP")
+	require.Contains(t, string(ex.body), "node/web01")
+	require.Contains(t, string(b.do(t, "GET", "/v1/nodes/web01/pillar?explain=true", revealer, nil).body), "pw-HTTP-1")
+
+	for _, path := range []string{"/v1/nodes/web01/pillars/creds", "/v1/nodes/web01/pillars/creds/history"} {
+		r := b.do(t, "GET", path, reader, nil)
+		require.Equal(t, 200, r.status)
+		require.NotContains(t, string(r.body), "pw-HTTP", path)
+		require.Contains(t, string(r.body), "(secret)", path)
+	}
+	audit := b.do(t, "GET", "/v1/audit", b.admin, nil)
+	require.NotContains(t, string(audit.body), "pw-HTTP")
+	problem(t, b.do(t, "PUT", "/v1/nodes/web01/pillars/creds", b.admin, strings.NewReader(`{"db":{"password":"(secret)"}}`)), 422, "unprocessable")
+}
