@@ -18,7 +18,7 @@ import (
 
 // docFiles are the documents whose shell blocks TestDocsRunAsWritten runs, in this order,
 // against one server: the README's tour creates what the user docs then build on.
-var docFiles = []string{"README.md", "docs/kinds.md", "docs/salt.md", "docs/terraform.md", "docs/api.md"}
+var docFiles = []string{"README.md", "docs/kinds.md", "docs/salt.md", "docs/security.md", "docs/terraform.md", "docs/api.md"}
 
 // docBlock is one ```sh block of a document.
 type docBlock struct {
