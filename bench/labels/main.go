@@ -43,6 +43,7 @@ func main() {
 	getPath := fs.String("path", "/v1/nodes/minion-{r}/pillar", "get: the path, {r} a random number from 1 to -range")
 	rangeN := fs.Int("range", 10000, "get: the range of {r}")
 	duration := fs.Duration("duration", 0, "stop after this long even if fewer than -n requests ran (0: no limit)")
+	fresh := fs.Bool("no-cache", false, "get: send Cache-Control: no-cache (a render computed from the database, not the replica's cache)")
 	selector := fs.String("selector", "k1=v4,k2 in (v5,v10)", "select: label selector")
 	_ = fs.Parse(os.Args[2:])
 	if *duration > 0 {
@@ -52,6 +53,9 @@ func main() {
 	do := func(method, path string, body []byte, ct string) (int, []byte) {
 		req, _ := http.NewRequestWithContext(context.Background(), method, *server+path, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+*token)
+		if *fresh {
+			req.Header.Set("Cache-Control", "no-cache")
+		}
 		if ct != "" {
 			req.Header.Set("Content-Type", ct)
 		}

@@ -152,3 +152,42 @@ func FuzzOpen(f *testing.F) {
 		_, _ = secret.KeyID(b)
 	})
 }
+
+// BenchmarkSealOpen: one value of 1 KB (a pillar row) sealed and opened, the work a secret
+// row adds to a write and to a revealing render; and Rewrap, a rotation's work per value.
+func BenchmarkSealOpen(b *testing.B) {
+	raw := make([]byte, secret.KeySize)
+	_, _ = rand.Read(raw)
+	k, _ := secret.NewKey(raw)
+	r, _ := secret.NewKeyring(k)
+	plain := bytes.Repeat([]byte("x"), 1024)
+	aad := []byte("strata pillar\x00node/web01\x00creds")
+	sealed, _ := r.Seal(plain, aad)
+	b.Run("seal", func(b *testing.B) {
+		b.SetBytes(int64(len(plain)))
+		for i := 0; i < b.N; i++ {
+			if _, err := r.Seal(plain, aad); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("open", func(b *testing.B) {
+		b.SetBytes(int64(len(plain)))
+		for i := 0; i < b.N; i++ {
+			if _, err := r.Open(sealed, aad); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	raw2 := make([]byte, secret.KeySize)
+	_, _ = rand.Read(raw2)
+	k2, _ := secret.NewKey(raw2)
+	r2, _ := secret.NewKeyring(k2, k)
+	b.Run("rewrap", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := r2.Rewrap(sealed, aad); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
