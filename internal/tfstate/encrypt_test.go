@@ -421,3 +421,31 @@ func TestPGDumpHoldsNoPlaintext(t *testing.T) {
 		})
 	}
 }
+
+// TestAdoptEncrypted: adopting an existing pg backend schema with encryption seals its rows
+// and the versions made of them at adoption, in the adopting transaction.
+func TestAdoptEncrypted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{noKeeper: true, opts: Options{Keys: testKeyring(t, testKey(t))}})
+	pg := rawSession(t, b.url)
+	rawExec(t, pg, `CREATE SEQUENCE IF NOT EXISTS public.global_states_id_seq AS bigint`)
+	rawExec(t, pg, `CREATE SCHEMA legacy`)
+	rawExec(t, pg, `CREATE TABLE legacy.states (id bigint NOT NULL DEFAULT nextval('public.global_states_id_seq') PRIMARY KEY, name text UNIQUE, data text)`)
+	rawExec(t, pg, `INSERT INTO legacy.states (name, data) VALUES ('default', $1)`, string(secretState(7, "l-legacy", "adopted-secret")))
+	p, created, err := b.svc.ProjectCreate(ctx, b.actor, "legacy", ProjectOptions{Encryption: true})
+	require.NoError(t, err)
+	require.True(t, created)
+	require.True(t, p.Adopted)
+	require.True(t, p.Encryption)
+	require.False(t, rawBool(t, pg, `SELECT bool_or(data LIKE '%adopted-secret%') FROM legacy.states`))
+	require.False(t, rawBool(t, pg, `SELECT bool_or(data LIKE '%adopted-secret%') FROM strata.tf_state_versions`))
+	st, err := b.svc.StateGet(ctx, "legacy", "default")
+	require.NoError(t, err)
+	require.Equal(t, string(secretState(7, "l-legacy", "adopted-secret")), string(st.Data))
+	vs, err := b.svc.VersionList(ctx, "legacy", "default")
+	require.NoError(t, err)
+	require.Len(t, vs, 1)
+	require.Equal(t, "adopt", vs[0].Source)
+	require.Equal(t, int64(7), *vs[0].Serial)
+}
