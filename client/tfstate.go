@@ -35,6 +35,20 @@ type Project struct {
 	Workspaces int `json:"workspaces"`
 	// CredentialsRole is the login role made for pg clients, when one was made.
 	CredentialsRole string `json:"credentialsRole,omitempty"`
+	// Encryption is true for a project whose states are stored encrypted (sealed with the
+	// server's encryption key). Such a project is served through the HTTP backend only: the
+	// pg backend would read ciphertext. In a PUT body, true creates the project encrypted.
+	Encryption bool `json:"encryption"`
+}
+
+// ProjectEncryption reports one step of converting a project to encryption
+// (POST /v1/projects/{project}/encrypt): how many states and versions this call sealed and
+// how many are still plain. The conversion is done when Remaining is 0.
+type ProjectEncryption struct {
+	Project   string `json:"project"`
+	Converted int    `json:"converted"`
+	Remaining int64  `json:"remaining"`
+	Done      bool   `json:"done"`
 }
 
 // ProjectCredentials is what `strata project credentials` prints: a database role that can

@@ -89,8 +89,8 @@ func TestOutputContract(t *testing.T) {
 		"group label", "group remove-member", "keys generate", "keys rotate", "kind apply", "kind diff", "migrate up", "node annotate", "node apply",
 		"node create", "node delete", "node label", "node rename", "org annotate", "org create", "org delete", "org label",
 		"pillar category delete", "pillar category set", "pillar delete", "pillar export", "pillar import", "pillar set", "pillar settings set", "project backend-config",
-		"project create", "project credentials", "project delete", "salt credentials", "serve", "state lock",
-		"state pull", "state push", "state restore", "state unlock", "token create", "token revoke", "watch"}
+		"project create", "project credentials", "project delete", "project encrypt", "salt credentials", "serve", "state lock",
+		"state decrypt", "state pull", "state push", "state restore", "state unlock", "token create", "token revoke", "watch"}
 	for _, p := range commandPaths(t, nil) {
 		name := strings.Join(p, " ")
 		_, isList := lists[name]

@@ -24,22 +24,70 @@ func init() {
 func newProjectCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "project", Short: "Manage Terraform/OpenTofu projects (PostgreSQL schemas)"}
 
+	var encrypt bool
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a project, or adopt an existing pg-backend schema of that name",
-		Args:  cobra.ExactArgs(1),
+		Example: "  strata project create net\n" +
+			"  strata project create vault --encrypt    # states stored encrypted (HTTP backend only)",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			p, err := c.ProjectPut(cmd.Context(), args[0])
+			p, err := c.ProjectCreate(cmd.Context(), args[0], client.Project{Encryption: encrypt})
 			if err != nil {
 				return err
 			}
 			return g.print(p, func(w io.Writer) error { return projectTable(w, p) })
 		},
 	}
+	create.Flags().BoolVar(&encrypt, "encrypt", false, "store the project's states encrypted with the server's key (the pg backend cannot use such a project)")
+
+	var (
+		batch int
+		quiet bool
+	)
+	encryptCmd := &cobra.Command{
+		Use:   "encrypt NAME",
+		Short: "Convert a project to encrypted states, in place (every state and version)",
+		Long: `Convert an existing project to encrypted states: every state and every version is sealed
+with the server's encryption key, in batches, with progress. The first batch marks the project
+encrypted, so from then on every write is sealed, and pg backend clients can no longer write
+it (use the HTTP backend). It refuses while a workspace is locked (a run is in progress);
+run it again to resume an interrupted conversion.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			prog := g.newProgress(0, "states and versions encrypted", quiet)
+			total := 0
+			for {
+				r, err := c.ProjectEncrypt(cmd.Context(), args[0], batch)
+				if err != nil {
+					prog.finish()
+					return err
+				}
+				total += r.Converted
+				prog.max = int64(total) + r.Remaining
+				prog.set(int64(total), int64(total))
+				if r.Done {
+					break
+				}
+			}
+			prog.finish()
+			out := client.ProjectEncryption{Project: args[0], Converted: total, Done: true}
+			return g.print(out, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "project %s encrypted (%d states and versions converted)\n", args[0], total)
+				return err
+			})
+		},
+	}
+	encryptCmd.Flags().IntVar(&batch, "batch", 100, "states and versions converted per request (one transaction each)")
+	encryptCmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress")
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List projects",
@@ -107,7 +155,7 @@ func newProjectCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(create, list, del, creds, backendConfig)
+	cmd.AddCommand(create, list, del, creds, backendConfig, encryptCmd)
 	return cmd
 }
 
@@ -146,9 +194,9 @@ func backendBlock(server, project, workspace string) string {
 }
 
 func projectTable(w io.Writer, ps ...client.Project) error {
-	t := newTable(w, "NAME", "WORKSPACES", "ADOPTED", "CREATED")
+	t := newTable(w, "NAME", "WORKSPACES", "ADOPTED", "CREATED", "ENCRYPTED")
 	for _, p := range ps {
-		t.row(p.Name, strconv.Itoa(p.Workspaces), strconv.FormatBool(p.Adopted), p.CreatedAt.UTC().Format(time.RFC3339))
+		t.row(p.Name, strconv.Itoa(p.Workspaces), strconv.FormatBool(p.Adopted), p.CreatedAt.UTC().Format(time.RFC3339), strconv.FormatBool(p.Encryption))
 	}
 	return t.flush()
 }
@@ -355,7 +403,7 @@ func newStateCmd(g *globals) *cobra.Command {
 	}
 	restore.Flags().StringVar(&restoreLock, "lock-id", "", "the lock ID, when the workspace is locked")
 
-	cmd.AddCommand(list, show, pull, push, lock, unlock, versions, restore)
+	cmd.AddCommand(list, show, pull, push, lock, unlock, versions, restore, newStateDecryptCmd(g))
 	return cmd
 }
 

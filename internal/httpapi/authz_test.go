@@ -68,6 +68,7 @@ var authzCases = []authzCase{
 	{"PUT /v1/projects/{project}", "/v1/projects/net2", "", false, false, false},
 	{"GET /v1/projects/{project}", "/v1/projects/net", "", false, false, false},
 	{"DELETE /v1/projects/{project}", "/v1/projects/net", "", false, false, false},
+	{"POST /v1/projects/{project}/encrypt", "/v1/projects/net/encrypt", "", false, false, false},
 	{"POST /v1/projects/{project}/credentials", "/v1/projects/net/credentials", "", false, false, false},
 	{"GET /v1/state/{project}", "/v1/state/net", "", false, false, false},
 	{"GET /v1/state/{project}/{workspace}", "/v1/state/net/default", "", false, false, false},

@@ -247,6 +247,7 @@ func (a *API) table() []route {
 		{pattern: "PUT /v1/projects/{project}", family: "projects", verb: "write", param: "project", handler: a.projectPut},
 		{pattern: "GET /v1/projects/{project}", family: "projects", verb: "read", param: "project", handler: a.projectGet},
 		{pattern: "DELETE /v1/projects/{project}", family: "projects", verb: "delete", param: "project", handler: a.projectDelete},
+		{pattern: "POST /v1/projects/{project}/encrypt", family: "projects", verb: "write", param: "project", handler: a.projectEncrypt},
 		{pattern: "POST /v1/projects/{project}/credentials", family: "projects", verb: "credentials", param: "project", handler: a.projectCredentials},
 		{pattern: "GET /v1/state/{project}", family: "state", verb: "read", param: "project", handler: a.workspaceList},
 		{pattern: "GET /v1/state/{project}/{workspace}", family: "state", verb: "read", source: byHandler, handler: a.stateGet},

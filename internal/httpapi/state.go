@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/hex"
@@ -68,9 +69,24 @@ func (a *API) projectList(w http.ResponseWriter, r *http.Request, p *auth.Princi
 // maxProjectList is the largest (and default) page of GET /v1/projects.
 const maxProjectList = 1000
 
+// projectPut creates a project. The body is optional: {"encryption": true} creates it
+// encrypted.
 func (a *API) projectPut(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	name := r.PathValue("project")
-	pr, created, err := a.state.ProjectPut(r.Context(), actorOf(r, p, name), name)
+	b, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Encryption bool `json:"encryption"`
+	}
+	if len(bytes.TrimSpace(b)) > 0 {
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if err := decodeJSON(r, &body); err != nil {
+			return err
+		}
+	}
+	pr, created, err := a.state.ProjectCreate(r.Context(), actorOf(r, p, name), name, tfstate.ProjectOptions{Encryption: body.Encryption})
 	if err != nil {
 		return err
 	}
@@ -79,6 +95,27 @@ func (a *API) projectPut(w http.ResponseWriter, r *http.Request, p *auth.Princip
 		status = http.StatusCreated
 	}
 	return writeJSON(w, status, pr)
+}
+
+// projectEncrypt converts a batch (?limit=, default tfstate.DefaultEncryptBatch) of a
+// project's plain states and versions to encrypted ones; the client calls it until done.
+// Batches keep each transaction short and let the CLI show progress; the first one marks the
+// project encrypted, so the conversion is safe to interrupt and resume.
+func (a *API) projectEncrypt(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	name := r.PathValue("project")
+	limit := 0
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 10000 {
+			return fault.Invalid("limit", "limit must be an integer from 1 to 10000, not %q", truncateParam(s))
+		}
+		limit = n
+	}
+	out, err := a.state.ProjectEncrypt(r.Context(), actorOf(r, p, name), name, limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, out)
 }
 
 func (a *API) projectGet(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {

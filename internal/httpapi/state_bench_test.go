@@ -17,6 +17,7 @@ import (
 	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/pgtest"
 	"github.com/stratahq/strata/internal/resource"
+	"github.com/stratahq/strata/internal/secret"
 	"github.com/stratahq/strata/internal/tfstate"
 )
 
@@ -28,6 +29,13 @@ type stateBench struct {
 
 func newStateBench(b *testing.B, projects int) *stateBench {
 	b.Helper()
+	return newStateBenchKeys(b, projects, nil)
+}
+
+// newStateBenchKeys is newStateBench with an encryption keyring: with keys, the projects
+// are created encrypted.
+func newStateBenchKeys(b *testing.B, projects int, keys *secret.Keyring) *stateBench {
+	b.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabaseURL(b)
 	d, err := db.Open(ctx, db.Options{URL: url, MaxConns: 32})
@@ -36,7 +44,7 @@ func newStateBench(b *testing.B, projects int) *stateBench {
 	}
 	b.Cleanup(d.Close)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := tfstate.New(d, tfstate.Options{SessionURL: url, Logger: quiet})
+	st, err := tfstate.New(d, tfstate.Options{SessionURL: url, Logger: quiet, Keys: keys})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,7 +60,7 @@ func newStateBench(b *testing.B, projects int) *stateBench {
 	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resource.NewService(d), State: st, Logger: quiet, MaxBodyBytes: 1 << 20}))
 	b.Cleanup(srv.Close)
 	for i := range projects {
-		if _, _, err := st.ProjectPut(ctx, tfstate.Actor{Name: "bench"}, fmt.Sprintf("p%02d", i)); err != nil {
+		if _, _, err := st.ProjectCreate(ctx, tfstate.Actor{Name: "bench"}, fmt.Sprintf("p%02d", i), tfstate.ProjectOptions{Encryption: keys != nil}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -115,6 +123,77 @@ func BenchmarkFirstWrites(b *testing.B) {
 				}()
 			}
 			wg.Wait()
+		})
+	}
+}
+
+// benchState is a state of n terraform_data resources, each with a 64-byte attribute (about
+// 300 bytes per resource), the size range of a small to medium real workspace.
+func benchState(serial, n int) []byte {
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, `{"version":4,"terraform_version":"1.11.4","serial":%d,"lineage":"bench","outputs":{"x":{"value":"y","type":"string"}},"resources":[`, serial)
+	for i := range n {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		fmt.Fprintf(&buf, `{"mode":"managed","type":"terraform_data","name":"r%d","provider":"provider[\"terraform.io/builtin/terraform\"]","instances":[{"schema_version":0,"attributes":{"id":"%08d-0000-0000-0000-000000000000","input":"%064d"}}]}`, i, i, i)
+	}
+	buf.WriteString("]}\n")
+	return buf.Bytes()
+}
+
+// BenchmarkStateGetPost measures the http backend's GET and POST of a state of about 30 KB
+// (100 resources), on a plain project and on an encrypted one (AES-256-GCM seal on write,
+// open on read, and the versions trigger fed the plaintext's metadata), one client.
+// docs/benchmarks.md, "Encrypted projects", records the ratios.
+func BenchmarkStateGetPost(b *testing.B) {
+	raw := make([]byte, secret.KeySize)
+	for i := range raw {
+		raw[i] = byte(i)
+	}
+	key, err := secret.NewKey(raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys, err := secret.NewKeyring(key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, encrypted := range []bool{false, true} {
+		var ring *secret.Keyring
+		if encrypted {
+			ring = keys
+		}
+		b.Run(fmt.Sprintf("op=GET/encrypted=%v", encrypted), func(b *testing.B) {
+			s := newStateBenchKeys(b, 1, ring)
+			c := &http.Client{}
+			s.call(b, c, "POST", "/v1/state/p00/default", benchState(1, 100), 200)
+			b.ResetTimer()
+			for range b.N {
+				s.call(b, c, "GET", "/v1/state/p00/default", nil, 200)
+			}
+		})
+		b.Run(fmt.Sprintf("op=POST/encrypted=%v", encrypted), func(b *testing.B) {
+			s := newStateBenchKeys(b, 1, ring)
+			c := &http.Client{}
+			bodies := make([][]byte, 0, 64)
+			for i := range 64 {
+				bodies = append(bodies, benchState(i+1, 100))
+			}
+			serial := 0
+			b.ResetTimer()
+			for range b.N {
+				serial++
+				var body []byte
+				if serial <= len(bodies) {
+					body = bodies[serial-1]
+				} else {
+					b.StopTimer()
+					body = benchState(serial, 100)
+					b.StartTimer()
+				}
+				s.call(b, c, "POST", "/v1/state/p00/default", body, 200)
+			}
 		})
 	}
 }

@@ -49,4 +49,13 @@
 // becomes a version through the trigger (SECURITY DEFINER; strata passes its acting user with
 // set_config), stored verbatim so MD5s match; restore writes an old version back with the
 // next serial.
+//
+// # Encrypted projects
+//
+// A project created with encryption (or converted by ProjectEncrypt) stores every state
+// sealed with the server's keys, in the same text column, as SealedPrefix and base64, bound
+// to project and workspace; the trigger copies the ciphertext into versions and takes the
+// plaintext's serial, lineage, MD5 and size from settings strata passes, and refuses
+// plaintext written into such a project. Such a project is for the HTTP backend only. The
+// design and its reasons are in encrypt.go.
 package tfstate

@@ -13,6 +13,7 @@ import (
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/secret"
 )
 
 // heldLock is a tf_locks row.
@@ -297,10 +298,22 @@ func (s *Service) ensureRow(ctx context.Context, tx *db.Tx, actor Actor, project
 		keyA, keyB, raced bool
 		x, y              string
 	)
+	// In an encrypted project the placeholder is sealed too: every row of its table holds
+	// ciphertext, and the trigger refuses plaintext there.
+	placeholder := string(placeholderState())
+	encrypted, err := projectEncrypted(ctx, tx, project)
+	if err != nil {
+		return 0, err
+	}
+	if encrypted {
+		if placeholder, err = SealState(s.keys, project, workspace, []byte(placeholder)); err != nil {
+			return 0, secret.Fault(err)
+		}
+	}
 	err = tx.Pipeline(ctx,
 		db.Step{Query: q.Get("StateCreationKeys"), Args: []any{tofu}, Scan: func(r db.Row) error { return r.Scan(&keyA, &keyB) }},
 		db.Step{Query: q.Get("StateSetActor"), Args: []any{actor.Name, "placeholder"}, Scan: func(r db.Row) error { return r.Scan(&x, &y) }},
-		db.Step{Query: pq("StateInsert", project), Args: []any{workspace, string(placeholderState())}, Scan: func(r db.Row) error {
+		db.Step{Query: pq("StateInsert", project), Args: []any{workspace, placeholder}, Scan: func(r db.Row) error {
 			err := r.Scan(&id)
 			if raced = errors.Is(err, db.ErrNotFound); raced {
 				return nil

@@ -9,25 +9,45 @@ import (
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/secret"
 )
 
 func scanProject(row interface{ Scan(...any) error }) (client.Project, error) {
 	var p client.Project
-	err := row.Scan(&p.Name, &p.CreatedAt, &p.CreatedBy, &p.Adopted, &p.CredentialsRole)
+	err := row.Scan(&p.Name, &p.CreatedAt, &p.CreatedBy, &p.Adopted, &p.CredentialsRole, &p.Encryption)
 	p.CreatedAt = p.CreatedAt.UTC()
 	return p, err
 }
 
-// ProjectPut creates a project, or adopts an existing schema as one, and reports whether it
-// did (false: the project existed; PUT is idempotent). A new project gets the pg backend's
+// ProjectOptions are the properties a project is created with.
+type ProjectOptions struct {
+	// Encryption stores the project's states encrypted (see "Encrypted projects" in
+	// encrypt.go); it needs the service's keys. An adopted schema's rows are sealed as it is
+	// adopted.
+	Encryption bool
+}
+
+// ProjectPut is ProjectCreate without options: an unencrypted project.
+func (s *Service) ProjectPut(ctx context.Context, actor Actor, name string) (client.Project, bool, error) {
+	return s.ProjectCreate(ctx, actor, name, ProjectOptions{})
+}
+
+// ProjectCreate creates a project, or adopts an existing schema as one, and reports whether it
+// did (false: the project existed; PUT is idempotent; asking for encryption of an existing
+// unencrypted project is a conflict, since converting is `project encrypt`'s work). A new project gets the pg backend's
 // DDL exactly (the shared sequence public.global_states_id_seq, the states table, the
 // unique index states_by_name), so Terraform and OpenTofu can use it with every skip_* flag
 // set, plus strata's versions trigger. An existing schema is adopted without touching its
 // rows: its states table must have the pg backend's layout; its current rows become the
 // first versions (history starts now).
-func (s *Service) ProjectPut(ctx context.Context, actor Actor, name string) (client.Project, bool, error) {
+func (s *Service) ProjectCreate(ctx context.Context, actor Actor, name string, opts ProjectOptions) (client.Project, bool, error) {
 	if err := ValidateProject(name, s.db.Schema()); err != nil {
 		return client.Project{}, false, err
+	}
+	if opts.Encryption {
+		if err := s.keys.Require(); err != nil {
+			return client.Project{}, false, secret.Fault(err)
+		}
 	}
 	var p client.Project
 	created := false
@@ -39,6 +59,9 @@ func (s *Service) ProjectPut(ctx context.Context, actor Actor, name string) (cli
 		var err error
 		p, err = scanProject(tx.QueryRow(ctx, q.Get("ProjectGet"), name))
 		if err == nil {
+			if opts.Encryption && !p.Encryption {
+				return fault.Conflict("project %q exists and is not encrypted; convert it with `strata project encrypt %s` (POST /v1/projects/%s/encrypt)", name, name, name)
+			}
 			return nil
 		}
 		if !errors.Is(err, db.ErrNotFound) {
@@ -82,14 +105,31 @@ func (s *Service) ProjectPut(ctx context.Context, actor Actor, name string) (cli
 			}
 		}
 		created = true
-		if err := audit(ctx, tx, actor, action, name, nil); err != nil {
+		var detail map[string]any
+		if opts.Encryption {
+			detail = map[string]any{"encryption": true, "key": s.keys.Primary()}
+			if _, err := tx.Exec(ctx, q.Get("EncryptMarkProject"), name); err != nil {
+				return err
+			}
+			// An adopted schema's rows (and the versions just made of them) are sealed now.
+			for {
+				n, remaining, err := s.encryptBatch(ctx, tx, actor, name, false, DefaultEncryptBatch)
+				if err != nil {
+					return err
+				}
+				if remaining == 0 || n == 0 {
+					break
+				}
+			}
+		}
+		if err := audit(ctx, tx, actor, action, name, detail); err != nil {
 			return err
 		}
 		p, err = scanProject(tx.QueryRow(ctx, q.Get("ProjectGet"), name))
 		return err
 	})
 	if err != nil {
-		return client.Project{}, false, categorize(err)
+		return client.Project{}, false, categorize(secret.Fault(err))
 	}
 	if err := s.countWorkspaces(ctx, &p); err != nil {
 		return client.Project{}, false, err
@@ -190,7 +230,7 @@ func (s *Service) ProjectList(ctx context.Context, opts ProjectListOptions) ([]c
 	for rows.Next() {
 		var p client.Project
 		var n int64
-		if err := rows.Scan(&p.Name, &p.CreatedAt, &p.CreatedBy, &p.Adopted, &p.CredentialsRole, &n); err != nil {
+		if err := rows.Scan(&p.Name, &p.CreatedAt, &p.CreatedBy, &p.Adopted, &p.CredentialsRole, &p.Encryption, &n); err != nil {
 			return nil, false, categorize(err)
 		}
 		p.CreatedAt = p.CreatedAt.UTC()
@@ -319,6 +359,9 @@ func (s *Service) ProjectCredentials(ctx context.Context, actor Actor, name stri
 		}
 		if err != nil {
 			return err
+		}
+		if p.Encryption {
+			return fault.Conflict("project %q is encrypted: its states table holds ciphertext, which the pg backend would read as a broken state (and strata refuses plaintext writes into it), so it has no pg backend credentials; use the HTTP backend (strata project backend-config)", name)
 		}
 		if p.CredentialsRole == "" {
 			var other string

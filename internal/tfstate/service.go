@@ -25,7 +25,7 @@ var q = loadQueries()
 
 func loadQueries() db.Queries {
 	all := db.Queries{}
-	for _, f := range []string{"project", "state", "lock", "version", "keeper"} {
+	for _, f := range []string{"project", "state", "lock", "version", "keeper", "encrypt"} {
 		for name, query := range db.MustParseQueries(sqlFS, "sql/"+f+".sql") {
 			if _, dup := all[name]; dup {
 				panic("tfstate: query " + name + " defined twice")
@@ -112,6 +112,7 @@ type Actor struct {
 type Service struct {
 	db      *db.DB
 	opts    Options
+	keys    *secret.Keyring
 	log     *slog.Logger
 	replica string
 	channel string
@@ -163,6 +164,7 @@ func New(d *db.DB, opts Options) (*Service, error) {
 	s := &Service{
 		db:      d,
 		opts:    opts,
+		keys:    opts.Keys,
 		log:     logger.With("component", "tfstate"),
 		replica: replica,
 		// One channel per strata schema, so two installations in one database never hear

@@ -13,10 +13,11 @@ import (
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/secret"
 )
 
-// State is a workspace's current state, its bytes exactly as written, and their MD5 (the
-// HTTP layer sends it as Content-MD5).
+// State is a workspace's current state, its bytes exactly as written (decrypted, for an
+// encrypted project), and their MD5 (the HTTP layer sends it as Content-MD5).
 type State struct {
 	Data []byte
 	MD5  [md5.Size]byte
@@ -48,7 +49,10 @@ func (s *Service) StateGet(ctx context.Context, project, workspace string) (Stat
 	if !found || placeholder || data == nil || *data == "" {
 		return State{}, fault.NotFound("workspace %s/%s has no state", project, workspace)
 	}
-	b := []byte(*data)
+	b, err := s.open(project, workspace, *data)
+	if err != nil {
+		return State{}, err
+	}
 	return State{Data: b, MD5: md5.Sum(b)}, nil
 }
 
@@ -161,12 +165,14 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 			read = "StateGetNoRowLock"
 		}
 		var (
-			projectExists, locked, exists, placeholder bool
-			lock                                       heldLock
-			id                                         int64
-			cur                                        string
+			projectExists, encrypted, locked, exists, placeholder bool
+			lock                                                  heldLock
+			id                                                    int64
+			cur                                                   string
 		)
-		err := tx.Pipeline(ctx, projectStep(project, &projectExists),
+		projectExists = true // until the check says otherwise (see projectStep)
+		err := tx.Pipeline(ctx, db.Step{Query: q.Get("StateProjectForWrite"), Args: []any{project},
+			Scan: func(r db.Row) error { return r.Scan(&projectExists, &encrypted) }},
 			lockStep("LockGetForShare", project, workspace, &lock, &locked),
 			db.Step{Query: pq(read, project), Args: []any{project, workspace}, Scan: func(r db.Row) error {
 				err := r.Scan(&id, &cur, &placeholder)
@@ -198,6 +204,13 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 			}
 		}
 		hasState := exists && !placeholder && cur != ""
+		if hasState {
+			plain, err := s.open(project, workspace, cur)
+			if err != nil {
+				return err
+			}
+			cur = string(plain)
+		}
 		if prepare != nil {
 			body = prepare([]byte(cur), hasState)
 		} else if hasState {
@@ -215,11 +228,19 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 		// version it made, and the pruning of old versions.
 		var a, b string
 		steps := []db.Step{{Query: q.Get("StateSetActor"), Args: []any{actor.Name, source}, Scan: func(r db.Row) error { return r.Scan(&a, &b) }}}
+		stored := string(body)
+		if encrypted {
+			var err error
+			if stored, err = SealState(s.keys, project, workspace, body); err != nil {
+				return secret.Fault(err)
+			}
+			steps = append(steps, plainStep(workspace, body))
+		}
 		if !exists {
 			if err := creationKeys(ctx, tx, project, workspace); err != nil {
 				return err
 			}
-			steps = append(steps, db.Step{Query: pq("StateInsert", project), Args: []any{workspace, string(body)}, Scan: func(r db.Row) error {
+			steps = append(steps, db.Step{Query: pq("StateInsert", project), Args: []any{workspace, stored}, Scan: func(r db.Row) error {
 				err := r.Scan(&id)
 				if errors.Is(err, db.ErrNotFound) {
 					return fault.Conflict("workspace %s/%s was created concurrently; retry", project, workspace)
@@ -227,7 +248,7 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 				return err
 			}})
 		} else {
-			steps = append(steps, db.Step{Query: pq("StateUpdate", project), Args: []any{id, string(body)}})
+			steps = append(steps, db.Step{Query: pq("StateUpdate", project), Args: []any{id, stored}})
 		}
 		steps = append(steps, db.Step{Query: q.Get("VersionLatest"), Args: []any{project, workspace}, Scan: func(r db.Row) error { return r.Scan(&res.Version) }})
 		if s.opts.KeepVersions > 0 {

@@ -45,7 +45,8 @@ func (s *Service) VersionList(ctx context.Context, project, workspace string) ([
 	return out, categorize(rows.Err())
 }
 
-// VersionGet returns version n of a workspace's state with its bytes, verbatim.
+// VersionGet returns version n of a workspace's state with its bytes, verbatim (decrypted,
+// for an encrypted project).
 func (s *Service) VersionGet(ctx context.Context, project, workspace string, n int64) (client.StateVersion, []byte, error) {
 	if err := s.validate(project, workspace); err != nil {
 		return client.StateVersion{}, nil, err
@@ -61,7 +62,11 @@ func (s *Service) VersionGet(ctx context.Context, project, workspace string, n i
 	if err != nil {
 		return client.StateVersion{}, nil, categorize(err)
 	}
-	return v, []byte(data), nil
+	plain, err := s.open(project, workspace, data)
+	if err != nil {
+		return client.StateVersion{}, nil, err
+	}
+	return v, plain, nil
 }
 
 // VersionRestore writes version n back as the workspace's current state, with a serial

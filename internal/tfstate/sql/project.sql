@@ -4,12 +4,12 @@ VALUES ($1, $2, $3)
 ON CONFLICT (name) DO NOTHING
 
 -- name: ProjectGet
-SELECT name, created_at, created_by, adopted, coalesce(role_name, '')
+SELECT name, created_at, created_by, adopted, coalesce(role_name, ''), encrypted
 FROM {{schema}}.tf_projects
 WHERE name = $1
 
 -- name: ProjectGetForUpdate
-SELECT name, created_at, created_by, adopted, coalesce(role_name, '')
+SELECT name, created_at, created_by, adopted, coalesce(role_name, ''), encrypted
 FROM {{schema}}.tf_projects
 WHERE name = $1
 FOR UPDATE
@@ -21,7 +21,7 @@ FOR UPDATE
 -- ProjectStateCount does) in this one statement: the states tables live in the projects' own
 -- schemas, which no static query can name, so each count runs through query_to_xml with the
 -- schema quoted by format(%I) (never by the caller). A project whose table is gone counts 0.
-SELECT name, created_at, created_by, adopted, coalesce(role_name, ''),
+SELECT name, created_at, created_by, adopted, coalesce(role_name, ''), encrypted,
 	CASE WHEN to_regclass(format('%I.states', name)) IS NULL THEN 0 ELSE
 		(xpath('/row/n/text()', query_to_xml(format(
 			'SELECT count(*) AS n FROM %I.states s WHERE NOT EXISTS (

@@ -57,6 +57,21 @@ DELETE FROM {{project}}.states WHERE id = $1
 -- last until the end of the transaction.
 SELECT set_config('strata.actor', $1, true), set_config('strata.source', $2, true)
 
+-- name: StateProjectForWrite
+-- The project check of a write, with whether the project is encrypted. FOR KEY SHARE holds
+-- off `project encrypt` (which takes the row FOR UPDATE) until the write commits, so a write
+-- that read "not encrypted" never lands plaintext after the conversion began; writes do not
+-- block one another.
+SELECT count(*) > 0, coalesce(bool_or(encrypted), false)
+FROM (SELECT encrypted FROM {{schema}}.tf_projects WHERE name = $1 FOR KEY SHARE) p
+
+-- name: StateSetPlain
+-- What the versions trigger records for a sealed state it cannot read: serial, lineage, MD5
+-- and size of the plaintext, for the workspace named by strata.plain_for ($1).
+SELECT set_config('strata.plain_for', $1, true), set_config('strata.plain_serial', $2, true),
+	set_config('strata.plain_lineage', $3, true), set_config('strata.plain_md5', $4, true),
+	set_config('strata.plain_size', $5, true)
+
 -- name: PlaceholderDelete
 DELETE FROM {{schema}}.tf_placeholders WHERE project = $1 AND workspace = $2
 
@@ -92,9 +107,9 @@ WITH holders AS (
 	) h
 	ORDER BY key, since
 )
-SELECT s.name, s.size,
-	CASE WHEN v.size = s.size THEN v.serial ELSE ({{schema}}.tf_state_meta(s.data)).serial END,
-	coalesce(CASE WHEN v.size = s.size THEN v.lineage ELSE ({{schema}}.tf_state_meta(s.data)).lineage END, ''),
+SELECT s.name, CASE WHEN coalesce(v.stored_size, v.size) = s.size THEN v.size ELSE s.size END,
+	CASE WHEN coalesce(v.stored_size, v.size) = s.size THEN v.serial ELSE ({{schema}}.tf_state_meta(s.data)).serial END,
+	coalesce(CASE WHEN coalesce(v.stored_size, v.size) = s.size THEN v.lineage ELSE ({{schema}}.tf_state_meta(s.data)).lineage END, ''),
 	CASE WHEN ph.md5 IS NULL THEN false ELSE ph.md5 = md5(s.data) END,
 	coalesce(v.n, 0), v.created_at,
 	h.pid, h.usename, h.client_addr, h.application_name, h.since, h.key,
@@ -105,7 +120,7 @@ FROM (SELECT id, name, data, coalesce(octet_length(data), 0) AS size FROM {{proj
 	ORDER BY name COLLATE "C" LIMIT $3) s
 LEFT JOIN {{schema}}.tf_placeholders ph ON ph.project = $1 AND ph.workspace = s.name
 LEFT JOIN LATERAL (
-	SELECT n, created_at, serial, lineage, size FROM {{schema}}.tf_state_versions
+	SELECT n, created_at, serial, lineage, size, stored_size FROM {{schema}}.tf_state_versions
 	WHERE project = $1 AND workspace = s.name ORDER BY n DESC LIMIT 1) v ON true
 LEFT JOIN {{schema}}.tf_locks l ON l.project = $1 AND l.workspace = s.name
 LEFT JOIN holders h ON h.key = s.id
