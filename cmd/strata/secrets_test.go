@@ -57,6 +57,10 @@ func TestSecretsEndToEnd(t *testing.T) {
 	run(env, "pillar", "set", "creds", "--node", "web01", "-f", file)
 	require.NoError(t, os.WriteFile(file, []byte(`{"app": {"port": 8080}}`), 0o600))
 	run(env, "pillar", "set", "app", "--org", "acme", "-f", file)
+	// An encrypted project's state rotates with the pillars.
+	run(env, "project", "create", "net", "--encrypt")
+	require.NoError(t, os.WriteFile(file, []byte(`{"version":4,"terraform_version":"1.11.4","serial":1,"lineage":"l-1","outputs":{"pw":{"value":"S3cr3t-state-out","type":"string"}},"resources":[]}`), 0o600))
+	run(env, "state", "push", "net", "default", file)
 
 	// A replica sharing the database without a key refuses, naming the flag.
 	keyless := start()
@@ -138,7 +142,7 @@ func TestSecretsEndToEnd(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(run(env2, "-o", "json", "keys", "status")), &st))
 	require.Equal(t, genB.ID, st.Primary)
-	require.Equal(t, 2, st.Remaining, "a row and its history entry under the old key")
+	require.Equal(t, 4, st.Remaining, "a pillar row and its history entry, a state and its version under the old key")
 	require.Empty(t, st.Retirable)
 	run(env2, "keys", "rotate", "--batch", "1")
 	require.NoError(t, json.Unmarshal([]byte(run(env2, "-o", "json", "keys", "status")), &st))
@@ -148,6 +152,7 @@ func TestSecretsEndToEnd(t *testing.T) {
 	s2.stop(t)
 	s3 := start(keyB)
 	require.Equal(t, "S3cr3t-Pa55-e2e", salt(s3, master)["db"].(map[string]any)["password"])
+	require.Contains(t, run([]string{"STRATA_SERVER=" + s3.url, "STRATA_TOKEN=" + token}, "state", "pull", "net", "default"), "S3cr3t-state-out")
 
 	for _, srv := range []*server{s, keyless, s2, s3} {
 		require.NotContains(t, srv.stderr.String(), "S3cr3t", "the server's log")

@@ -24,6 +24,9 @@ func (a *API) sealers() []sealer {
 	if a.pillars != nil {
 		out = append(out, a.pillars)
 	}
+	if a.state != nil {
+		out = append(out, a.state)
+	}
 	return out
 }
 

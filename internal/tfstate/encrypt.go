@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/secret"
@@ -376,7 +377,7 @@ func (s *Service) RewrapBatch(ctx context.Context, limit int) (int, error) {
 			}
 		}
 		if done >= limit {
-			return nil
+			return rewrapAudit(ctx, tx, done, primary)
 		}
 		type vrow struct {
 			project, workspace, data string
@@ -409,12 +410,21 @@ func (s *Service) RewrapBatch(ctx context.Context, limit int) (int, error) {
 			}
 			done++
 		}
-		return nil
+		return rewrapAudit(ctx, tx, done, primary)
 	})
 	if err != nil {
 		return 0, categorize(secret.Fault(err))
 	}
 	return done, nil
+}
+
+// rewrapAudit records a rotation batch that re-wrapped n states and versions (none: nothing).
+func rewrapAudit(ctx context.Context, tx *db.Tx, n int, primary string) error {
+	if n == 0 {
+		return nil
+	}
+	return auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: auth.AuditActorFrom(ctx).Actor, Action: "keys.rotate", Target: "state",
+		Detail: map[string]any{"rewrapped": n, "primary": primary}})
 }
 
 // SealedByKey counts sealed states and versions per key id (hex, as secret.KeyID gives), so
