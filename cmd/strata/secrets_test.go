@@ -5,12 +5,14 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratahq/strata/internal/pgembed"
 	"github.com/stratahq/strata/internal/pgtest"
 )
 
@@ -153,6 +155,17 @@ func TestSecretsEndToEnd(t *testing.T) {
 	s3 := start(keyB)
 	require.Equal(t, "S3cr3t-Pa55-e2e", salt(s3, master)["db"].(map[string]any)["password"])
 	require.Contains(t, run([]string{"STRATA_SERVER=" + s3.url, "STRATA_TOKEN=" + token}, "state", "pull", "net", "default"), "S3cr3t-state-out")
+
+	// The acceptance's dump: the whole database, after secret pillars and an encrypted
+	// project's state were written (and rotated), holds none of their plaintext.
+	bindir, err := pgembed.FindBinaries()
+	require.NoError(t, err)
+	dump, err := exec.Command(filepath.Join(bindir, "pg_dump"), "--dbname", url).Output()
+	require.NoError(t, err)
+	require.Contains(t, string(dump), "(secret)", "the dump holds the masked shape")
+	for _, v := range []string{"S3cr3t-Pa55-e2e", "S3cr3t-state-out"} {
+		require.NotContains(t, string(dump), v)
+	}
 
 	for _, srv := range []*server{s, keyless, s2, s3} {
 		require.NotContains(t, srv.stderr.String(), "S3cr3t", "the server's log")

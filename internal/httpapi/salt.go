@@ -84,6 +84,9 @@ func (a *API) serveSalt(rt route) http.Handler {
 			// Salt gets the plaintext or nothing: states rendered with "(secret)" in them would
 			// be applied.
 			need := "pillars:read-secrets:" + rt.scopeName(minion)
+			if !p.Allows("pillars", "read-secrets", rt.scopeName(minion)) && bearerOrBasic(r) == "" {
+				return fail("secrets", fmt.Sprintf("%s: it holds secret categories (%s), and a legacy client (--salt-legacy-clients) sends no token, so it lacks the scope %s — upgrade the master to Salt 3006 and give it a token with pillars:render:node/* and pillars:read-secrets:node/* (see `strata salt config`)", who, strings.Join(out.Secrets, ", "), need), fault.New(fault.KindForbidden, "lacks %s", need))
+			}
 			if !p.Allows("pillars", "read-secrets", rt.scopeName(minion)) {
 				return fail("secrets", fmt.Sprintf("%s: it holds secret categories (%s) and the token %q lacks the scope %s — give the Salt master's token pillars:read-secrets:node/* beside pillars:render:node/* (see `strata salt config`)", who, strings.Join(out.Secrets, ", "), p.Name, need), fault.New(fault.KindForbidden, "lacks %s", need))
 			}

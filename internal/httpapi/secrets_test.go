@@ -1,10 +1,21 @@
 package httpapi_test
 
 import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/internal/auth"
+	"github.com/stratahq/strata/internal/httpapi"
+	"github.com/stratahq/strata/internal/pgtest"
+	"github.com/stratahq/strata/internal/pillar"
+	"github.com/stratahq/strata/internal/resource"
 )
 
 // TestSecretRenderOverHTTP (issue 22): a secret category is masked in the render and its
@@ -60,4 +71,43 @@ func TestSecretRenderOverHTTP(t *testing.T) {
 	audit := b.do(t, "GET", "/v1/audit", b.admin, nil)
 	require.NotContains(t, string(audit.body), "pw-HTTP")
 	problem(t, b.do(t, "PUT", "/v1/nodes/web01/pillars/creds", b.admin, strings.NewReader(`{"db":{"password":"(secret)"}}`)), 422, "unprocessable")
+}
+
+// TestSecretSaltLegacyClient: a Salt 3005 master admitted by --salt-legacy-clients has no
+// token, so no pillars:read-secrets: for a minion whose pillar holds a secret category it
+// gets the _errors text, never the values and never a masked pillar; a minion without
+// secrets still renders.
+func TestSecretSaltLegacyClient(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := pgtest.NewDB(t)
+	tokens := auth.NewService(d)
+	admin, err := tokens.Bootstrap(ctx, "")
+	require.NoError(t, err)
+	pillars := pillar.NewService(d)
+	pillars.UseKeys(testKeys(t))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resource.NewService(d), Pillars: pillars,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxBodyBytes: 1 << 16, SaltLegacyClients: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
+	t.Cleanup(srv.Close)
+	b := &testBundle{srv: srv, admin: admin, tokens: tokens}
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`},
+		{"POST", "/v1/nodes", `{"metadata":{"name":"web01"},"spec":{"org":"acme"}}`},
+		{"POST", "/v1/nodes", `{"metadata":{"name":"db01"},"spec":{"org":"acme"}}`},
+		{"PUT", "/v1/nodes/web01/pillars/creds", `{"pw":"legacy-PW-1"}`},
+		{"PUT", "/v1/nodes/db01/pillars/app", `{"port":5432}`},
+		{"PUT", "/v1/pillar-categories/creds", `{"secret":true}`},
+	} {
+		r := b.do(t, c.method, c.path, admin, strings.NewReader(c.body))
+		require.Less(t, r.status, 300, "%s %s: %s", c.method, c.path, r.body)
+	}
+	r := b.do(t, "GET", "/v1/salt/pillar/web01", "", nil)
+	data, errText := saltSees(t, r)
+	require.Empty(t, data)
+	require.Contains(t, errText, "pillars:read-secrets:node/web01")
+	require.Contains(t, errText, "legacy client")
+	require.NotContains(t, string(r.body), "legacy-PW")
+	data, errText = saltSees(t, b.do(t, "GET", "/v1/salt/pillar/db01", "", nil))
+	require.Empty(t, errText)
+	require.Equal(t, map[string]any{"port": float64(5432)}, data)
 }
