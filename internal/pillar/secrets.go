@@ -157,35 +157,16 @@ func (s *Service) resealRenamed(ctx context.Context, tx *db.Tx, id int64, old, n
 			return err
 		}
 	}
-	type histv struct {
-		id         int64
-		category   string
-		oldS, newS []byte
-		target     string
-	}
-	var hs []histv
-	hrows, err := tx.Query(ctx, q.Get("HistoryOfNode"), id, nodeTarget(old).String())
+	hs, err := scanSealedHistory(tx.Query(ctx, q.Get("HistoryOfNode"), id, nodeTarget(old).String()))
 	if err != nil {
 		return err
 	}
-	for hrows.Next() {
-		var h histv
-		if err := hrows.Scan(&h.id, &h.target, &h.category, &h.oldS, &h.newS); err != nil {
-			hrows.Close()
-			return err
-		}
-		hs = append(hs, h)
-	}
-	hrows.Close()
-	if err := hrows.Err(); err != nil {
-		return err
-	}
 	for _, h := range hs {
-		o, err := reseal(h.category, h.oldS)
+		o, err := reseal(h.category, h.old)
 		if err != nil {
 			return err
 		}
-		n, err := reseal(h.category, h.newS)
+		n, err := reseal(h.category, h.new)
 		if err != nil {
 			return err
 		}
@@ -369,33 +350,19 @@ func (s *Service) RewrapBatch(ctx context.Context, limit int) (int, error) {
 		if err != nil {
 			return err
 		}
-		type histv struct {
-			id          int64
-			target, cat string
-			oldS, newS  []byte
-		}
-		var hs []histv
-		for hrows.Next() {
-			var h histv
-			if err := hrows.Scan(&h.id, &h.target, &h.cat, &h.oldS, &h.newS); err != nil {
-				hrows.Close()
-				return err
-			}
-			hs = append(hs, h)
-		}
-		hrows.Close()
-		if err := hrows.Err(); err != nil {
+		hs, err := scanSealedHistory(hrows, err)
+		if err != nil {
 			return err
 		}
 		for _, h := range hs {
 			var out [2][]byte
-			for i, v := range [][]byte{h.oldS, h.newS} {
+			for i, v := range [][]byte{h.old, h.new} {
 				if v == nil {
 					continue
 				}
-				b, err := s.keys.Rewrap(v, sealAADName(h.target, h.cat))
+				b, err := s.keys.Rewrap(v, sealAADName(h.target, h.category))
 				if err != nil {
-					return secret.Fault(fmt.Errorf("history of pillar %q of %s: %w", h.cat, h.target, err))
+					return secret.Fault(fmt.Errorf("history of pillar %q of %s: %w", h.category, h.target, err))
 				}
 				out[i] = b
 			}
@@ -476,4 +443,28 @@ func maskedLeaf(v any, at string) string {
 		}
 	}
 	return ""
+}
+
+// sealedEntry is a history entry's sealed values, with what they are bound to.
+type sealedEntry struct {
+	id               int64
+	target, category string
+	old, new         []byte
+}
+
+// scanSealedHistory reads rows of id, target, category, old_sealed, new_sealed.
+func scanSealedHistory(rows db.Rows, err error) ([]sealedEntry, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []sealedEntry
+	for rows.Next() {
+		var e sealedEntry
+		if err := rows.Scan(&e.id, &e.target, &e.category, &e.old, &e.new); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }

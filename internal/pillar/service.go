@@ -594,23 +594,16 @@ func (s *Service) layerRows(ctx context.Context, query, node string, more ...any
 
 // scanRenderRows reads the rows of PillarRender (PillarLayers' columns and sealed).
 func (s *Service) scanRenderRows(rows db.Rows, err error) ([]layerRow, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var all []layerRow
-	for rows.Next() {
-		var r layerRow
-		if err := rows.Scan(&r.layer, &r.target, &r.priority, &r.selector, &r.static, &r.category, &r.raw, &r.sealed); err != nil {
-			return nil, err
-		}
-		all = append(all, r)
-	}
-	return all, rows.Err()
+	return scanRows(rows, err, true)
 }
 
 // scanLayerRows reads the rows of PillarLayers.
 func (s *Service) scanLayerRows(rows db.Rows, err error) ([]layerRow, error) {
+	return scanRows(rows, err, false)
+}
+
+// scanRows reads layer rows, with the sealed column when withSealed.
+func scanRows(rows db.Rows, err error, withSealed bool) ([]layerRow, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -618,7 +611,11 @@ func (s *Service) scanLayerRows(rows db.Rows, err error) ([]layerRow, error) {
 	var all []layerRow
 	for rows.Next() {
 		var r layerRow
-		if err := rows.Scan(&r.layer, &r.target, &r.priority, &r.selector, &r.static, &r.category, &r.raw); err != nil {
+		dst := []any{&r.layer, &r.target, &r.priority, &r.selector, &r.static, &r.category, &r.raw}
+		if withSealed {
+			dst = append(dst, &r.sealed)
+		}
+		if err := rows.Scan(dst...); err != nil {
 			return nil, err
 		}
 		all = append(all, r)
