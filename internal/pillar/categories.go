@@ -502,7 +502,17 @@ func (s *Service) MayReadAllHeld(ctx context.Context) (bool, string) {
 	if !ok || p == nil {
 		return true, ""
 	}
-	return p.ListFilter("pillars", "read").All, "pillars:read:*"
+	if !p.ListFilter("pillars", "read").All {
+		return false, "pillars:read:*"
+	}
+	// A registration that reads bound rows answers which rows a schema accepts: asked of a
+	// secret category's rows, that is an oracle of their values (a narrowing per guess). So
+	// while any bound category is secret, it needs the secrets' verb too.
+	var anySecret bool
+	if err := s.db.QueryRow(ctx, q.Get("BoundSecretExists")).Scan(&anySecret); err != nil || anySecret {
+		return p.Allows("pillars", "read-secrets", "*"), "pillars:read-secrets:*"
+	}
+	return true, ""
 }
 
 // MayReadHeld reports whether p may read the row named <target>/<category>.

@@ -384,3 +384,32 @@ func TestImportSecretRowRefusalQuotesNoValue(t *testing.T) {
 	require.NotContains(t, fmt.Sprint(fe), "hunter2")
 	require.Equal(t, []fault.FieldError{{Field: "/key", Message: "pattern: the value is secret and not shown"}}, fe.Fields)
 }
+
+// TestTypedSecretCategoryNoOracle (issue 22): a category both typed and secret. Writes are
+// validated on the plaintext and stored sealed; a registration that must read the bound
+// rows — which would answer, guess by guess, whether a secret value passes a schema — needs
+// pillars:read-secrets:* beside pillars:read:* (403 naming it); with it, the check sees the
+// plaintext (the tightening lists the secret row it affects).
+func TestTypedSecretCategoryNoOracle(t *testing.T) {
+	t.Parallel()
+	b := boundNtp(t)
+	keys, _ := newKeys(t, 1)
+	b.svc.UseKeys(keys)
+	ctx := principal(t, context.Background(), "admin")
+	_, _, err := b.svc.Put(ctx, web02, "ntp", obj(t, `{"servers":["b"],"maxpoll":15}`), "", "t")
+	require.NoError(t, err)
+	_, _, err = b.svc.SetCategory(ctx, "ntp", client.PillarCategoryRequest{Kind: "NtpFormula", Secret: true}, "t")
+	require.NoError(t, err)
+	_, _, err = b.svc.Put(ctx, web02, "ntp", obj(t, `{"servers":[]}`), "", "t")
+	require.Equal(t, fault.KindUnprocessable, fault.KindOf(err), "the kind validates a secret category's writes")
+
+	reader := principal(t, context.Background(), "kinds:write:*", "kinds:read:*", "resources:read:*", "pillars:read:*")
+	_, err = b.kinds.Register(reader, auth.AuditActor{Actor: "reader"}, "NtpFormula", client.KindRequest{Schema: json.RawMessage(ntpSchema(12, "number"))}, false)
+	fe := faultOf(t, err, fault.KindForbidden)
+	require.Contains(t, fe.Detail, "pillars:read-secrets:*")
+
+	full := principal(t, context.Background(), "kinds:write:*", "kinds:read:*", "resources:read:*", "pillars:read:*", "pillars:read-secrets:*")
+	res, err := b.kinds.Register(full, auth.AuditActor{Actor: "full"}, "NtpFormula", client.KindRequest{Schema: json.RawMessage(ntpSchema(12, "number"))}, false)
+	require.NoError(t, err)
+	require.Contains(t, res.Report.Changes[0].Impact.Sample, kind.HeldLabel("node/web02/ntp"), "the check read the sealed row's maxpoll 15 > 12")
+}

@@ -302,3 +302,8 @@ SELECT encode(substring(v FROM 4 FOR 8), 'hex'), count(*) FROM (
 	UNION ALL SELECT old_sealed FROM {{schema}}.pillar_history WHERE old_sealed IS NOT NULL
 	UNION ALL SELECT new_sealed FROM {{schema}}.pillar_history WHERE new_sealed IS NOT NULL
 ) s GROUP BY 1 ORDER BY 1;
+
+-- name: BoundSecretExists
+-- Whether any category bound to a kind is secret (a registration reading bound rows then needs
+-- pillars:read-secrets:*).
+SELECT EXISTS (SELECT 1 FROM {{schema}}.pillar_categories WHERE secret AND kind IS NOT NULL);
