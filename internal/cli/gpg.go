@@ -14,12 +14,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/stratahq/strata/internal/pillar/sls"
+	"github.com/stratahq/strata/client"
 )
 
 // decryptPGP decrypts every armored PGP message in files (path → content) with gpg and the
 // keys in homedir, as Salt's gpg renderer would on the master, and returns the plaintexts
-// by armored text (sls.NormalizeArmor's form) for the import request. It runs where the
+// by armored text (client.NormalizeArmor's form) for the import request. It runs where the
 // operator's keys are, so the server never needs gpg or a private key. A message gpg cannot
 // decrypt fails the whole import, naming its file and line with gpg's own words: Salt would
 // silently serve the ciphertext instead, which is never what an import wants.
@@ -27,7 +27,7 @@ func decryptPGP(ctx context.Context, homedir string, files map[string]string) (m
 	out := map[string]string{}
 	var gpg string
 	for _, name := range slices.Sorted(maps.Keys(files)) {
-		for _, b := range sls.FindPGPBlocks([]byte(files[name])) {
+		for _, b := range client.FindPGPBlocks([]byte(files[name])) {
 			if _, done := out[b.Armored]; done {
 				continue
 			}

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratahq/strata/client"
-	"github.com/stratahq/strata/internal/secret"
+	"github.com/stratahq/strata/internal/server"
 )
 
 func init() { extraCommands = append(extraCommands, newKeysCmd) }
@@ -27,12 +27,12 @@ func newKeysCmd(g *globals) *cobra.Command {
 		Example: "  strata keys generate /etc/strata/key-2026-11",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, err := secret.GenerateKeyFile(args[0])
+			id, err := server.GenerateKeyFile(args[0])
 			if err != nil {
 				return err
 			}
-			return g.print(map[string]string{"file": args[0], "id": k.ID}, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "key %s written to %s\n", k.ID, args[0])
+			return g.print(map[string]string{"file": args[0], "id": id}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "key %s written to %s\n", id, args[0])
 				return err
 			})
 		},

@@ -28,3 +28,10 @@ func loadKeys(cfg Config) (*secret.Keyring, error) {
 	}
 	return keys, nil
 }
+
+// GenerateKeyFile writes a new random key-encryption key to path (mode 0600, never
+// overwriting) and returns its key id: `strata keys generate`, which needs no server.
+func GenerateKeyFile(path string) (string, error) {
+	k, err := secret.GenerateKeyFile(path)
+	return k.ID, err
+}
