@@ -681,7 +681,18 @@ func newPillarCategoryCmd(g *globals) *cobra.Command {
 			if cmd.Flags().Changed("secret") {
 				req.Secret = isSecret
 			}
+			// A change of secret re-stores every row and history entry in the request's one
+			// transaction (the server logs its progress): a spinner meanwhile on a terminal;
+			// the count follows the answer.
+			var prog *progress
+			if req.Secret != cur.Secret && cur.Rows > 0 {
+				prog = g.newProgress(0, fmt.Sprintf("converting %d rows and their history", cur.Rows), !isTerminal(g.stderr))
+				prog.set(0, 0)
+			}
 			out, err := c.PillarCategorySet(cmd.Context(), args[0], req)
+			if prog != nil {
+				prog.finish()
+			}
 			if err != nil {
 				return err
 			}
