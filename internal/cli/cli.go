@@ -337,3 +337,22 @@ func (g *globals) print(v any, table func(w io.Writer) error) error {
 	}
 	return fmt.Errorf("unknown output format %q: use table, json or yaml", g.output)
 }
+
+// writePrivate writes b to path readable by its owner only, also when the file exists
+// already with a wider mode: what it writes may hold secrets (an exported Salt tree, a
+// decrypted state, a sync stream).
+func writePrivate(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -405,10 +405,11 @@ func newPillarCmd(g *globals) *cobra.Command {
 				if !filepath.IsLocal(filepath.FromSlash(rel)) {
 					return fmt.Errorf("the server sent a file outside the tree: %q", rel)
 				}
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				// Owner-only: a tree holds the plaintext of secret categories the token may read.
+				if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 					return err
 				}
-				if err := os.WriteFile(p, []byte(tree.Files[rel]), 0o644); err != nil {
+				if err := writePrivate(p, []byte(tree.Files[rel])); err != nil {
 					return err
 				}
 				prog.set(int64(i+1), int64(i+1))
@@ -528,7 +529,7 @@ func syncExport(cmd *cobra.Command, g *globals, path, org string, force bool) er
 		_, err := cmd.OutOrStdout().Write(b)
 		return err
 	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	if err := writePrivate(path, b); err != nil {
 		return err
 	}
 	return g.print(map[string]any{"file": path, "records": bytes.Count(b, []byte("\n"))}, func(w io.Writer) error {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -62,7 +61,7 @@ as it is stored.`,
 				return err
 			}
 			// The plain state holds every secret the encryption protected: owner-only.
-			return os.WriteFile(outFile, plain, 0o600)
+			return writePrivate(outFile, plain)
 		},
 	}
 	dbf.register(cmd.Flags())

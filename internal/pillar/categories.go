@@ -263,6 +263,12 @@ func (s *Service) SetCategory(ctx context.Context, category string, req client.P
 		if err := tx.QueryRow(ctx, q.Get("CategoryKind"), category).Scan(&prev, &prevSecret); err != nil {
 			return err
 		}
+		// Binding a secret category to a kind (or changing its kind) answers, row by row,
+		// whether its values pass the kind's schema: an oracle of the values, one schema per
+		// guess. It needs what reading them needs.
+		if (prevSecret || req.Secret) && req.Kind != "" && (prev == nil || *prev != req.Kind) && p != nil && !p.Allows("pillars", "read-secrets", "*") {
+			return fault.New(fault.KindForbidden, "pillar category %s is secret: binding it to a kind tells which rows the kind's schema accepts, so it needs the scope pillars:read-secrets:*", category)
+		}
 		converted = 0
 		if req.Secret != prevSecret {
 			n, err := s.convertSecret(ctx, tx, category, req.Secret, p)

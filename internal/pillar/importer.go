@@ -92,12 +92,12 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 	}
 	defer s.wrote()
 	err := s.inTxOrDryRun(ctx, opts.DryRun, func(tx *db.Tx) error {
+		ctx := db.WithTx(ctx, tx)
 		// Rows holding decrypted PGP values go into secret categories, made secret before
 		// any of their rows is written (in this transaction: a dry run leaves them as they were).
 		if err := s.secretCategoriesFor(ctx, plan.Rows); err != nil {
 			return err
 		}
-		ctx := db.WithTx(ctx, tx)
 		orgs := map[string]bool{}
 		ensureOrg := func(name string) error {
 			if orgs[name] {
@@ -296,7 +296,7 @@ func withholdValues(err error) error {
 	if !errors.As(err, &f) {
 		return err
 	}
-	out := &fault.Error{Kind: f.Kind, Detail: f.Detail + " (the row holds decrypted PGP values, so the messages do not quote them)"}
+	out := &fault.Error{Kind: f.Kind, Detail: f.Detail + " (the row is secret, so the messages do not quote its values)"}
 	for _, fe := range f.Fields {
 		keyword, _, _ := strings.Cut(fe.Message, ":")
 		out.Fields = append(out.Fields, fault.FieldError{Field: fe.Field, Message: keyword + ": the value is secret and not shown"})

@@ -307,3 +307,8 @@ SELECT encode(substring(v FROM 4 FOR 8), 'hex'), count(*) FROM (
 -- Whether any category bound to a kind is secret (a registration reading bound rows then needs
 -- pillars:read-secrets:*).
 SELECT EXISTS (SELECT 1 FROM {{schema}}.pillar_categories WHERE secret AND kind IS NOT NULL);
+
+-- name: CategoriesOfTarget
+-- The categories a target (by resource id) has rows in, in byte order: a rename takes their
+-- keys in that order.
+SELECT DISTINCT category FROM {{schema}}.pillars WHERE resource_id = $1 ORDER BY 1;

@@ -115,7 +115,23 @@ func nodeTarget(name string) Target { return Target{Kind: "node", Node: name} }
 
 // resealRenamed seals a renamed node's sealed rows and history entries again under its new
 // name, in the rename's transaction.
+//
+// It first takes the category key of every category the node has rows in, shared and in
+// byte order: a conversion or a binding of one of them holds that key exclusively while it
+// seals rows under their targets' names as it read them, so it finishes first — and its
+// sealed rows are then found here and sealed again — or starts after the rename committed
+// and reads the new name. (Shared, because writers hold it shared while they wait for the
+// node's row, which the rename holds.)
 func (s *Service) resealRenamed(ctx context.Context, tx *db.Tx, id int64, old, new string) error {
+	cats, err := scanStrings(tx.Query(ctx, q.Get("CategoriesOfTarget"), id))
+	if err != nil {
+		return err
+	}
+	for _, c := range cats {
+		if _, err := tx.Exec(ctx, q.Get("CategoryLockShared"), s.db.Schema(), c); err != nil {
+			return err
+		}
+	}
 	type rowv struct {
 		id       int64
 		category string

@@ -267,8 +267,16 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 				kindRev  any
 				warnings []string
 			)
+			// A secret row's writer who may not read it learns nothing of it from the kind's
+			// answer: no ratcheting or alias comparison against the stored value (either says
+			// whether a guess equals it), and no message quoting a value (a restore or a sync
+			// writes a value the writer never saw).
+			blind := props.secret && !MayReadSecrets(ctx, t.ScopeName())
 			oldPlain := old
-			if oldSealed != nil && kindName != "" {
+			switch {
+			case blind:
+				oldPlain = nil
+			case oldSealed != nil && kindName != "":
 				// Ratcheting compares with the stored value itself.
 				if oldPlain, err = s.open(t, category, old, oldSealed); err != nil {
 					return err
@@ -277,7 +285,13 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 			if kindName != "" {
 				raw, r, w, err := s.admit(ctx, tx, kindName, category, body, oldPlain)
 				if err != nil {
+					if blind {
+						err = withholdValues(err)
+					}
 					return err
+				}
+				if blind {
+					w = nil // warnings name kept violations of values the writer may not see
 				}
 				if stored2, err = DecodeObject(raw); err != nil {
 					return err

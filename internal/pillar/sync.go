@@ -416,10 +416,14 @@ func (s *Service) syncCategory(ctx context.Context, r SyncRecord, actor string) 
 	if err != nil && fault.KindOf(err) != fault.KindNotFound {
 		return "", err
 	}
-	if err == nil && cur.Kind == r.Kind && cur.Secret == r.Secret && cur.UpdatedAt != nil {
+	// A stream never makes a category plain: a secret category here stays secret whatever
+	// the source says (a staging installation's plain category must not decrypt
+	// production's).
+	secret := r.Secret || (err == nil && cur.Secret)
+	if err == nil && cur.Kind == r.Kind && cur.Secret == secret && cur.UpdatedAt != nil {
 		return "unchanged", nil
 	}
-	if _, created, err := s.SetCategory(ctx, r.Category, client.PillarCategoryRequest{Kind: r.Kind, Secret: r.Secret}, actor); err != nil {
+	if _, created, err := s.SetCategory(ctx, r.Category, client.PillarCategoryRequest{Kind: r.Kind, Secret: secret}, actor); err != nil {
 		return "", err
 	} else if created {
 		return "created", nil
@@ -491,8 +495,19 @@ func (s *Service) syncRow(ctx context.Context, tx *db.Tx, r SyncRecord, actor st
 	if err != nil {
 		return "", 0, err
 	}
+	// History entries of a category secret here arrive sealed (a secret source) or are
+	// sealed now (a plain source): this installation's secret history is never plaintext.
+	cat, err := s.GetCategory(ctx, r.Category)
+	if err != nil && fault.KindOf(err) != fault.KindNotFound {
+		return "", 0, err
+	}
 	added := 0
 	for _, c := range r.History {
+		if cat.Secret {
+			if c, err = s.sealChange(t, r.Category, c); err != nil {
+				return "", added, err
+			}
+		}
 		n, err := tx.Exec(ctx, q.Get("SyncHistoryAdd"), t.String(), rid, r.Category, c.Revision, nullable(c.Old), nullable(c.New), c.Actor, c.At, nullBytes(c.OldSealed), nullBytes(c.NewSealed))
 		if err != nil {
 			return "", added, err
@@ -525,4 +540,23 @@ func nullable(raw json.RawMessage) any {
 		return nil
 	}
 	return []byte(raw)
+}
+
+// sealChange returns a history entry of a secret category as this installation stores it:
+// each plain value sealed, with its masked shape beside it (sealed values stay as they came).
+func (s *Service) sealChange(t Target, category string, c SyncChange) (SyncChange, error) {
+	for _, v := range []struct {
+		raw    *json.RawMessage
+		sealed *[]byte
+	}{{&c.Old, &c.OldSealed}, {&c.New, &c.NewSealed}} {
+		if *v.sealed != nil || nullable(*v.raw) == nil {
+			continue
+		}
+		sv, err := s.store(t, category, *v.raw, true)
+		if err != nil {
+			return c, err
+		}
+		*v.raw, *v.sealed = sv.data, sv.sealed
+	}
+	return c, nil
 }

@@ -80,22 +80,25 @@ WHERE starts_with(data, 'strata:sv1:')
 GROUP BY 1
 
 -- name: RewrapStates
--- A batch of a project's sealed states whose key is not $1 (the primary), locked.
+-- A batch of a project's sealed states whose key is not $1 (the primary), locked; states a
+-- writer (or another rotation) holds are skipped and found by a later batch, so a rotation
+-- never makes a Terraform run wait.
 SELECT id, name, data FROM {{project}}.states
 WHERE starts_with(data, 'strata:sv1:')
   AND encode(substring(decode(substr(data, 12, 16), 'base64') FROM 4 FOR 8), 'hex') <> $1
 ORDER BY id
 LIMIT $2
-FOR UPDATE
+FOR UPDATE SKIP LOCKED
 
 -- name: RewrapVersions
--- A batch of sealed versions whose key is not $1 (the primary), locked.
+-- A batch of sealed versions whose key is not $1 (the primary), locked, skipping those
+-- another rotation holds.
 SELECT project, workspace, n, data FROM {{schema}}.tf_state_versions
 WHERE starts_with(data, 'strata:sv1:')
   AND encode(substring(decode(substr(data, 12, 16), 'base64') FROM 4 FOR 8), 'hex') <> $1
 ORDER BY project, workspace, n
 LIMIT $2
-FOR UPDATE
+FOR UPDATE SKIP LOCKED
 
 -- name: RewrapStoreVersion
 UPDATE {{schema}}.tf_state_versions SET data = $4 WHERE project = $1 AND workspace = $2 AND n = $3
