@@ -270,6 +270,9 @@ type PillarCategory struct {
 	Secret bool `json:"secret"`
 	// Converted counts the rows and history entries a change of Secret re-stored.
 	Converted int `json:"converted,omitempty"`
+	// ETag identifies these properties (the answer's ETag header): PillarCategorySetIf with
+	// it changes them only if nobody has meanwhile.
+	ETag string `json:"-"`
 }
 
 // PillarCategoryRequest sets a category's properties (PUT replaces them all): Kind, when not
@@ -284,15 +287,27 @@ type PillarCategoryRequest struct {
 
 // PillarCategorySet sets a category's properties.
 func (c *Client) PillarCategorySet(ctx context.Context, category string, req PillarCategoryRequest) (PillarCategory, error) {
+	return c.PillarCategorySetIf(ctx, category, req, "")
+}
+
+// PillarCategorySetIf sets a category's properties if their ETag is still ifMatch (412
+// otherwise; "" sets them unconditionally).
+func (c *Client) PillarCategorySetIf(ctx context.Context, category string, req PillarCategoryRequest, ifMatch string) (PillarCategory, error) {
 	var out PillarCategory
-	_, err := c.Do(ctx, Request{Method: http.MethodPut, Path: "/v1/pillar-categories/" + pathEscape(category), Body: req}, &out)
+	r := Request{Method: http.MethodPut, Path: "/v1/pillar-categories/" + pathEscape(category), Body: req}
+	if ifMatch != "" {
+		r.Header = http.Header{"If-Match": {ifMatch}}
+	}
+	hdr, err := c.Do(ctx, r, &out)
+	out.ETag = hdr.Get("ETag")
 	return out, err
 }
 
 // PillarCategoryGet reads a category's properties.
 func (c *Client) PillarCategoryGet(ctx context.Context, category string) (PillarCategory, error) {
 	var out PillarCategory
-	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/pillar-categories/" + pathEscape(category)}, &out)
+	hdr, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/pillar-categories/" + pathEscape(category)}, &out)
+	out.ETag = hdr.Get("ETag")
 	return out, err
 }
 

@@ -690,7 +690,11 @@ func newPillarCategoryCmd(g *globals) *cobra.Command {
 				prog = g.newProgress(0, fmt.Sprintf("converting %d rows and their history", cur.Rows), !isTerminal(g.stderr))
 				prog.set(0, 0)
 			}
-			out, err := c.PillarCategorySet(cmd.Context(), args[0], req)
+			ifMatch := cur.ETag // what the properties were when read: 412 if changed meanwhile
+			if client.IsNotFound(err) {
+				ifMatch = `"none"`
+			}
+			out, err := c.PillarCategorySetIf(cmd.Context(), args[0], req, ifMatch)
 			if prog != nil {
 				prog.finish()
 			}

@@ -474,6 +474,7 @@ func (a *API) pillarCategoryGet(w http.ResponseWriter, r *http.Request, p *auth.
 	if err != nil {
 		return err
 	}
+	w.Header().Set("ETag", pillar.CategoryETag(c))
 	return writeJSON(w, http.StatusOK, c)
 }
 
@@ -492,10 +493,13 @@ func (a *API) pillarCategoryPut(w http.ResponseWriter, r *http.Request, p *auth.
 			return err
 		}
 	}
-	c, created, err := a.pillars.SetCategory(r.Context(), r.PathValue("category"), req, p.Actor())
+	// If-Match: the ETag GET answered (412 when the properties changed meanwhile): a client
+	// changing one property keeps the others as they are, not as they were.
+	c, created, err := a.pillars.SetCategoryIf(r.Context(), r.PathValue("category"), req, r.Header.Get("If-Match"), p.Actor())
 	if err != nil {
 		return err
 	}
+	w.Header().Set("ETag", pillar.CategoryETag(c))
 	if created {
 		return writeJSON(w, http.StatusCreated, c)
 	}

@@ -111,3 +111,23 @@ func TestSecretSaltLegacyClient(t *testing.T) {
 	require.Empty(t, errText)
 	require.Equal(t, map[string]any{"port": float64(5432)}, data)
 }
+
+// TestCategoryPropertiesIfMatch: a category's properties carry an ETag; a PUT with a stale
+// If-Match is a 412 and changes nothing, so a client that read them to change one property
+// cannot undo another client's change of another (a secret category made plain again).
+func TestCategoryPropertiesIfMatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.do(t, "GET", "/v1/pillar-categories/creds", b.admin, nil)
+	require.Equal(t, 404, r.status)
+	r = b.do(t, "PUT", "/v1/pillar-categories/creds", b.admin, strings.NewReader(`{}`), "If-Match", `"none"`)
+	require.Equal(t, 201, r.status, string(r.body))
+	first := b.do(t, "GET", "/v1/pillar-categories/creds", b.admin, nil).header.Get("ETag")
+	require.NotEmpty(t, first)
+	require.NotEqual(t, `"none"`, first)
+	r = b.do(t, "PUT", "/v1/pillar-categories/creds", b.admin, strings.NewReader(`{"secret":true}`), "If-Match", first)
+	require.Equal(t, 200, r.status, string(r.body))
+	require.NotEqual(t, first, r.header.Get("ETag"))
+	problem(t, b.do(t, "PUT", "/v1/pillar-categories/creds", b.admin, strings.NewReader(`{}`), "If-Match", first), 412, "precondition-failed")
+	require.Contains(t, string(b.do(t, "GET", "/v1/pillar-categories/creds", b.admin, nil).body), `"secret":true`, "the stale PUT changed nothing")
+}

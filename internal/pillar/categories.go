@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -230,6 +231,21 @@ func (s *Service) rewrite(ctx context.Context, tx *db.Tx, r heldRow, data []byte
 // presentation differs (defaults, aliases) are rewritten. created reports a new properties
 // row.
 func (s *Service) SetCategory(ctx context.Context, category string, req client.PillarCategoryRequest, actor string) (Category, bool, error) {
+	return s.SetCategoryIf(ctx, category, req, "", actor)
+}
+
+// CategoryETag identifies a category's properties: their last change's time ("none" before
+// they were ever set), so a read-then-replace can tell whether they changed meanwhile.
+func CategoryETag(c Category) string {
+	if c.UpdatedAt == nil {
+		return `"none"`
+	}
+	return `"` + strconv.FormatInt(c.UpdatedAt.UnixMicro(), 36) + `"`
+}
+
+// SetCategoryIf is SetCategory if the properties' ETag (CategoryETag) is still ifMatch: a
+// 412 otherwise, nothing changed. "" sets them unconditionally.
+func (s *Service) SetCategoryIf(ctx context.Context, category string, req client.PillarCategoryRequest, ifMatch, actor string) (Category, bool, error) {
 	if err := ValidateCategory(category); err != nil {
 		return Category{}, false, err
 	}
@@ -255,6 +271,17 @@ func (s *Service) SetCategory(ctx context.Context, category string, req client.P
 		represented = 0
 		if _, err := tx.Exec(ctx, q.Get("CategoryLockExclusive"), s.db.Schema(), category); err != nil {
 			return err
+		}
+		if ifMatch != "" {
+			cur := Category{}
+			if cats, err := s.categories(ctx, tx, &category); err != nil {
+				return err
+			} else if len(cats) > 0 {
+				cur = cats[0]
+			}
+			if tag := CategoryETag(cur); tag != ifMatch {
+				return fault.New(fault.KindPreconditionFailed, "pillar category %s has changed: its ETag is %s, If-Match asked for %s", category, tag, ifMatch)
+			}
 		}
 		var (
 			prev       *string
