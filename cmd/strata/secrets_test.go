@@ -20,8 +20,8 @@ import (
 // reader and in explain, history and audit, revealed to read-secrets; Salt without
 // read-secrets gets _errors naming the scope, with it the plaintext; a replica without a key
 // refuses to make a category secret naming the flag; a rotation to a new key while serving
-// leaves the old key retirable, and a server holding only the new key reads everything; the
-// server's log never holds a value.
+// leaves the old key retirable, and a server holding only the new key (from a key command)
+// reads everything; the server's log never holds a value.
 func TestSecretsEndToEnd(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewDatabaseURL(t)
@@ -152,7 +152,8 @@ func TestSecretsEndToEnd(t *testing.T) {
 	require.Len(t, st.Retirable, 1)
 	require.Contains(t, run(env2, "-o", "json", "audit"), "keys.rotate")
 	s2.stop(t)
-	s3 := start(keyB)
+	// The old key retired; the new one fetched by a key command (as from a KMS).
+	s3 := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t), "--encryption-key-command", "cat "+keyB)
 	require.Equal(t, "S3cr3t-Pa55-e2e", salt(s3, master)["db"].(map[string]any)["password"])
 	require.Contains(t, run([]string{"STRATA_SERVER=" + s3.url, "STRATA_TOKEN=" + token}, "state", "pull", "net", "default"), "S3cr3t-state-out")
 

@@ -20,6 +20,7 @@ func newStateDecryptCmd(g *globals) *cobra.Command {
 	var (
 		dbf       dbFlags
 		keyFiles  []string
+		keyCmds   []string
 		backup    string
 		project   string
 		workspace string
@@ -38,8 +39,8 @@ as it is stored.`,
 			"  strata state decrypt --key-file /etc/strata/key --database-url postgres://strata@db/strata --project net --workspace default --version 7",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(keyFiles) == 0 {
-				return errors.New("--key-file is required (repeat it to try several keys)")
+			if len(keyFiles) == 0 && len(keyCmds) == 0 {
+				return errors.New("--key-file (or --key-command) is required (repeat it to try several keys)")
 			}
 			if project == "" || workspace == "" {
 				return errors.New("--project and --workspace are required")
@@ -50,7 +51,7 @@ as it is stored.`,
 			opts := server.DecryptOptions{
 				Config: server.Config{DatabaseURL: dbf.databaseURL, Schema: dbf.schema, DataDir: g.dataDir,
 					Logger: slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), WaitForDatabase: 30 * time.Second},
-				Backup: backup, KeyFiles: keyFiles, Project: project, Workspace: workspace, Version: version,
+				Backup: backup, KeyFiles: keyFiles, KeyCommands: keyCmds, Project: project, Workspace: workspace, Version: version,
 			}
 			plain, err := server.DecryptState(cmd.Context(), opts)
 			if err != nil {
@@ -67,6 +68,7 @@ as it is stored.`,
 	dbf.register(cmd.Flags())
 	f := cmd.Flags()
 	f.StringArrayVar(&keyFiles, "key-file", nil, "encryption key file (repeatable; any of them may hold the state's key)")
+	f.StringArrayVar(&keyCmds, "key-command", nil, "shell command printing a key (as serve's --encryption-key-command; repeatable)")
 	f.StringVar(&backup, "backup", "", "read from this backup file (strata backup create) instead of a database")
 	f.StringVar(&project, "project", "", "the project")
 	f.StringVar(&workspace, "workspace", "", "the workspace")

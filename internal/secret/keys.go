@@ -1,10 +1,15 @@
 package secret
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/stratahq/strata/internal/fault"
 )
@@ -41,10 +46,51 @@ func (r *Keyring) Require() error {
 
 // LoadKeyring reads the key files in order (the first encrypts). No files: nil, no error.
 func LoadKeyring(files []string) (*Keyring, error) {
-	if len(files) == 0 {
+	return LoadKeys(context.Background(), nil, files)
+}
+
+// KeyCommandTimeout bounds a key command (a KMS call).
+const KeyCommandTimeout = 30 * time.Second
+
+// KeyFromCommand runs command with /bin/sh -c and reads a key from its standard output (32
+// bytes, base64, as in a key file): a key kept in a KMS or a secret manager, fetched at start
+// and never written to disk by strata (what OpenTofu's external key provider does). A
+// command that fails, times out or prints anything else is an error carrying its standard
+// error's first line.
+func KeyFromCommand(ctx context.Context, command string) (Key, error) {
+	ctx, cancel := context.WithTimeout(ctx, KeyCommandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		first, _, _ := strings.Cut(strings.TrimSpace(stderr.String()), "\n")
+		if ctx.Err() != nil {
+			err = fmt.Errorf("no key within %s", KeyCommandTimeout)
+		}
+		return Key{}, fmt.Errorf("encryption key command %q: %v: %s", command, err, first)
+	}
+	k, err := parseKey(stdout.String())
+	if err != nil {
+		return Key{}, fmt.Errorf("encryption key command %q: its output %w", command, err)
+	}
+	return k, nil
+}
+
+// LoadKeys makes the keyring of key commands' keys (first, in order: a KMS key is what a
+// deployment that has one encrypts with) and key files' keys (in order). None: nil.
+func LoadKeys(ctx context.Context, commands, files []string) (*Keyring, error) {
+	if len(files) == 0 && len(commands) == 0 {
 		return nil, nil
 	}
-	keys := make([]Key, 0, len(files))
+	keys := make([]Key, 0, len(files)+len(commands))
+	for _, c := range commands {
+		k, err := KeyFromCommand(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
 	for _, f := range files {
 		k, err := ReadKeyFile(f)
 		if err != nil {

@@ -90,17 +90,27 @@ func ReadKeyFile(path string) (Key, error) {
 	if err != nil {
 		return Key{}, fmt.Errorf("encryption key file: %w", err)
 	}
-	text := strings.TrimSpace(string(b))
+	k, err := parseKey(string(b))
+	if err != nil {
+		return Key{}, fmt.Errorf("encryption key file %s %w", path, err)
+	}
+	return k, nil
+}
+
+// parseKey reads a key's text: 32 bytes in base64 (standard or URL alphabet, padding
+// optional), surrounding white space ignored.
+func parseKey(text string) (Key, error) {
+	text = strings.TrimSpace(text)
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
 		if raw, err := enc.DecodeString(text); err == nil {
 			k, err := NewKey(raw)
 			if err != nil {
-				return Key{}, fmt.Errorf("encryption key file %s: %w", path, err)
+				return Key{}, fmt.Errorf("is not a key: %w", err)
 			}
 			return k, nil
 		}
 	}
-	return Key{}, fmt.Errorf("encryption key file %s is not base64 of %d bytes", path, KeySize)
+	return Key{}, fmt.Errorf("is not base64 of %d bytes", KeySize)
 }
 
 // Keyring is the key-encryption keys a replica has: the first encrypts, all decrypt.

@@ -2,6 +2,7 @@ package secret_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"os"
@@ -190,4 +191,32 @@ func BenchmarkSealOpen(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestKeyFromCommand: a key command's standard output is the key (as in a key file); a
+// command that fails is an error carrying its stderr, one that prints something else an error
+// saying so, and commands' keys come before files' keys in the ring.
+func TestKeyFromCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "k")
+	fk, err := secret.GenerateKeyFile(file)
+	require.NoError(t, err)
+	raw := make([]byte, secret.KeySize)
+	_, _ = rand.Read(raw)
+	want, err := secret.NewKey(raw)
+	require.NoError(t, err)
+	cmd := "printf '%s\\n' " + base64.StdEncoding.EncodeToString(raw)
+	k, err := secret.KeyFromCommand(context.Background(), cmd)
+	require.NoError(t, err)
+	require.Equal(t, want.ID, k.ID)
+
+	_, err = secret.KeyFromCommand(context.Background(), "echo 'kms: access denied' >&2; exit 3")
+	require.ErrorContains(t, err, "kms: access denied")
+	_, err = secret.KeyFromCommand(context.Background(), "echo not-a-key")
+	require.ErrorContains(t, err, "is not base64 of 32 bytes")
+
+	ring, err := secret.LoadKeys(context.Background(), []string{cmd}, []string{file})
+	require.NoError(t, err)
+	require.Equal(t, []string{want.ID, fk.ID}, ring.IDs(), "the command's key is the primary")
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/stratahq/strata/internal/secret"
@@ -10,9 +11,9 @@ import (
 // data directory on first start (docs/security.md: back it up apart from the data); a server
 // on a database given by URL has keys only when given key files, because replicas sharing a
 // database must share the keys and none of them can invent them alone.
-func loadKeys(cfg Config) (*secret.Keyring, error) {
+func loadKeys(ctx context.Context, cfg Config) (*secret.Keyring, error) {
 	files := cfg.EncryptionKeyFiles
-	if len(files) == 0 && cfg.DatabaseURL == "" {
+	if len(files) == 0 && len(cfg.EncryptionKeyCommands) == 0 && cfg.DatabaseURL == "" {
 		path, created, err := secret.EnsureKeyFile(cfg.DataDir)
 		if err != nil {
 			return nil, err
@@ -22,9 +23,9 @@ func loadKeys(cfg Config) (*secret.Keyring, error) {
 		}
 		files = []string{path}
 	}
-	keys, err := secret.LoadKeyring(files)
+	keys, err := secret.LoadKeys(ctx, cfg.EncryptionKeyCommands, files)
 	if err != nil {
-		return nil, fmt.Errorf("--encryption-key-file: %w", err)
+		return nil, fmt.Errorf("encryption keys: %w", err)
 	}
 	return keys, nil
 }

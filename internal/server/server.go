@@ -92,6 +92,9 @@ type Config struct {
 	// created on first start. Empty with DatabaseURL: no key, and secret categories and
 	// encrypted projects are refused naming the flag.
 	EncryptionKeyFiles []string
+	// EncryptionKeyCommands fetch keys from a KMS or secret manager (secret.KeyFromCommand);
+	// their keys come before the files' (the first command's key encrypts).
+	EncryptionKeyCommands []string
 	// SaltRenderTimeout bounds a Salt-facing pillar render (default 10s).
 	SaltRenderTimeout time.Duration
 	// WatchBookmarkInterval is how often a watch stream sends a BOOKMARK (default 30s).
@@ -325,7 +328,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("migrate: %w", err)
 	}
 
-	keys, err := loadKeys(cfg)
+	keys, err := loadKeys(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,9 @@ type DecryptOptions struct {
 	// Backup is a file made by `strata backup create` to read instead of a database.
 	Backup string
 	// KeyFiles are the key files to open the state with (any of them may hold its key).
-	KeyFiles           []string
+	KeyFiles []string
+	// KeyCommands fetch keys as serve's --encryption-key-command does.
+	KeyCommands        []string
 	Project, Workspace string
 	// Version is the version to read; 0 the current state (or, when the workspace's row is
 	// gone, its latest version).
@@ -35,7 +37,7 @@ type DecryptOptions struct {
 // DecryptState reads a workspace's state (or one of its versions) from a database or a
 // backup file and returns its plaintext; a plain state is returned as it is stored.
 func DecryptState(ctx context.Context, opts DecryptOptions) ([]byte, error) {
-	keys, err := secret.LoadKeyring(opts.KeyFiles)
+	keys, err := secret.LoadKeys(ctx, opts.KeyCommands, opts.KeyFiles)
 	if err != nil {
 		return nil, err
 	}
