@@ -48,6 +48,14 @@ func (f *dbFlags) register(fs *pflag.FlagSet) {
 
 // envInt reads an integer default from the environment. A value that is not an integer is
 // remembered and reported when the command runs, rather than silently replaced.
+// envCommand reads one shell command (commands hold commas, so the variable is not a list).
+func envCommand(name string) []string {
+	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+		return []string{v}
+	}
+	return nil
+}
+
 // envList reads a comma-separated list (empty items dropped).
 func envList(name string) []string {
 	var out []string
@@ -159,7 +167,7 @@ With --database-url it uses that database; several replicas may share one.`,
 	f.StringVar(&cfg.TrustedProxies, "trusted-proxies", os.Getenv("STRATA_TRUSTED_PROXIES"), "addresses or CIDR prefixes (comma-separated) of load balancers and reverse proxies whose X-Forwarded-For or Forwarded header names the client in the audit log and the request log; from any other peer the headers are ignored (env STRATA_TRUSTED_PROXIES)")
 	f.StringVar(&cfg.SaltLegacyClients, "salt-legacy-clients", os.Getenv("STRATA_SALT_LEGACY_CLIENTS"), "addresses or CIDR prefixes (comma-separated) that may render pillars at /v1/salt/pillar without a token, for Salt 3005 and older; empty: none (env STRATA_SALT_LEGACY_CLIENTS)")
 	f.StringArrayVar(&cfg.EncryptionKeyFiles, "encryption-key-file", envList("STRATA_ENCRYPTION_KEY_FILE"), "file holding a key-encryption key (32 random bytes, base64; `strata keys generate FILE`); repeat it to give several: the first encrypts new values, all decrypt. Default with the embedded cluster: <data-dir>/encryption-key, created on first start (env STRATA_ENCRYPTION_KEY_FILE, comma-separated)")
-	f.StringArrayVar(&cfg.EncryptionKeyCommands, "encryption-key-command", envList("STRATA_ENCRYPTION_KEY_COMMAND"), "shell command printing a key-encryption key (base64 of 32 bytes) on stdout, run once at start: a key kept in a KMS or secret manager; repeatable; these keys come before the key files' (env STRATA_ENCRYPTION_KEY_COMMAND, comma-separated)")
+	f.StringArrayVar(&cfg.EncryptionKeyCommands, "encryption-key-command", envCommand("STRATA_ENCRYPTION_KEY_COMMAND"), "shell command printing a key-encryption key (base64 of 32 bytes) on stdout, run once at start: a key kept in a KMS or secret manager; repeatable; these keys come before the key files' (env STRATA_ENCRYPTION_KEY_COMMAND: one command)")
 	f.DurationVar(&cfg.SaltRenderTimeout, "salt-render-timeout", envDuration("STRATA_SALT_RENDER_TIMEOUT", 10*time.Second), "longest Salt-facing pillar render; past it Salt gets an _errors text it shows and refuses states over (env STRATA_SALT_RENDER_TIMEOUT)")
 	f.DurationVar(&cfg.WatchBookmarkInterval, "watch-bookmark-interval", envDuration("STRATA_WATCH_BOOKMARK_INTERVAL", 30*time.Second), "how often a watch stream sends a BOOKMARK event carrying the resourceVersion it is complete through (env STRATA_WATCH_BOOKMARK_INTERVAL)")
 	f.DurationVar(&cfg.WatchMaxDuration, "watch-max-duration", envDuration("STRATA_WATCH_MAX_DURATION", server.DefaultWatchMaxDuration), "the shortest lifetime of a watch stream: each ends cleanly after a random duration in [d, 2d) and its client resumes from its last resourceVersion (env STRATA_WATCH_MAX_DURATION)")
