@@ -102,8 +102,9 @@ func newKeysCmd(g *globals) *cobra.Command {
 	rotate := &cobra.Command{
 		Use:   "rotate",
 		Short: "Re-wrap every stored value's data key with the primary key, in batches, while serving",
-		Long: "Re-wrap the data key of every stored value that is not under the server's primary key (the\n" +
-			"first --encryption-key-file), batch by batch, each batch its own transaction and audit record\n" +
+		Long: "Re-wrap the data key of every stored value that is not under the server's primary key (its\n" +
+			"first key: the first --encryption-key-command's, else the first --encryption-key-file's), batch\n" +
+			"by batch, each batch its own transaction and audit record\n" +
 			"(keys.rotate). Values' own ciphertext is not touched, so a batch is cheap whatever the sizes.\n" +
 			"Interrupted, it resumes where it stopped when run again. Run it once every replica holds the\n" +
 			"new key first (docs/security.md); afterwards `strata keys status` shows the old key retirable.",
