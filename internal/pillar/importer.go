@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/stratahq/strata/client"
@@ -114,12 +113,30 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 			rep.CreatedOrgs = append(rep.CreatedOrgs, name)
 			return nil
 		}
+		// nodeOrgs are the orgs of the nodes ensureNode has seen (created or checked).
+		nodeOrgs := map[string]string{}
 		// ensureNode creates a node the tree names in org (the placement's, else opts.Org).
-		ensureNode := func(org, name string) error {
-			if slices.Contains(rep.CreatedNodes, name) {
+		// A node that exists keeps its org: a strata-export comment (placedAt) claiming
+		// another org for it is refused (422 naming the comment), since the tree then
+		// describes some other installation and the caller was authorized for the claimed
+		// org, not the node's; and the caller needs orgs:attach on the org the node is
+		// really in, as for any write that touches a node of that org.
+		ensureNode := func(org, name, placedAt string) error {
+			if real, seen := nodeOrgs[name]; seen {
+				return placementMatches(org, real, name, placedAt)
+			}
+			cur, err := res.Get(ctx, resource.Ref{Kind: resource.KindNode, Name: name})
+			if err == nil {
+				real := resource.NodeOrg(cur)
+				if err := placementMatches(org, real, name, placedAt); err != nil {
+					return err
+				}
+				if err := res.CheckHeld(ctx, cur, "importing into"); err != nil {
+					return err
+				}
+				nodeOrgs[name] = real
 				return nil
 			}
-			_, err := res.Get(ctx, resource.Ref{Kind: resource.KindNode, Name: name})
 			if fault.KindOf(err) != fault.KindNotFound {
 				return err
 			}
@@ -133,6 +150,7 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 				return fmt.Errorf("node %s: %w", name, err)
 			}
 			rep.CreatedNodes = append(rep.CreatedNodes, name)
+			nodeOrgs[name] = org
 			return nil
 		}
 		groups := map[string]bool{}
@@ -150,7 +168,7 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 				}
 				t = Target{Kind: "org", Org: row.Target.Name}
 			case "node":
-				if err := ensureNode(row.Target.Org, row.Target.Name); err != nil {
+				if err := ensureNode(row.Target.Org, row.Target.Name, row.Target.PlacedAt); err != nil {
 					return err
 				}
 				t = Target{Kind: "node", Node: row.Target.Name}
@@ -169,7 +187,7 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 							return err
 						}
 					}
-					g, err := s.importGroup(ctx, res, org, row.Target, func(name string) error { return ensureNode(placedOrg, name) })
+					g, err := s.importGroup(ctx, res, org, row.Target, func(name string) error { return ensureNode(placedOrg, name, row.Target.PlacedAt) })
 					if err != nil {
 						return err
 					}
@@ -191,6 +209,23 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 	})
 	rep.Applied, err = dryRunOutcome(opts.DryRun, err)
 	return rep, err
+}
+
+// placementMatches refuses a strata-export comment (at placedAt) that places node name in
+// claimed when the node is in real: a 422 naming the comment's file and line, and the
+// node's org (an import needs nodes:write:*, which implies reading every node). No claim
+// (claimed "") always matches: the node is then targeted where it is.
+func placementMatches(claimed, real, name, placedAt string) error {
+	if claimed == "" || claimed == real {
+		return nil
+	}
+	where := fmt.Sprintf("org %q", fault.Truncate(real, 80))
+	if placedAt == "" {
+		placedAt = "/files"
+	}
+	return fault.UnprocessableFields(
+		fmt.Sprintf("a strata-export comment places node %q in org %q, but it is in %s; nothing was imported (an import never moves a node: move it first, or fix the comment)", fault.Truncate(name, 80), fault.Truncate(claimed, 80), where),
+		[]fault.FieldError{{Field: placedAt, Message: fmt.Sprintf("the strata-export comment claims org %q for node %q, which is in %s", fault.Truncate(claimed, 80), fault.Truncate(name, 80), where)}})
 }
 
 // inTxOrDryRun runs fn in a transaction that commits, or with dryRun rolls back after fn

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 )
 
@@ -21,7 +22,10 @@ type Reference struct {
 	// Family and Verb are the scope the writer needs on the named object, by its name, when
 	// a write sets the member or changes it: on the new value and on the old one, so that
 	// moving an object out of a place needs the same right as moving it in
-	// (orgs:attach:<org>).
+	// (orgs:attach:<org>). The identity moves need it too, on the value the object holds
+	// (checkHeld): a rename takes the object out of the place under its old name and puts
+	// another name there, and a delete takes it out for good, so neither may be done to an
+	// object in a place the writer may not touch, whatever the writer holds on the names.
 	Family, Verb string
 }
 
@@ -81,6 +85,60 @@ func checkReferences(ctx context.Context, k *Kind, obj client.Object, prev *clie
 		}
 	}
 	return nil
+}
+
+// checkHeld authorizes an identity move of obj, the stored object whose row the caller has
+// locked: a rename (action "renaming") or a delete ("deleting"). For each declared reference
+// obj holds, the writer needs the reference's scope on the value held — for a node,
+// orgs:attach on the org it is in — besides the route's scope on the object's names. The 403
+// names the org: every caller of an identity move holds write or delete on the object, and
+// both imply read, so the object's spec (its org) is the caller's to know.
+func checkHeld(ctx context.Context, k *Kind, obj client.Object, action string) error {
+	az := authorizerFrom(ctx)
+	if az == nil || len(k.References) == 0 {
+		return nil
+	}
+	for _, ref := range k.References {
+		held := specString(obj.Spec, ref.Member)
+		if held == "" {
+			continue
+		}
+		err := az.Check(ref.Family, ref.Verb, held)
+		if err == nil {
+			continue
+		}
+		return fault.Forbidden("%s %s %q needs %s:%s on its %s %q (spec.%s): %v", action, strings.ToLower(k.Name), fault.Truncate(obj.Metadata.Name, 80),
+			ref.Family, ref.Verb, strings.ToLower(ref.Kind), fault.Truncate(held, 80), ref.Member, err)
+	}
+	return nil
+}
+
+// CheckHeld asks, for a writer outside the generic path, what an identity move of obj (a
+// stored object) needs: the scopes of the references obj holds, as checkHeld words them with
+// action ("importing into"). The Salt-tree import asks it of every existing node a tree
+// names, whose org the tree may claim but cannot change.
+func (s *Service) CheckHeld(ctx context.Context, obj client.Object, action string) error {
+	k, err := s.kindOf(ctx, Ref{Kind: obj.Kind, Org: obj.Metadata.Org, Name: obj.Metadata.Name})
+	if err != nil {
+		return err
+	}
+	return checkHeld(ctx, k, obj, action)
+}
+
+// familyName is the name a scope of k's family names the object called name (in org, for
+// kinds inside an org) by: the object's name for global kinds, its org's for kinds inside an
+// org, qualified by target kind in the resources family (org/<org>, global/<name>), as the
+// kind's routes authorize it.
+func familyName(k *Kind, org, name string) string {
+	switch {
+	case k.Family == FamilyResources && k.Scope == ScopeOrg:
+		return auth.TargetName("org", org)
+	case k.Family == FamilyResources:
+		return auth.TargetName("global", name)
+	case k.Scope == ScopeOrg:
+		return org
+	}
+	return name
 }
 
 // refAction says what the write does with a reference, for the 403's message.

@@ -27,8 +27,11 @@ func (s *Service) OnRename(f func(ctx context.Context, tx *db.Tx, kind string, i
 // its labels, annotations, static memberships and pillars follow it, and the OnRename
 // functions re-key what is kept by name. Name-keyed consumers see it as it looks to them: a
 // watch gets DELETED of the old name and ADDED of the new one. The new name must be free
-// (409 naming it); the kind must be renamable (Kind.Renamable). One audit record
-// (object.rename) names both.
+// (409 naming it); the kind must be renamable (Kind.Renamable). The writer needs the kind's
+// write scope on the new name (the route checks the old one) and the scopes of the
+// references the object holds (checkHeld: orgs:attach on a node's org), so a rename can
+// neither take a name the writer may not use nor move another org's object under one it
+// may. One audit record (object.rename) names both.
 func (s *Service) Rename(ctx context.Context, ref Ref, newName string) (client.Object, error) {
 	k, err := s.kindOf(ctx, ref)
 	if err != nil {
@@ -36,6 +39,13 @@ func (s *Service) Rename(ctx context.Context, ref Ref, newName string) (client.O
 	}
 	if !k.Renamable {
 		return client.Object{}, fault.New(fault.KindUnprocessable, "objects of kind %s cannot be renamed: create the new one and delete the old", k.Name)
+	}
+	// The new name is a name the writer takes: it needs the write scope on it as on the old
+	// one (the route checked the old one), before anything is looked up.
+	if az := authorizerFrom(ctx); az != nil {
+		if err := az.Check(k.Family, "write", familyName(k, ref.Org, newName)); err != nil {
+			return client.Object{}, err
+		}
 	}
 	validate := ValidateName
 	if k.ValidateName != nil {
@@ -54,6 +64,11 @@ func (s *Service) Rename(ctx context.Context, ref Ref, newName string) (client.O
 	err = s.db.InTx(ctx, func(tx *db.Tx) error {
 		id, cur, err := lockForWrite(rctx, tx, ref, "")
 		if err != nil {
+			return err
+		}
+		// An identity move: the references the object holds (a node's org) need their
+		// scope, checked on the locked row so a concurrent move cannot slip past it.
+		if err := checkHeld(rctx, k, cur, "renaming"); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(rctx, q.Get("ResourceRename"), id, newName); errors.Is(err, db.ErrConflict) {

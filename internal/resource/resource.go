@@ -906,7 +906,9 @@ func (s *Service) Patch(ctx context.Context, ref Ref, patch []byte) (client.Obje
 
 // Delete removes an object (its labels and annotations cascade). A non-empty expected
 // resourceVersion is a precondition; cascade lets the kind remove what depends on the object
-// (an org's nodes and groups) instead of refusing with 409.
+// (an org's nodes and groups) instead of refusing with 409. A delete is an identity move:
+// the writer needs the scopes of the references the object holds (checkHeld: orgs:attach on
+// a node's org), checked on the locked row.
 func (s *Service) Delete(ctx context.Context, ref Ref, expected string, cascade bool) error {
 	k, err := s.kindOf(ctx, ref)
 	if err != nil {
@@ -916,6 +918,9 @@ func (s *Service) Delete(ctx context.Context, ref Ref, expected string, cascade 
 	return s.db.InTx(ctx, func(tx *db.Tx) error {
 		id, last, err := lockForWrite(ctx, tx, ref, expected)
 		if err != nil {
+			return err
+		}
+		if err := checkHeld(ctx, k, last, "deleting"); err != nil {
 			return err
 		}
 		if k.BeforeDelete != nil {

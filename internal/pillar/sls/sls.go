@@ -38,6 +38,10 @@ type Target struct {
 	Placed   bool   `json:"placed,omitempty"`
 	Org      string `json:"org,omitempty"`
 	Priority int    `json:"priority,omitempty"`
+	// PlacedAt is the file and line of the strata-export comment ("x.sls:2") of a Placed
+	// target, so that an importer refusing the placement (a node claimed for an org it is
+	// not in) names the comment.
+	PlacedAt string `json:"-"`
 }
 
 // Row is one pillar row to write: the data of one SLS for one target.
@@ -163,6 +167,7 @@ func Read(dir string, opts Options) (Plan, error) {
 							r.problem(rel, f.placementLine, why)
 							continue
 						}
+						tg.PlacedAt = fmt.Sprintf("%s:%d", rel, f.placementLine)
 						row.Target, row.Category = tg, cat
 					}
 				}
