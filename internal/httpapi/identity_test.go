@@ -176,3 +176,31 @@ func TestImportHeaderMustNameTheNodesOrg(t *testing.T) {
 	require.Equal(t, 200, r.status, string(r.body))
 	require.Equal(t, 200, b.do(t, "GET", "/v1/nodes/vdb01/pillars/x", b.admin, nil).status)
 }
+
+// TestSyncNodeRecordMustNameTheNodesOrg is finding 8(k) in the ndjson sync: a node record is
+// the stream's placement of a node, and one claiming org acme for vdb01 (in victim) was
+// "unchanged", orgs:attach checked on acme only, while the stream's rows went on to victim's
+// node. The claim is checked against the node's org: a 422 naming the record (dry run alike),
+// nothing written; the true claim syncs. Seen failing (200) before the check.
+func TestSyncNodeRecordMustNameTheNodesOrg(t *testing.T) {
+	t.Parallel()
+	b := setupIsolation(t)
+	tok := b.token(t, "syncer", "pillars:write:*", "nodes:write:*", "orgs:attach:acme")
+	stream := func(org string) string {
+		return syncStream(t, map[string]any{"type": "node", "name": "vdb01", "org": org},
+			map[string]any{"type": "row", "target": "node/vdb01", "category": "x", "data": map[string]any{"planted": "acme-controlled"}})
+	}
+	for _, dry := range []string{"", "&dryRun=true"} {
+		p := problem(t, b.do(t, "POST", "/v1/pillars:import?format=ndjson"+dry, tok, strings.NewReader(stream("acme"))), 422, "unprocessable")
+		require.Contains(t, p.Detail, "vdb01")
+		require.NotEmpty(t, p.Errors)
+		require.Equal(t, "node vdb01", p.Errors[0].Field, "the refusal names the record")
+		require.Contains(t, p.Errors[0].Message, `"acme"`)
+	}
+	problem(t, b.do(t, "GET", "/v1/nodes/vdb01/pillars/x", b.admin, nil), 404, "not-found")
+
+	vic := b.token(t, "victim-syncer", "pillars:write:*", "nodes:write:*", "orgs:attach:victim")
+	r := b.do(t, "POST", "/v1/pillars:import?format=ndjson", vic, strings.NewReader(stream("victim")))
+	require.Equal(t, 200, r.status, string(r.body))
+	require.Equal(t, 200, b.do(t, "GET", "/v1/nodes/vdb01/pillars/x", b.admin, nil).status)
+}

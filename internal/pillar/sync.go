@@ -372,6 +372,9 @@ func (s *Service) SyncImport(ctx context.Context, res *resource.Service, recs []
 				act.Action, err = syncObject(ctx, res, resource.Ref{Kind: resource.KindOrg, Name: r.Name}, client.Object{})
 			case "node":
 				act.Name = r.Name
+				if err = syncNodeClaim(ctx, res, r); err != nil {
+					break
+				}
 				spec, _ := json.Marshal(map[string]string{"org": r.Org})
 				act.Action, err = syncObject(ctx, res, resource.Ref{Kind: resource.KindNode, Name: r.Name}, client.Object{Metadata: client.ObjectMeta{Labels: r.Labels}, Spec: spec})
 			case "group":
@@ -445,6 +448,29 @@ func syncObject(ctx context.Context, res *resource.Service, ref resource.Ref, ob
 		return "", err
 	}
 	return "created", nil
+}
+
+// syncNodeClaim checks a node record against the node when it exists: the record's org is
+// the stream's claim of where the node is, which AuthorizeSync authorized (orgs:attach), and
+// an import never moves a node, so a node in another org is a 422 naming the record rather
+// than "unchanged" — the stream describes some other installation, and its rows would land
+// on a node of an org the caller was not authorized for. The answer names the node's org:
+// the record needed nodes:write on the node, which implies reading it.
+func syncNodeClaim(ctx context.Context, res *resource.Service, r SyncRecord) error {
+	cur, err := res.Get(ctx, resource.Ref{Kind: resource.KindNode, Name: r.Name})
+	if fault.KindOf(err) == fault.KindNotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	real := resource.NodeOrg(cur)
+	if real == r.Org {
+		return nil
+	}
+	return fault.UnprocessableFields(
+		fmt.Sprintf("the node record places node %q in org %q, but it is in org %q; nothing was imported (an import never moves a node: move it first, or fix the record)", fault.Truncate(r.Name, 80), fault.Truncate(r.Org, 80), fault.Truncate(real, 80)),
+		[]fault.FieldError{{Field: "node " + fault.Truncate(r.Name, 80), Message: fmt.Sprintf("claims org %q for a node in org %q", fault.Truncate(r.Org, 80), fault.Truncate(real, 80))}})
 }
 
 func (s *Service) syncGroup(ctx context.Context, res *resource.Service, r SyncRecord) (string, error) {
