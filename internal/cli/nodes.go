@@ -229,8 +229,9 @@ func newNodeRenameCmd(g *globals) *cobra.Command {
 		Short: "Rename a node (its minion id changed): labels, memberships, pillars and their history follow it",
 		Long: "Rename a node in place, in one transaction: its labels, annotations, static group memberships,\n" +
 			"pillars and pillar history follow it. Watchers see the old name DELETED and the new one ADDED.\n" +
-			"Needs nodes:write on both names. On the Salt side, accept the minion's key under the new id\n" +
-			"(docs/salt.md: rename the node first, then the key, so the minion never renders as unknown).",
+			"Needs nodes:write on both names and orgs:attach on the node's org. On the Salt side, accept\n" +
+			"the minion's key under the new id (docs/salt.md: rename the node first, then the key, so the\n" +
+			"minion never renders as unknown).",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
