@@ -204,3 +204,32 @@ func TestSyncNodeRecordMustNameTheNodesOrg(t *testing.T) {
 	require.Equal(t, 200, r.status, string(r.body))
 	require.Equal(t, 200, b.do(t, "GET", "/v1/nodes/vdb01/pillars/x", b.admin, nil).status)
 }
+
+// TestTreeImportGroupNeedsGroupsWriteOnItsOrg is the Salt-tree twin of the sync's group
+// check: a group placed by a strata-export comment is authorized by its org's name.
+// groups:write:acme imports acme's group web2; groups:write:dbs2 (the group's own name) does
+// not import victim's dbs2 (403 naming groups:write:victim). Seen failing with
+// authorizeImport asking groups:write:<group name>.
+func TestTreeImportGroupNeedsGroupsWriteOnItsOrg(t *testing.T) {
+	t.Parallel()
+	b := setupIsolation(t)
+	tree := func(org, group string) string {
+		body, _ := json.Marshal(map[string]any{
+			"files": map[string]string{
+				"top.sls": "base:\n  g:\n    - match: nodegroup\n    - x\n",
+				"x.sls":   "#!yaml\n# strata-export: {\"target\":\"group/" + org + "/" + group + "\",\"category\":\"x\"}\n{\"k\": 1}\n",
+			},
+			"nodegroups": map[string][]string{"g": {}},
+		})
+		return string(body)
+	}
+	ok := b.token(t, "acme-importer", "pillars:write:*", "nodes:write:*", "groups:write:acme", "orgs:attach:acme")
+	r := b.do(t, "POST", "/v1/pillars:import", ok, strings.NewReader(tree("acme", "web2")))
+	require.Equal(t, 200, r.status, string(r.body))
+	require.Equal(t, 200, b.do(t, "GET", "/v1/orgs/acme/groups/web2/pillars/x", b.admin, nil).status)
+
+	byName := b.token(t, "group-named", "pillars:write:*", "nodes:write:*", "groups:write:dbs2", "orgs:attach:victim")
+	p := problem(t, b.do(t, "POST", "/v1/pillars:import", byName, strings.NewReader(tree("victim", "dbs2"))), 403, "forbidden")
+	require.Contains(t, p.Detail, "groups:write:victim")
+	problem(t, b.do(t, "GET", "/v1/orgs/victim/groups/dbs2", b.admin, nil), 404, "not-found")
+}
