@@ -140,3 +140,33 @@ func TestPillarTreeSymlinks(t *testing.T) {
 	require.True(t, fi.Mode().IsRegular())
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 }
+
+// TestPillarHistoryShowsImport (issue 27, 8a): `strata pillar history` tells an entry a sync
+// import added — claiming actor alice in 2001 — from the installation's own, naming who
+// imported it; -o json carries importedBy and importedAt. Seen failing before the fix.
+func TestPillarHistoryShowsImport(t *testing.T) {
+	t.Parallel()
+	c := newCLIEnv(t)
+	c.run("pillar", "set", "app", "--global", "-f", c.write("a.json", `{"port": 80}`))
+	stream := c.write("s.ndjson", `{"type":"header","version":1}`+"\n"+
+		`{"type":"row","target":"global","category":"app","data":{"port":80},"history":[{"revision":1,"old":null,"new":{"port":1},"actor":"alice","at":"2001-02-03T04:05:06Z"}]}`+"\n")
+	c.run("pillar", "import", "--format", "ndjson", stream)
+	out := c.run("pillar", "history", "app", "--global")
+	require.Regexp(t, `(?m)^\S+\s+1\s+alice\s+2001-02-03T04:05:06Z\s+created\s+admin \(tok_\w+\) at \d{4}-`, out)
+	var hist struct {
+		Items []map[string]any `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(c.run("-o", "json", "pillar", "history", "app", "--global")), &hist))
+	require.Len(t, hist.Items, 2)
+	var marked int
+	for _, h := range hist.Items {
+		if h["actor"] == "alice" {
+			require.Contains(t, h["importedBy"], "admin")
+			require.NotEmpty(t, h["importedAt"])
+			marked++
+		} else {
+			require.NotContains(t, h, "importedBy")
+		}
+	}
+	require.Equal(t, 1, marked)
+}

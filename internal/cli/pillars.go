@@ -213,7 +213,15 @@ func newPillarCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.printList(hs, func(w io.Writer) error {
-				tb := newTable(w, "ID", "REVISION", "ACTOR", "AT", "CHANGE")
+				// An entry a sync import added shows who imported it and when: its ACTOR and
+				// AT are what the imported stream claimed. The column appears only when the
+				// page holds such an entry.
+				imported := slices.ContainsFunc(hs, func(h client.PillarChange) bool { return h.ImportedBy != "" })
+				headers := []string{"ID", "REVISION", "ACTOR", "AT", "CHANGE"}
+				if imported {
+					headers = append(headers, "IMPORTED BY")
+				}
+				tb := newTable(w, headers...)
 				for _, h := range hs {
 					what := "updated"
 					switch {
@@ -222,7 +230,18 @@ func newPillarCmd(g *globals) *cobra.Command {
 					case len(h.New) == 0 || string(h.New) == "null":
 						what = "deleted"
 					}
-					tb.row(fmt.Sprint(h.ID), fmt.Sprint(h.Revision), h.Actor, h.At.Format("2006-01-02T15:04:05Z"), what)
+					row := []string{fmt.Sprint(h.ID), fmt.Sprint(h.Revision), h.Actor, h.At.UTC().Format("2006-01-02T15:04:05Z"), what}
+					if imported {
+						by := "-"
+						if h.ImportedBy != "" {
+							by = h.ImportedBy
+							if h.ImportedAt != nil {
+								by += " at " + h.ImportedAt.UTC().Format("2006-01-02T15:04:05Z")
+							}
+						}
+						row = append(row, by)
+					}
+					tb.row(row...)
 				}
 				return tb.flush()
 			})
