@@ -55,6 +55,14 @@ type PillarChange struct {
 	New      json.RawMessage `json:"new"`
 	Actor    string          `json:"actor"`
 	At       time.Time       `json:"at"`
+	// Secret says the entry's values are a secret category's (masked unless the reader
+	// holds pillars:read-secrets on the target).
+	Secret bool `json:"secret,omitempty"`
+	// ImportedBy and ImportedAt mark an entry a sync import added (strata pillar import
+	// --format ndjson): who imported it and when. Actor and At are then what the imported
+	// stream claimed, which this installation did not witness.
+	ImportedBy string     `json:"importedBy,omitempty"`
+	ImportedAt *time.Time `json:"importedAt,omitempty"`
 }
 
 // PillarSet stores data (a JSON object) as the target's category; ifMatch, when set, is the

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -214,7 +213,15 @@ func newPillarCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.printList(hs, func(w io.Writer) error {
-				tb := newTable(w, "ID", "REVISION", "ACTOR", "AT", "CHANGE")
+				// An entry a sync import added shows who imported it and when: its ACTOR and
+				// AT are what the imported stream claimed. The column appears only when the
+				// page holds such an entry.
+				imported := slices.ContainsFunc(hs, func(h client.PillarChange) bool { return h.ImportedBy != "" })
+				headers := []string{"ID", "REVISION", "ACTOR", "AT", "CHANGE"}
+				if imported {
+					headers = append(headers, "IMPORTED BY")
+				}
+				tb := newTable(w, headers...)
 				for _, h := range hs {
 					what := "updated"
 					switch {
@@ -223,7 +230,18 @@ func newPillarCmd(g *globals) *cobra.Command {
 					case len(h.New) == 0 || string(h.New) == "null":
 						what = "deleted"
 					}
-					tb.row(fmt.Sprint(h.ID), fmt.Sprint(h.Revision), h.Actor, h.At.Format("2006-01-02T15:04:05Z"), what)
+					row := []string{fmt.Sprint(h.ID), fmt.Sprint(h.Revision), h.Actor, h.At.UTC().Format("2006-01-02T15:04:05Z"), what}
+					if imported {
+						by := "-"
+						if h.ImportedBy != "" {
+							by = h.ImportedBy
+							if h.ImportedAt != nil {
+								by += " at " + h.ImportedAt.UTC().Format("2006-01-02T15:04:05Z")
+							}
+						}
+						row = append(row, by)
+					}
+					tb.row(row...)
 				}
 				return tb.flush()
 			})
@@ -234,7 +252,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 
 	var importOpts client.PillarImportOptions
 	var env, nodegroupsFile, gpgHomedir string
-	var quiet bool
+	var quiet, followSymlinks bool
 	var importFormat string
 	imp := &cobra.Command{
 		Use:   "import DIR|FILE",
@@ -243,7 +261,8 @@ func newPillarCmd(g *globals) *cobra.Command {
 			"them: '*' becomes global rows, a minion id a node's rows, a list, glob or nodegroup a group\n" +
 			"of --org with static members or a selector. Anything that cannot be translated faithfully\n" +
 			"(Jinja, grain or compound matchers, GPG-encrypted values) is listed by file and line, and\n" +
-			"nothing is imported unless --skip-unsupported is given.\n\n" +
+			"nothing is imported unless --skip-unsupported is given. A symbolic link inside DIR is refused\n" +
+			"(it could upload a file from outside the tree) unless --follow-symlinks is given.\n\n" +
 			"With --gpg-homedir, PGP-encrypted values are decrypted here with gpg and that GnuPG home's\n" +
 			"keys, as Salt's gpg renderer would, and sent to the server as plaintext (use TLS), which\n" +
 			"stores their rows as secrets; the server never needs the private key.",
@@ -262,27 +281,23 @@ func newPillarCmd(g *globals) *cobra.Command {
 				return fmt.Errorf("--format %q: sls (a Salt tree in DIR) or ndjson (a sync stream in FILE, - for stdin)", importFormat)
 			}
 			req := client.PillarImportRequest{Files: map[string]string{}, Env: env}
-			var paths []string
-			err := filepath.WalkDir(args[0], func(path string, d fs.DirEntry, err error) error {
-				if err != nil {
-					return err
-				}
-				if !d.IsDir() && strings.HasSuffix(d.Name(), ".sls") {
-					paths = append(paths, path)
-				}
-				return nil
-			})
+			files, err := slsFiles(args[0], followSymlinks)
 			if err != nil {
 				return err
 			}
-			prog := g.newProgress(int64(len(paths)), "files read", quiet)
-			for i, path := range paths {
-				b, err := os.ReadFile(path)
+			tree, err := openTree(args[0], followSymlinks)
+			if err != nil {
+				return err
+			}
+			defer tree.close()
+			prog := g.newProgress(int64(len(files)), "files read", quiet)
+			for i, f := range files {
+				b, err := tree.read(f.rel)
 				if err != nil {
+					prog.finish()
 					return err
 				}
-				rel, _ := filepath.Rel(args[0], path)
-				req.Files[filepath.ToSlash(rel)] = string(b)
+				req.Files[f.rel] = string(b)
 				prog.set(int64(i+1), int64(i+1))
 			}
 			prog.finish()
@@ -297,18 +312,28 @@ func newPillarCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(cmd.ErrOrStderr(), "warning: the decrypted values go to %s over plain HTTP, readable on the network: use an https:// server\n", server.Redact(g.server))
 				}
 			}
-			if exported := filepath.Join(args[0], "nodegroups.json"); nodegroupsFile == "" && strings.HasPrefix(req.Files["top.sls"], exportHeader) {
-				if _, err := os.Stat(exported); err == nil {
-					nodegroupsFile = exported // a tree strata exported: its nodegroups are beside it
-					fmt.Fprintf(cmd.ErrOrStderr(), "reading the nodegroups of the export from %s\n", exported)
-				}
-			}
-			if nodegroupsFile != "" {
-				b, err := os.ReadFile(nodegroupsFile)
+			var nodegroups []byte
+			if nodegroupsFile == "" && strings.HasPrefix(req.Files["top.sls"], exportHeader) {
+				// A tree strata exported: its nodegroups are beside it, read as the tree is.
+				ok, err := tree.exists("nodegroups.json")
 				if err != nil {
 					return err
 				}
-				if err := json.Unmarshal(b, &req.Nodegroups); err != nil {
+				if ok {
+					nodegroupsFile = filepath.Join(args[0], "nodegroups.json")
+					fmt.Fprintf(cmd.ErrOrStderr(), "reading the nodegroups of the export from %s\n", nodegroupsFile)
+					if nodegroups, err = tree.read("nodegroups.json"); err != nil {
+						return err
+					}
+				}
+			} else if nodegroupsFile != "" {
+				// Named by the operator: read as named.
+				if nodegroups, err = os.ReadFile(nodegroupsFile); err != nil {
+					return err
+				}
+			}
+			if nodegroups != nil {
+				if err := json.Unmarshal(nodegroups, &req.Nodegroups); err != nil {
 					return fmt.Errorf("--nodegroups %s: a JSON object of nodegroup name to minion ids: %v", nodegroupsFile, err)
 				}
 			}
@@ -361,6 +386,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 	imp.Flags().BoolVar(&importOpts.SkipUnsupported, "skip-unsupported", false, "import what can be translated, skip the rest")
 	imp.Flags().StringVar(&env, "env", "", "the top.sls environment to import (default base)")
 	imp.Flags().StringVar(&gpgHomedir, "gpg-homedir", "", "decrypt the tree's PGP-encrypted values with gpg and this GnuPG home's keys (e.g. Salt's /etc/salt/gpgkeys) and import them as secrets")
+	imp.Flags().BoolVar(&followSymlinks, "follow-symlinks", false, "follow symbolic links in DIR (refused by default: a link could upload a file from outside the tree)")
 	imp.Flags().StringVar(&nodegroupsFile, "nodegroups", "", "JSON file of the master's nodegroups (name to minion ids); for a tree strata exported, its nodegroups.json")
 
 	var exportOrg, exportFormat string
@@ -372,7 +398,9 @@ func newPillarCmd(g *globals) *cobra.Command {
 			"under strata/, and the nodegroups top.sls names (nodegroups.conf for the master's\n" +
 			"configuration, nodegroups.json for the importer). Salt renders each minion's pillar from it\n" +
 			"as strata does; `strata pillar import DIR` reads it back to the same rows. Selector groups\n" +
-			"become nodegroups of the nodes they select now. DIR must be empty or not exist.\n\n" +
+			"become nodegroups of the nodes they select now. DIR must be empty or not exist (--force:\n" +
+			"replace the files the export writes); the export never writes through a symbolic link,\n" +
+			"and a DIR, or a directory in it, that is a link is refused.\n\n" +
 			"--format ndjson writes a sync stream instead (FILE, - for stdout): the kinds of typed\n" +
 			"categories, category bindings, orgs, nodes with labels, groups, and every row with its\n" +
 			"history, for `strata pillar import --format ndjson FILE` on another strata.",
@@ -387,34 +415,37 @@ func newPillarCmd(g *globals) *cobra.Command {
 			default:
 				return fmt.Errorf("--format %q: sls (a Salt tree in DIR) or ndjson (a sync stream in FILE, - for stdout)", exportFormat)
 			}
-			if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 && !force {
-				return fmt.Errorf("%s is not empty: export into a new directory (or give --force to overwrite the files the export writes)", dir)
+			// DIR is made (or checked) before anything is fetched, and every file is then
+			// created exclusively and never through a link (files.go).
+			out, err := openExportDir(dir, force)
+			if err != nil {
+				return err
 			}
 			c, err := g.client()
 			if err != nil {
+				out.abandon()
 				return err
 			}
 			tree, err := c.PillarExport(cmd.Context(), exportOrg)
 			if err != nil {
+				out.abandon()
 				return err
 			}
 			paths := slices.Sorted(maps.Keys(tree.Files))
 			prog := g.newProgress(int64(len(paths)), "files written", quiet)
 			for i, rel := range paths {
-				p := filepath.Join(dir, filepath.FromSlash(rel))
-				if !filepath.IsLocal(filepath.FromSlash(rel)) {
-					return fmt.Errorf("the server sent a file outside the tree: %q", rel)
-				}
 				// Owner-only: a tree holds the plaintext of secret categories the token may read.
-				if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-					return err
-				}
-				if err := writePrivate(p, []byte(tree.Files[rel])); err != nil {
+				if err := out.write(rel, []byte(tree.Files[rel])); err != nil {
+					prog.finish()
+					out.close()
 					return err
 				}
 				prog.set(int64(i+1), int64(i+1))
 			}
 			prog.finish()
+			if err := out.close(); err != nil {
+				return err
+			}
 			summary := map[string]any{"dir": dir, "rows": tree.Rows, "files": len(paths), "nodegroups": len(tree.Nodegroups)}
 			return g.print(summary, func(w io.Writer) error {
 				_, err := fmt.Fprintf(w, "exported %d rows into %s (%d files, %d nodegroups: add %s to the Salt master's configuration)\n",
@@ -425,7 +456,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 	}
 	exp.Flags().StringVar(&exportOrg, "org", "", "export one org's rows (and the global rows)")
 	exp.Flags().StringVar(&exportFormat, "format", "sls", "sls: a Salt pillar tree in DIR; ndjson: a sync stream for another strata in the file DIR names (- for stdout)")
-	exp.Flags().BoolVar(&force, "force", false, "write into a directory that is not empty")
+	exp.Flags().BoolVar(&force, "force", false, "write into a directory that is not empty (or over an existing FILE), replacing the files the export writes")
 	exp.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress")
 
 	cmd.AddCommand(set, get, del, list, imp, exp, newPillarSettingsCmd(g), newPillarCategoryCmd(g),
@@ -512,24 +543,38 @@ func newPillarSettingsCmd(g *globals) *cobra.Command {
 
 // syncExport writes the ndjson sync stream to path (- for stdout).
 func syncExport(cmd *cobra.Command, g *globals, path, org string, force bool) error {
-	if path != "-" && !force {
-		if _, err := os.Stat(path); err == nil {
-			return fmt.Errorf("%s exists: name a new file (or give --force to overwrite it)", path)
+	// The file is created (exclusively, owner-only, never through a link) before the stream
+	// is fetched, so an existing FILE fails at once and nothing can appear there meanwhile.
+	var f *os.File
+	if path != "-" {
+		var err error
+		if f, err = createExclusive(path, force); err != nil {
+			return err
 		}
+	}
+	fail := func(err error) error {
+		if f != nil {
+			f.Close()
+			_ = os.Remove(path)
+		}
+		return err
 	}
 	c, err := g.client()
 	if err != nil {
-		return err
+		return fail(err)
 	}
 	b, err := c.PillarSyncExport(cmd.Context(), org)
 	if err != nil {
-		return err
+		return fail(err)
 	}
 	if path == "-" {
 		_, err := cmd.OutOrStdout().Write(b)
 		return err
 	}
-	if err := writePrivate(path, b); err != nil {
+	if _, err := f.Write(b); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
 		return err
 	}
 	return g.print(map[string]any{"file": path, "records": bytes.Count(b, []byte("\n"))}, func(w io.Writer) error {

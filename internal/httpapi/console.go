@@ -826,13 +826,16 @@ type pillarRowView struct {
 }
 
 type historyView struct {
-	ID         int64
-	Revision   int64
-	Actor, At  string
-	Old, New   string
-	Deleted    bool
-	Rows       []diffLine
-	CanRestore bool
+	ID        int64
+	Revision  int64
+	Actor, At string
+	// ImportedBy and ImportedAt mark an entry a sync import added: Actor and At are then
+	// what the imported stream claimed, and the page says so.
+	ImportedBy, ImportedAt string
+	Old, New               string
+	Deleted                bool
+	Rows                   []diffLine
+	CanRestore             bool
 }
 
 type diffLine struct {
@@ -861,12 +864,14 @@ func (a *API) pillarRow(r *http.Request, s auth.Session, target, category string
 	v.CanWrite = a.mayCall(r, s, "PUT", path)
 	var hist struct {
 		Items []struct {
-			ID       int64           `json:"id"`
-			Revision int64           `json:"revision"`
-			Old      json.RawMessage `json:"old"`
-			New      json.RawMessage `json:"new"`
-			Actor    string          `json:"actor"`
-			At       time.Time       `json:"at"`
+			ID         int64           `json:"id"`
+			Revision   int64           `json:"revision"`
+			Old        json.RawMessage `json:"old"`
+			New        json.RawMessage `json:"new"`
+			Actor      string          `json:"actor"`
+			At         time.Time       `json:"at"`
+			ImportedBy string          `json:"importedBy"`
+			ImportedAt *time.Time      `json:"importedAt"`
 		} `json:"items"`
 	}
 	if _, err := a.consoleCall(r, s, "GET", path+"/history?limit=20", nil, &hist); err != nil {
@@ -875,6 +880,12 @@ func (a *API) pillarRow(r *http.Request, s auth.Session, target, category string
 	for _, h := range hist.Items {
 		hv := historyView{ID: h.ID, Revision: h.Revision, Actor: h.Actor, At: h.At.UTC().Format("2006-01-02 15:04:05 UTC"),
 			Old: prettyJSON(h.Old), New: prettyJSON(h.New), Deleted: string(h.New) == "null" || len(h.New) == 0, CanRestore: v.CanWrite}
+		if h.ImportedBy != "" {
+			hv.ImportedBy = h.ImportedBy
+			if h.ImportedAt != nil {
+				hv.ImportedAt = h.ImportedAt.UTC().Format("2006-01-02 15:04:05 UTC")
+			}
+		}
 		hv.Rows = sideBySide(hv.Old, hv.New)
 		v.History = append(v.History, hv)
 	}

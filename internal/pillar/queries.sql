@@ -40,13 +40,13 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea, $9::bytea);
 
 -- name: PillarHistory
 -- Newest first; $3 is the id below which to continue (0: from the newest).
-SELECT id, revision, old_data, new_data, actor, at, old_sealed, new_sealed FROM {{schema}}.pillar_history
+SELECT id, revision, old_data, new_data, actor, at, old_sealed, new_sealed, imported_by, imported_at FROM {{schema}}.pillar_history
 WHERE target = $1 AND category = $2 AND ($3::bigint = 0 OR id < $3)
 ORDER BY id DESC
 LIMIT $4;
 
 -- name: PillarHistoryEntry
-SELECT id, revision, old_data, new_data, actor, at, old_sealed, new_sealed FROM {{schema}}.pillar_history
+SELECT id, revision, old_data, new_data, actor, at, old_sealed, new_sealed, imported_by, imported_at FROM {{schema}}.pillar_history
 WHERE target = $1 AND category = $2 AND id = $3;
 
 -- name: PillarCategories
@@ -233,9 +233,10 @@ ORDER BY h.target, h.category, h.id;
 
 -- name: SyncHistoryAdd
 -- A history entry carried from another installation, unless it is there already (same row,
--- revision, time, actor and value): a sync run twice adds nothing the second time.
-INSERT INTO {{schema}}.pillar_history (target, resource_id, category, revision, old_data, new_data, actor, at, old_sealed, new_sealed)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9::bytea, $10::bytea
+-- revision, time, actor and value): a sync run twice adds nothing the second time. $11 is
+-- who imports it; imported_at is the importing transaction's time (migration 0027).
+INSERT INTO {{schema}}.pillar_history (target, resource_id, category, revision, old_data, new_data, actor, at, old_sealed, new_sealed, imported_by, imported_at)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9::bytea, $10::bytea, $11, now()
 WHERE NOT EXISTS (
 	SELECT 1 FROM {{schema}}.pillar_history
 	WHERE target = $1 AND category = $3 AND revision = $4 AND at = $8 AND actor = $7

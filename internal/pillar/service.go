@@ -456,6 +456,11 @@ type Change struct {
 	// Secret says the entry's values are a secret category's: masked unless the reader
 	// holds pillars:read-secrets on the target.
 	Secret bool `json:"secret,omitempty"`
+	// ImportedBy and ImportedAt mark an entry a sync import added (SyncImport): who
+	// imported it and when. Actor and At are then what the imported stream claimed, which
+	// this installation did not witness, so a reader must be able to tell them apart.
+	ImportedBy string     `json:"importedBy,omitempty"`
+	ImportedAt *time.Time `json:"importedAt,omitempty"`
 }
 
 // scanChange reads a history entry; open, when set, turns a sealed value into what the
@@ -465,11 +470,19 @@ func scanChange(row db.Row, open func(sealed []byte) ([]byte, error)) (Change, e
 		c                  Change
 		old, new           []byte
 		oldSealed, newSeal []byte
+		importedBy         *string
 	)
-	if err := row.Scan(&c.ID, &c.Revision, &old, &new, &c.Actor, &c.At, &oldSealed, &newSeal); err != nil {
+	if err := row.Scan(&c.ID, &c.Revision, &old, &new, &c.Actor, &c.At, &oldSealed, &newSeal, &importedBy, &c.ImportedAt); err != nil {
 		return c, err
 	}
 	c.At = c.At.UTC()
+	if importedBy != nil {
+		c.ImportedBy = *importedBy
+	}
+	if c.ImportedAt != nil {
+		at := c.ImportedAt.UTC()
+		c.ImportedAt = &at
+	}
 	c.Secret = oldSealed != nil || newSeal != nil
 	for _, v := range []struct {
 		sealed []byte

@@ -382,7 +382,7 @@ func (s *Service) SyncImport(ctx context.Context, res *resource.Service, recs []
 				act.Action, err = s.syncGroup(ctx, res, r)
 			case "row":
 				act.Name = r.Target + "/" + r.Category
-				act.Action, act.History, err = s.syncRow(ctx, tx, r, actor.Actor)
+				act.Action, act.History, err = s.syncRow(ctx, tx, r, actor)
 			}
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", r.Type, act.Name, err)
@@ -500,7 +500,14 @@ func (s *Service) syncGroup(ctx context.Context, res *resource.Service, r SyncRe
 
 // syncRow adds the row's history entries this installation lacks, then writes its data
 // unless the stored row equals it (a typed category validates it as any write).
-func (s *Service) syncRow(ctx context.Context, tx *db.Tx, r SyncRecord, actor string) (string, int, error) {
+//
+// The entries keep the actor and time the stream claims — the source installation's
+// record, which this one cannot check — so each is marked with who imported it and when
+// (imported_by, imported_at), and a row whose history gained entries gets an audit record
+// of its own (pillar.history.import), whether or not its data then changes: history is
+// never extended without a trace of who did it.
+func (s *Service) syncRow(ctx context.Context, tx *db.Tx, r SyncRecord, who auth.AuditActor) (string, int, error) {
+	actor := who.Actor
 	t, err := ParseTarget(r.Target)
 	if err != nil {
 		return "", 0, err
@@ -528,17 +535,29 @@ func (s *Service) syncRow(ctx context.Context, tx *db.Tx, r SyncRecord, actor st
 		return "", 0, err
 	}
 	added := 0
+	revisions := []int64{}
 	for _, c := range r.History {
 		if cat.Secret {
 			if c, err = s.sealChange(t, r.Category, c); err != nil {
 				return "", added, err
 			}
 		}
-		n, err := tx.Exec(ctx, q.Get("SyncHistoryAdd"), t.String(), rid, r.Category, c.Revision, nullable(c.Old), nullable(c.New), c.Actor, c.At, nullBytes(c.OldSealed), nullBytes(c.NewSealed))
+		n, err := tx.Exec(ctx, q.Get("SyncHistoryAdd"), t.String(), rid, r.Category, c.Revision, nullable(c.Old), nullable(c.New), c.Actor, c.At, nullBytes(c.OldSealed), nullBytes(c.NewSealed), actor)
 		if err != nil {
 			return "", added, err
 		}
-		added += int(n)
+		if n > 0 {
+			added += int(n)
+			revisions = append(revisions, c.Revision)
+		}
+	}
+	if added > 0 {
+		// The revisions only: the audit log never holds values, and the claimed actors are
+		// in the entries themselves.
+		if err := auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: actor, RemoteAddr: who.RemoteAddr, Action: "pillar.history.import",
+			Target: t.String() + "/" + r.Category, Detail: map[string]any{"entries": added, "revisions": revisions}}); err != nil {
+			return "", added, err
+		}
 	}
 	cur, err := s.get(ctx, t, r.Category, true)
 	switch {

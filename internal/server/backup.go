@@ -92,15 +92,37 @@ func Backup(ctx context.Context, opts BackupOptions, file string) (tables int, e
 	if err != nil {
 		return 0, err
 	}
+	// pg_dump would create file under the umask (0644 on most machines), readable by every
+	// local user, though a backup holds token hashes, plaintext pillars and the audit log.
+	// So the dump goes into a temporary file beside it, which os.CreateTemp makes 0600 from
+	// the start, and is renamed over file once complete: a file already there (of any mode)
+	// or a symbolic link at the path is replaced, never written through, and a failed dump
+	// leaves no partial backup.
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*.partial")
+	if err != nil {
+		return 0, err
+	}
+	partial := tmp.Name()
+	if err := tmp.Close(); err != nil {
+		_ = os.Remove(partial)
+		return 0, err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(partial)
+		}
+	}()
 	// Schema patterns in double quotes match exactly (pg_dump reads -n as a pattern).
-	args := []string{"--format=custom", "--no-owner", "--no-privileges", "--verbose", "--file", file, "--schema", `"` + d.DB.Schema() + `"`}
+	args := []string{"--format=custom", "--no-owner", "--no-privileges", "--verbose", "--file", partial, "--schema", `"` + d.DB.Schema() + `"`}
 	for _, p := range projects {
 		args = append(args, "--schema", `"`+p+`"`)
 	}
 	args = append(args, "--dbname", dbURL)
 	done, err := runWithProgress(ctx, pgDump, args, "dumping contents of table", total, opts.Progress)
 	if err != nil {
-		_ = os.Remove(file)
+		return 0, err
+	}
+	if err = os.Rename(partial, file); err != nil {
 		return 0, err
 	}
 	return done, nil

@@ -1,0 +1,11 @@
+-- strata:compatible-since 15
+-- Imported history marked as such (issue 27, finding 8a). A sync import (POST
+-- /v1/pillars:import?format=ndjson) adds the history entries another installation sent, with
+-- the actor and time that stream claims — which this installation never witnessed, and
+-- which a caller holding pillars:write:* could invent. imported_by names who imported an
+-- entry (the importing token's actor) and imported_at when; both are NULL for the entries
+-- this installation wrote itself, so history reads can tell the two apart.
+--
+-- Additive: release 15 neither reads nor writes these columns. A replica of that release
+-- still running during a rollout imports history unmarked, as it always did.
+ALTER TABLE {{schema}}.pillar_history ADD COLUMN imported_by text, ADD COLUMN imported_at timestamptz;
