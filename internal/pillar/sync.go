@@ -473,7 +473,8 @@ func (s *Service) syncGroup(ctx context.Context, res *resource.Service, r SyncRe
 }
 
 // syncRow adds the row's history entries this installation lacks, then writes its data
-// unless the stored row equals it (a typed category validates it as any write).
+// unless the stored row equals it and the caller may be told so (mayCompare; a typed
+// category validates it as any write).
 func (s *Service) syncRow(ctx context.Context, tx *db.Tx, r SyncRecord, actor string) (string, int, error) {
 	t, err := ParseTarget(r.Target)
 	if err != nil {
@@ -525,7 +526,7 @@ func (s *Service) syncRow(ctx context.Context, tx *db.Tx, r SyncRecord, actor st
 		return "", added, err
 	}
 	stored, _ := json.Marshal(cur.Data)
-	if sameJSON(stored, raw) {
+	if sameJSON(stored, raw) && mayCompare(ctx, t, cur) {
 		return "unchanged", added, nil
 	}
 	if _, _, err := s.Put(ctx, t, r.Category, data, "", actor); err != nil {

@@ -1,0 +1,143 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/internal/auth"
+	"github.com/stratahq/strata/internal/httpapi"
+	"github.com/stratahq/strata/internal/kind"
+	"github.com/stratahq/strata/internal/pgtest"
+	"github.com/stratahq/strata/internal/pillar"
+	"github.com/stratahq/strata/internal/resource"
+)
+
+// Issue 27, findings 3, 4, 8(b) and 8(g): no answer is an oracle for a value the caller may
+// not read, and a kind registration rewrites no pillar row its registrant may not write.
+
+const (
+	oracleRight = "right-KEY-0451"
+	oracleWrong = "wrong-KEY-0452"
+)
+
+// setupHeld is setup wired as the server wires typed pillar categories: one kind registry
+// validates objects and pillar rows of bound categories and presents those rows under a
+// new revision (server.New connects them the same way).
+func setupHeld(t *testing.T) *testBundle {
+	t.Helper()
+	d := pgtest.NewDB(t)
+	tokens := auth.NewService(d)
+	admin, err := tokens.Bootstrap(context.Background(), "")
+	require.NoError(t, err)
+	keys := testKeys(t)
+	pillars := pillar.NewService(d)
+	pillars.UseKeys(keys)
+	resources := resource.NewService(d)
+	kinds := kind.NewService(d)
+	resources.UseSchemas(kinds)
+	pillars.UseKinds(kinds)
+	kinds.SetHolder(pillars)
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resources, Kinds: kinds, Pillars: pillars, Keys: keys,
+		MaxBodyBytes: 64 << 10, Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	t.Cleanup(srv.Close)
+	return &testBundle{srv: srv, admin: admin, tokens: tokens}
+}
+
+// must runs admin requests that must succeed.
+func (b *testBundle) must(t *testing.T, reqs ...[3]string) {
+	t.Helper()
+	for _, c := range reqs {
+		r := b.do(t, c[0], c[1], b.admin, strings.NewReader(c[2]))
+		require.Less(t, r.status, 300, "%s %s: %s", c[0], c[1], r.body)
+	}
+}
+
+// secretNode is victim's node vdb01 with a secret row creds holding oracleRight.
+func secretNode(t *testing.T, b *testBundle) {
+	t.Helper()
+	b.must(t,
+		[3]string{"POST", "/v1/orgs", `{"metadata":{"name":"victim"}}`},
+		[3]string{"POST", "/v1/nodes", `{"metadata":{"name":"vdb01"},"spec":{"org":"victim"}}`},
+		[3]string{"PUT", "/v1/pillar-categories/creds", `{"secret":true}`},
+		[3]string{"PUT", "/v1/nodes/vdb01/pillars/creds", `{"node_key":"` + oracleRight + `"}`},
+	)
+}
+
+// rowRevision is the stored revision of a row, read as admin.
+func rowRevision(t *testing.T, b *testBundle, path string) int64 {
+	t.Helper()
+	r := b.do(t, "GET", path, b.admin, nil)
+	require.Equal(t, 200, r.status, string(r.body))
+	var p struct {
+		Revision int64 `json:"revision"`
+	}
+	require.NoError(t, json.Unmarshal(r.body, &p))
+	return p.Revision
+}
+
+// TestImportIsNoSecretOracle is finding 3: a pillars:write:* token without read-secrets sent
+// a guess of a secret row through a dry-run import and read `unchanged` for the right guess,
+// `updated` for a wrong one. Now both imports (ndjson sync and Salt tree), dry run and real,
+// answer `updated` for either guess to such a caller, and a real import writes a new
+// revision; a caller holding pillars:read-secrets on the row still gets `unchanged` for the
+// right value (the control). Seen failing before the fix (the right guess was `unchanged`).
+func TestImportIsNoSecretOracle(t *testing.T) {
+	t.Parallel()
+	b := setupHeld(t)
+	secretNode(t, b)
+	writer := b.token(t, "writer", "pillars:write:*", "nodes:write:*", "groups:write:victim", "orgs:attach:victim")
+	revealer := b.token(t, "revealer", "pillars:write:*", "nodes:write:*", "groups:write:victim", "orgs:attach:victim", "pillars:read-secrets:node/vdb01")
+	const row = "/v1/nodes/vdb01/pillars/creds"
+
+	syncAction := func(token, guess string, dry bool) string {
+		t.Helper()
+		body := `{"type":"header","version":1}` + "\n" +
+			`{"type":"row","target":"node/vdb01","category":"creds","data":{"node_key":"` + guess + `"}}` + "\n"
+		r := b.do(t, "POST", "/v1/pillars:import?format=ndjson&dryRun="+strconv.FormatBool(dry), token, strings.NewReader(body))
+		require.Equal(t, 200, r.status, string(r.body))
+		require.NotContains(t, string(r.body), oracleRight)
+		var rep pillar.SyncReport
+		require.NoError(t, json.Unmarshal(r.body, &rep))
+		require.Len(t, rep.Items, 1)
+		return rep.Items[0].Action
+	}
+	treeAction := func(token, guess string, dry bool) string {
+		t.Helper()
+		body, err := json.Marshal(map[string]any{"files": map[string]string{
+			"top.sls":   "base:\n  vdb01:\n    - creds\n",
+			"creds.sls": "node_key: " + guess + "\n",
+		}})
+		require.NoError(t, err)
+		r := b.do(t, "POST", "/v1/pillars:import?org=victim&dryRun="+strconv.FormatBool(dry), token, strings.NewReader(string(body)))
+		require.Equal(t, 200, r.status, string(r.body))
+		require.NotContains(t, string(r.body), oracleRight)
+		var rep pillar.ImportReport
+		require.NoError(t, json.Unmarshal(r.body, &rep))
+		require.Len(t, rep.Rows, 1)
+		return rep.Rows[0].Action
+	}
+	for name, action := range map[string]func(token, guess string, dry bool) string{"sync": syncAction, "tree": treeAction} {
+		for _, guess := range []string{oracleWrong, oracleRight} {
+			require.Equal(t, "updated", action(writer, guess, true), "%s dry run, guess %s", name, guess)
+		}
+		require.Equal(t, "unchanged", action(revealer, oracleRight, true), "%s: a caller who may read the row is told", name)
+		require.Equal(t, "updated", action(revealer, oracleWrong, true), name)
+
+		// A real import of the right value by the blind writer writes a new revision.
+		before := rowRevision(t, b, row)
+		require.Equal(t, "updated", action(writer, oracleRight, false), name)
+		require.Equal(t, before+1, rowRevision(t, b, row), "%s: the import wrote what it reported", name)
+		require.Equal(t, "unchanged", action(revealer, oracleRight, false), name)
+		require.Equal(t, before+1, rowRevision(t, b, row), name)
+	}
+	r := b.do(t, "GET", row, b.admin, nil)
+	require.Contains(t, string(r.body), oracleRight, "the value stayed the right one")
+}
