@@ -141,3 +141,50 @@ func TestImportIsNoSecretOracle(t *testing.T) {
 	r := b.do(t, "GET", row, b.admin, nil)
 	require.Contains(t, string(r.body), oracleRight, "the value stayed the right one")
 }
+
+// ntpHTTPSchema is a kind for a pillar formula: servers, and maxpoll at most maxpoll; extra
+// properties are appended.
+func ntpHTTPSchema(maxpoll int, extra ...string) string {
+	props := `"servers":{"type":"array","items":{"type":"string"}},"maxpoll":{"type":"integer","maximum":` + strconv.Itoa(maxpoll) + `}`
+	for _, e := range extra {
+		props += "," + e
+	}
+	return `{"type":"object","additionalProperties":false,"properties":{` + props + `}}`
+}
+
+// TestStoredKindReportNeedsReadSecrets is finding 8(b): a stored registration report named
+// the secret rows that violate a registered constraint to any pillars:read holder of their
+// target, which tells whether a secret value passes it. Now a sealed row appears in a stored
+// report only for a reader holding pillars:read-secrets on its target (the control); plain
+// rows stay visible with pillars:read. Seen failing before the fix (the secret row was
+// listed to the reader without read-secrets).
+func TestStoredKindReportNeedsReadSecrets(t *testing.T) {
+	t.Parallel()
+	b := setupHeld(t)
+	b.must(t,
+		[3]string{"PUT", "/v1/kinds/NtpFormula", `{"scope":"global","schema":` + ntpHTTPSchema(17) + `}`},
+		[3]string{"POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`},
+		[3]string{"POST", "/v1/nodes", `{"metadata":{"name":"web01"},"spec":{"org":"acme"}}`},
+		[3]string{"POST", "/v1/nodes", `{"metadata":{"name":"web02"},"spec":{"org":"acme"}}`},
+		[3]string{"PUT", "/v1/pillar-categories/ntp", `{"kind":"NtpFormula","secret":true}`},
+		[3]string{"PUT", "/v1/pillar-categories/plainntp", `{"kind":"NtpFormula"}`},
+		[3]string{"PUT", "/v1/nodes/web02/pillars/ntp", `{"servers":["b"],"maxpoll":15}`},
+		[3]string{"PUT", "/v1/nodes/web01/pillars/plainntp", `{"servers":["a"],"maxpoll":16}`},
+	)
+	r := b.do(t, "PUT", "/v1/kinds/NtpFormula", b.admin, strings.NewReader(`{"schema":`+ntpHTTPSchema(12)+`}`))
+	require.Equal(t, 201, r.status, string(r.body))
+	secretLabel, plainLabel := kind.HeldLabel("node/web02/ntp"), kind.HeldLabel("node/web01/plainntp")
+	require.Contains(t, string(r.body), secretLabel, "the registrant, who may read everything, is shown the row")
+
+	reader := b.token(t, "reader", "kinds:read:*", "pillars:read:*")
+	revealer := b.token(t, "revealer", "kinds:read:*", "pillars:read:*", "pillars:read-secrets:node/web02")
+	for _, path := range []string{"/v1/kinds/NtpFormula/revisions/2", "/v1/kinds/NtpFormula/revisions"} {
+		r := b.do(t, "GET", path, reader, nil)
+		require.Equal(t, 200, r.status, string(r.body))
+		require.NotContains(t, string(r.body), secretLabel, path)
+		require.Contains(t, string(r.body), plainLabel, "%s: a plain row is shown to a reader of its target", path)
+		r = b.do(t, "GET", path, revealer, nil)
+		require.Equal(t, 200, r.status, string(r.body))
+		require.Contains(t, string(r.body), secretLabel, "%s: a reader of the secret is shown it", path)
+	}
+}

@@ -27,8 +27,10 @@ type Holder interface {
 	// holder could hold, and otherwise the scope that would let it.
 	MayReadAllHeld(ctx context.Context) (bool, string)
 	// MayReadHeld reports whether the caller may read the value a HeldLabel names (its part
-	// after the prefix).
-	MayReadHeld(p *auth.Principal, name string) bool
+	// after the prefix): a stored report names a value only to such a caller, since naming
+	// it says whether it passes a constraint (for a secret value, that needs the scope that
+	// reads its plaintext).
+	MayReadHeld(ctx context.Context, p *auth.Principal, name string) bool
 	// Represent stores, for every held value of kind whose presentation under revision rev
 	// differs from what is stored, present's result, and reports how many it changed.
 	Represent(ctx context.Context, tx *db.Tx, kind string, rev int, present func(raw []byte) ([]byte, error)) (int, error)

@@ -432,7 +432,7 @@ func (s *Service) Revisions(ctx context.Context, name string) ([]client.KindRevi
 	}
 	vis := s.visibilityOf(ctx)
 	for i := range out {
-		out[i].Report = vis.filterReport(scope, out[i].Report)
+		out[i].Report = vis.filterReport(ctx, scope, out[i].Report)
 	}
 	return out, nil
 }
@@ -462,7 +462,7 @@ func (s *Service) Revision(ctx context.Context, name string, n int) (client.Kind
 	if err != nil {
 		return r, err
 	}
-	r.Report = s.visibilityOf(ctx).filterReport(scope, r.Report)
+	r.Report = s.visibilityOf(ctx).filterReport(ctx, scope, r.Report)
 	return r, nil
 }
 

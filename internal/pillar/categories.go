@@ -548,13 +548,28 @@ func (s *Service) MayReadAllHeld(ctx context.Context) (bool, string) {
 	return true, ""
 }
 
-// MayReadHeld reports whether p may read the row named <target>/<category>.
-func (s *Service) MayReadHeld(p *auth.Principal, name string) bool {
+// MayReadHeld reports whether p may read the row named <target>/<category>: pillars:read on
+// its target, and for a row of a category that is secret now pillars:read-secrets too — a
+// report naming a secret row says whether its value passes a constraint, which is an answer
+// about the value. (A category made plain since was made so by a caller who may read every
+// secret, and its values are now for every reader.)
+func (s *Service) MayReadHeld(ctx context.Context, p *auth.Principal, name string) bool {
 	i := strings.LastIndexByte(name, '/')
 	if i < 0 {
 		return false
 	}
-	return p.Allows("pillars", "read", name[:i])
+	target, category := name[:i], name[i+1:]
+	if !p.Allows("pillars", "read", target) {
+		return false
+	}
+	var (
+		kindName *string
+		isSecret bool
+	)
+	if err := s.db.QueryRow(ctx, q.Get("CategoryKind"), category).Scan(&kindName, &isSecret); err != nil {
+		return false
+	}
+	return !isSecret || p.Allows("pillars", "read-secrets", target)
 }
 
 // Represent rewrites the rows of kindName's bound categories whose presentation under
