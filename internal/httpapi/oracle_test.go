@@ -188,3 +188,66 @@ func TestStoredKindReportNeedsReadSecrets(t *testing.T) {
 		require.Contains(t, string(r.body), secretLabel, "%s: a reader of the secret is shown it", path)
 	}
 }
+
+// TestKindRegistrationNeedsPillarsWrite is finding 4: kinds:write:<Kind> alone rewrote pillar
+// rows of every org bound to the kind, secret rows included — a new revision's default is
+// written into every bound row (Salt reads rows, not the registry). Now a registration
+// that changes the stored presentation of bound rows needs pillars:write on every target
+// holding such a row: without it the registration, dry run alike, is a 403 naming the first
+// missing scope, nothing is registered and no row changes; with pillars:write:* it is
+// registered and the rows carry the default. Seen failing before the fix (the kinds:write
+// token's registration was a 201 and the default reached victim's rows).
+func TestKindRegistrationNeedsPillarsWrite(t *testing.T) {
+	t.Parallel()
+	b := setupHeld(t)
+	b.must(t,
+		[3]string{"PUT", "/v1/kinds/NtpFormula", `{"scope":"global","schema":` + ntpHTTPSchema(17) + `}`},
+		[3]string{"POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`},
+		[3]string{"POST", "/v1/orgs", `{"metadata":{"name":"victim"}}`},
+		[3]string{"POST", "/v1/nodes", `{"metadata":{"name":"web01"},"spec":{"org":"acme"}}`},
+		[3]string{"POST", "/v1/nodes", `{"metadata":{"name":"vdb01"},"spec":{"org":"victim"}}`},
+		[3]string{"PUT", "/v1/pillar-categories/ntp", `{"kind":"NtpFormula"}`},
+		[3]string{"PUT", "/v1/pillar-categories/ntpkeys", `{"kind":"NtpFormula","secret":true}`},
+		[3]string{"PUT", "/v1/nodes/web01/pillars/ntp", `{"servers":["a.acme.example"]}`},
+		[3]string{"PUT", "/v1/nodes/vdb01/pillars/ntp", `{"servers":["v.victim.example"]}`},
+		[3]string{"PUT", "/v1/nodes/vdb01/pillars/ntpkeys", `{"servers":["s.victim.example"]}`},
+	)
+	withDefault := `{"schema":` + ntpHTTPSchema(17, `"pool":{"type":"string","default":"ntp.attacker.example"}`) + `}`
+	rows := []string{"/v1/nodes/web01/pillars/ntp", "/v1/nodes/vdb01/pillars/ntp", "/v1/nodes/vdb01/pillars/ntpkeys"}
+	unchanged := func(what string) {
+		t.Helper()
+		for _, row := range rows {
+			r := b.do(t, "GET", row, b.admin, nil)
+			require.Equal(t, 200, r.status, string(r.body))
+			require.NotContains(t, string(r.body), "attacker", "%s: %s", what, row)
+			require.Contains(t, string(r.body), `"revision":1`, "%s: %s", what, row)
+		}
+		r := b.do(t, "GET", "/v1/kinds/NtpFormula", b.admin, nil)
+		require.Contains(t, string(r.body), `"revision":1`, "%s: nothing registered", what)
+	}
+
+	kinder := b.token(t, "kinder", "kinds:write:NtpFormula", "kinds:read:NtpFormula")
+	acmeWriter := b.token(t, "acme-writer", "kinds:write:NtpFormula", "kinds:read:NtpFormula", "pillars:write:node/web01")
+	for _, dry := range []string{"true", "false"} {
+		p := problem(t, b.do(t, "PUT", "/v1/kinds/NtpFormula?dryRun="+dry, kinder, strings.NewReader(withDefault)), 403, "forbidden")
+		require.Contains(t, p.Detail, "pillars:write:node/web01", "the first row's scope is named")
+		unchanged("kinds:write only, dryRun=" + dry)
+		p = problem(t, b.do(t, "PUT", "/v1/kinds/NtpFormula?dryRun="+dry, acmeWriter, strings.NewReader(withDefault)), 403, "forbidden")
+		require.Contains(t, p.Detail, "pillars:write:node/vdb01", "the first scope missing is victim's node")
+		unchanged("pillars:write on acme's node only, dryRun=" + dry)
+	}
+	// A change that presents no row differently (a description) needs no pillar scope.
+	described := `{"schema":` + strings.Replace(ntpHTTPSchema(17), `"type":"object",`, `"type":"object","description":"NTP servers",`, 1) + `}`
+	r := b.do(t, "PUT", "/v1/kinds/NtpFormula", kinder, strings.NewReader(described))
+	require.Equal(t, 201, r.status, string(r.body))
+
+	full := b.token(t, "full", "kinds:write:NtpFormula", "kinds:read:NtpFormula", "pillars:write:*")
+	r = b.do(t, "PUT", "/v1/kinds/NtpFormula?dryRun=true", full, strings.NewReader(withDefault))
+	require.Equal(t, 200, r.status, string(r.body))
+	r = b.do(t, "PUT", "/v1/kinds/NtpFormula", full, strings.NewReader(withDefault))
+	require.Equal(t, 201, r.status, string(r.body))
+	for _, row := range rows {
+		r := b.do(t, "GET", row, b.admin, nil)
+		require.Contains(t, string(r.body), "ntp.attacker.example", "the registrant may write %s: the default is stored", row)
+	}
+}
