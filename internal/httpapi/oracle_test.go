@@ -13,11 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stratahq/strata/internal/auth"
+	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/kind"
 	"github.com/stratahq/strata/internal/pgtest"
 	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
+	"github.com/stratahq/strata/internal/secret"
 )
 
 // Issue 27, findings 3, 4, 8(b) and 8(g): no answer is an oracle for a value the caller may
@@ -33,11 +35,24 @@ const (
 // new revision (server.New connects them the same way).
 func setupHeld(t *testing.T) *testBundle {
 	t.Helper()
+	b, _, _ := setupHeldKeys(t)
+	return b
+}
+
+// setupHeldKeys is setupHeld answering the database and the replica's keyring too.
+func setupHeldKeys(t *testing.T) (*testBundle, *db.DB, *secret.Keyring) {
+	t.Helper()
 	d := pgtest.NewDB(t)
 	tokens := auth.NewService(d)
 	admin, err := tokens.Bootstrap(context.Background(), "")
 	require.NoError(t, err)
 	keys := testKeys(t)
+	return &testBundle{srv: heldReplica(t, d, tokens, keys), admin: admin, tokens: tokens}, d, keys
+}
+
+// heldReplica is a server over d with keys, as one replica of an installation.
+func heldReplica(t *testing.T, d *db.DB, tokens *auth.Service, keys *secret.Keyring) *httptest.Server {
+	t.Helper()
 	pillars := pillar.NewService(d)
 	pillars.UseKeys(keys)
 	resources := resource.NewService(d)
@@ -48,7 +63,7 @@ func setupHeld(t *testing.T) *testBundle {
 	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resources, Kinds: kinds, Pillars: pillars, Keys: keys,
 		MaxBodyBytes: 64 << 10, Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	t.Cleanup(srv.Close)
-	return &testBundle{srv: srv, admin: admin, tokens: tokens}
+	return srv
 }
 
 // must runs admin requests that must succeed.
@@ -250,4 +265,77 @@ func TestKindRegistrationNeedsPillarsWrite(t *testing.T) {
 		r := b.do(t, "GET", row, b.admin, nil)
 		require.Contains(t, string(r.body), "ntp.attacker.example", "the registrant may write %s: the default is stored", row)
 	}
+}
+
+// TestSyncSealedThatDoesNotOpen is finding 8(g): a sync row whose client-supplied sealed
+// value did not open was a 500, or a 503 listing this replica's key ids. Now such a value —
+// malformed, sealed with a key no value of the database uses, or sealed for another row, in
+// the row or in a history entry — is a 422 naming the record's line, dry run alike, that
+// lists no key id of this replica; nothing is written. A value sealed with a key other values
+// of the database use but this replica lacks is this replica's fault, a 503 naming no key id
+// either. The control: a value sealed here for the row opens. Seen failing before the fix
+// (a 500 for the malformed value, a 503 listing the key ids for the foreign one).
+func TestSyncSealedThatDoesNotOpen(t *testing.T) {
+	t.Parallel()
+	b, d, keys := setupHeldKeys(t)
+	secretNode(t, b)
+	writer := b.token(t, "writer", "pillars:write:*")
+	aad := []byte("strata pillar\x00node/vdb01\x00creds") // the row's identity a seal binds
+	plain := []byte(`{"node_key":"synced-KEY"}`)
+	foreign := testKeys(t)
+	fromForeign, err := foreign.Seal(plain, aad)
+	require.NoError(t, err)
+	otherRow, err := keys.Seal(plain, []byte("strata pillar\x00node/vdb02\x00creds"))
+	require.NoError(t, err)
+	good, err := keys.Seal(plain, aad)
+	require.NoError(t, err)
+
+	stream := func(row map[string]any) string {
+		line, err := json.Marshal(row)
+		require.NoError(t, err)
+		return `{"type":"header","version":1}` + "\n" + string(line) + "\n"
+	}
+	row := func(sealed []byte) map[string]any {
+		return map[string]any{"type": "row", "target": "node/vdb01", "category": "creds", "data": map[string]any{"node_key": "(secret)"}, "sealed": sealed}
+	}
+	withHistory := func(sealed []byte) map[string]any {
+		r := row(good)
+		r["history"] = []map[string]any{{"revision": 7, "old": nil, "new": map[string]any{"node_key": "(secret)"}, "actor": "elsewhere", "at": "2026-01-02T03:04:05Z", "newSealed": sealed}}
+		return r
+	}
+	before := rowRevision(t, b, "/v1/nodes/vdb01/pillars/creds")
+	for name, body := range map[string]string{
+		"malformed":           stream(row([]byte("not a sealed value at all"))),
+		"foreign key":         stream(row(fromForeign)),
+		"another row's value": stream(row(otherRow)),
+		"history entry":       stream(withHistory(fromForeign)),
+	} {
+		for _, dry := range []string{"true", "false"} {
+			r := b.do(t, "POST", "/v1/pillars:import?format=ndjson&dryRun="+dry, writer, strings.NewReader(body))
+			p := problem(t, r, 422, "unprocessable")
+			require.NotEmpty(t, p.Errors, "%s: %s", name, r.body)
+			require.Equal(t, "line 2", p.Errors[0].Field, name)
+			for _, id := range keys.IDs() {
+				require.NotContains(t, string(r.body), id, "%s: the answer lists this replica's key", name)
+			}
+		}
+	}
+	require.Equal(t, before, rowRevision(t, b, "/v1/nodes/vdb01/pillars/creds"), "nothing was written")
+	h := b.do(t, "GET", "/v1/nodes/vdb01/pillars/creds/history", b.admin, nil)
+	require.NotContains(t, string(h.body), "elsewhere", "no history entry was added")
+
+	r := b.do(t, "POST", "/v1/pillars:import?format=ndjson", writer, strings.NewReader(stream(row(good))))
+	require.Equal(t, 200, r.status, "control: a value sealed here for the row opens: %s", r.body)
+	require.Contains(t, string(b.do(t, "GET", "/v1/nodes/vdb01/pillars/creds", b.admin, nil).body), "synced-KEY")
+
+	// A replica of the same database started without the key its values use.
+	lacking := testKeys(t)
+	other := &testBundle{srv: heldReplica(t, d, b.tokens, lacking), admin: b.admin, tokens: b.tokens}
+	r = other.do(t, "POST", "/v1/pillars:import?format=ndjson&dryRun=true", writer, strings.NewReader(stream(row(good))))
+	problem(t, r, 503, "unavailable")
+	for _, id := range append(lacking.IDs(), keys.IDs()...) {
+		require.NotContains(t, string(r.body), id)
+	}
+	r = other.do(t, "POST", "/v1/pillars:import?format=ndjson&dryRun=true", writer, strings.NewReader(stream(row(fromForeign))))
+	problem(t, r, 422, "unprocessable")
 }
