@@ -339,3 +339,67 @@ func TestSyncSealedThatDoesNotOpen(t *testing.T) {
 	r = other.do(t, "POST", "/v1/pillars:import?format=ndjson&dryRun=true", writer, strings.NewReader(stream(row(fromForeign))))
 	problem(t, r, 422, "unprocessable")
 }
+
+// TestRatchetIsNoSecretOracle (issue 27, item 6): ratcheting accepts a write that keeps a
+// stored value's violation of a tightened constraint unchanged. Against a secret row, a
+// writer who may not read it would learn from that whether a guess equals the stored value:
+// so the writer is not ratcheted, and a right and a wrong guess that violate the kind get the
+// same 422, word for word. A writer who may read the row is ratcheted (the control). Seen
+// failing with the blind writer ratcheted against the stored value (Put's `case blind`
+// removed): the right guess was a 200.
+func TestRatchetIsNoSecretOracle(t *testing.T) {
+	t.Parallel()
+	b := setupHeld(t)
+	b.must(t,
+		[3]string{"PUT", "/v1/kinds/NtpFormula", `{"scope":"global","schema":` + ntpHTTPSchema(17) + `}`},
+		[3]string{"POST", "/v1/orgs", `{"metadata":{"name":"victim"}}`},
+		[3]string{"POST", "/v1/nodes", `{"metadata":{"name":"vdb01"},"spec":{"org":"victim"}}`},
+		[3]string{"PUT", "/v1/pillar-categories/ntp", `{"kind":"NtpFormula","secret":true}`},
+		[3]string{"PUT", "/v1/nodes/vdb01/pillars/ntp", `{"servers":["s.victim.example"],"maxpoll":15}`},
+		[3]string{"PUT", "/v1/kinds/NtpFormula", `{"schema":` + ntpHTTPSchema(12) + `}`}, // the stored 15 now violates it
+	)
+	const row = "/v1/nodes/vdb01/pillars/ntp"
+	guess := func(n int) string { return `{"servers":["s.victim.example"],"maxpoll":` + strconv.Itoa(n) + `}` }
+	writer := b.token(t, "writer", "pillars:write:*", "pillars:read:*")
+	right := b.do(t, "PUT", row, writer, strings.NewReader(guess(15)))
+	wrong := b.do(t, "PUT", row, writer, strings.NewReader(guess(14)))
+	problem(t, right, 422, "unprocessable")
+	problem(t, wrong, 422, "unprocessable")
+	require.Equal(t, string(wrong.body), string(right.body), "the answers to a right and a wrong guess are the same")
+	require.Equal(t, int64(1), rowRevision(t, b, row))
+
+	reader := b.token(t, "reader", "pillars:write:*", "pillars:read:*", "pillars:read-secrets:node/vdb01")
+	problem(t, b.do(t, "PUT", row, reader, strings.NewReader(guess(14))), 422, "unprocessable")
+	r := b.do(t, "PUT", row, reader, strings.NewReader(guess(15)))
+	require.Equal(t, 200, r.status, "control: a writer who may read the row keeps its violation (ratcheting): %s", r.body)
+}
+
+// TestSaltExportOfSecretNeedsReadSecrets (issue 27, item 6): a Salt tree holds plaintext, so
+// exporting a secret row to a reader without pillars:read-secrets on its target — whole or
+// the row's org — is a 403 naming the scope, whose answer holds no file and no plaintext; a
+// reader with read-secrets gets the plaintext (the control). Seen failing with Export's
+// read-secrets check removed (a 200 with the plaintext in a file).
+func TestSaltExportOfSecretNeedsReadSecrets(t *testing.T) {
+	t.Parallel()
+	b := setupHeld(t)
+	secretNode(t, b)
+	b.must(t, [3]string{"PUT", "/v1/orgs/victim/pillars/app", `{"port":8080}`})
+	reader := b.token(t, "reader", "pillars:read:*")
+	for _, path := range []string{"/v1/pillars:export", "/v1/pillars:export?org=victim"} {
+		r := b.do(t, "GET", path, reader, nil)
+		p := problem(t, r, 403, "forbidden")
+		require.Contains(t, p.Detail, "pillars:read-secrets:node/vdb01", path)
+		require.NotContains(t, string(r.body), oracleRight, path)
+		require.NotContains(t, string(r.body), "files", path)
+	}
+	revealer := b.token(t, "revealer", "pillars:read:*", "pillars:read-secrets:node/vdb01")
+	r := b.do(t, "GET", "/v1/pillars:export", revealer, nil)
+	require.Equal(t, 200, r.status, string(r.body))
+	var tree pillar.Export
+	require.NoError(t, json.Unmarshal(r.body, &tree))
+	found := false
+	for _, content := range tree.Files {
+		found = found || strings.Contains(content, oracleRight)
+	}
+	require.True(t, found, "control: a reader of the secret gets it in the tree")
+}
