@@ -66,8 +66,8 @@ func heldReplica(t *testing.T, d *db.DB, tokens *auth.Service, keys *secret.Keyr
 	return srv
 }
 
-// must runs admin requests that must succeed.
-func (b *testBundle) must(t *testing.T, reqs ...[3]string) {
+// adminMust runs admin requests that must succeed.
+func (b *testBundle) adminMust(t *testing.T, reqs ...[3]string) {
 	t.Helper()
 	for _, c := range reqs {
 		r := b.do(t, c[0], c[1], b.admin, strings.NewReader(c[2]))
@@ -78,7 +78,7 @@ func (b *testBundle) must(t *testing.T, reqs ...[3]string) {
 // secretNode is victim's node vdb01 with a secret row creds holding oracleRight.
 func secretNode(t *testing.T, b *testBundle) {
 	t.Helper()
-	b.must(t,
+	b.adminMust(t,
 		[3]string{"POST", "/v1/orgs", `{"metadata":{"name":"victim"}}`},
 		[3]string{"POST", "/v1/nodes", `{"metadata":{"name":"vdb01"},"spec":{"org":"victim"}}`},
 		[3]string{"PUT", "/v1/pillar-categories/creds", `{"secret":true}`},
@@ -176,7 +176,7 @@ func ntpHTTPSchema(maxpoll int, extra ...string) string {
 func TestStoredKindReportNeedsReadSecrets(t *testing.T) {
 	t.Parallel()
 	b := setupHeld(t)
-	b.must(t,
+	b.adminMust(t,
 		[3]string{"PUT", "/v1/kinds/NtpFormula", `{"scope":"global","schema":` + ntpHTTPSchema(17) + `}`},
 		[3]string{"POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`},
 		[3]string{"POST", "/v1/nodes", `{"metadata":{"name":"web01"},"spec":{"org":"acme"}}`},
@@ -215,7 +215,7 @@ func TestStoredKindReportNeedsReadSecrets(t *testing.T) {
 func TestKindRegistrationNeedsPillarsWrite(t *testing.T) {
 	t.Parallel()
 	b := setupHeld(t)
-	b.must(t,
+	b.adminMust(t,
 		[3]string{"PUT", "/v1/kinds/NtpFormula", `{"scope":"global","schema":` + ntpHTTPSchema(17) + `}`},
 		[3]string{"POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`},
 		[3]string{"POST", "/v1/orgs", `{"metadata":{"name":"victim"}}`},
@@ -350,7 +350,7 @@ func TestSyncSealedThatDoesNotOpen(t *testing.T) {
 func TestRatchetIsNoSecretOracle(t *testing.T) {
 	t.Parallel()
 	b := setupHeld(t)
-	b.must(t,
+	b.adminMust(t,
 		[3]string{"PUT", "/v1/kinds/NtpFormula", `{"scope":"global","schema":` + ntpHTTPSchema(17) + `}`},
 		[3]string{"POST", "/v1/orgs", `{"metadata":{"name":"victim"}}`},
 		[3]string{"POST", "/v1/nodes", `{"metadata":{"name":"vdb01"},"spec":{"org":"victim"}}`},
@@ -383,7 +383,7 @@ func TestSaltExportOfSecretNeedsReadSecrets(t *testing.T) {
 	t.Parallel()
 	b := setupHeld(t)
 	secretNode(t, b)
-	b.must(t, [3]string{"PUT", "/v1/orgs/victim/pillars/app", `{"port":8080}`})
+	b.adminMust(t, [3]string{"PUT", "/v1/orgs/victim/pillars/app", `{"port":8080}`})
 	reader := b.token(t, "reader", "pillars:read:*")
 	for _, path := range []string{"/v1/pillars:export", "/v1/pillars:export?org=victim"} {
 		r := b.do(t, "GET", path, reader, nil)
