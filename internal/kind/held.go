@@ -27,11 +27,16 @@ type Holder interface {
 	// holder could hold, and otherwise the scope that would let it.
 	MayReadAllHeld(ctx context.Context) (bool, string)
 	// MayReadHeld reports whether the caller may read the value a HeldLabel names (its part
-	// after the prefix).
-	MayReadHeld(p *auth.Principal, name string) bool
+	// after the prefix): a stored report names a value only to such a caller, since naming
+	// it says whether it passes a constraint (for a secret value, that needs the scope that
+	// reads its plaintext).
+	MayReadHeld(ctx context.Context, p *auth.Principal, name string) bool
 	// Represent stores, for every held value of kind whose presentation under revision rev
-	// differs from what is stored, present's result, and reports how many it changed.
-	Represent(ctx context.Context, tx *db.Tx, kind string, rev int, present func(raw []byte) ([]byte, error)) (int, error)
+	// differs from what is stored, present's result, and reports how many it changed (with
+	// dryRun: would change, storing nothing). Rewriting a held value is a write of it, so the
+	// holder refuses (403 naming the scope) when the caller (auth.FromContext) may not write
+	// one that changes: kinds:write alone changes no value held outside the registry.
+	Represent(ctx context.Context, tx *db.Tx, kind string, rev int, present func(raw []byte) ([]byte, error), dryRun bool) (int, error)
 	// Represented runs after a registration whose Represent changed values has committed
 	// (for example to drop cached renders on this replica before the registration answers).
 	Represented()

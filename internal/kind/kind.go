@@ -432,7 +432,7 @@ func (s *Service) Revisions(ctx context.Context, name string) ([]client.KindRevi
 	}
 	vis := s.visibilityOf(ctx)
 	for i := range out {
-		out[i].Report = vis.filterReport(scope, out[i].Report)
+		out[i].Report = vis.filterReport(ctx, scope, out[i].Report)
 	}
 	return out, nil
 }
@@ -462,7 +462,7 @@ func (s *Service) Revision(ctx context.Context, name string, n int) (client.Kind
 	if err != nil {
 		return r, err
 	}
-	r.Report = s.visibilityOf(ctx).filterReport(scope, r.Report)
+	r.Report = s.visibilityOf(ctx).filterReport(ctx, scope, r.Report)
 	return r, nil
 }
 
@@ -538,6 +538,14 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 	}
 	vis := s.visibilityOf(ctx)
 	represented := 0
+	// present is a held value under the new revision: its defaults and aliases filled in.
+	present := func(raw []byte) ([]byte, error) {
+		v, err := decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		return encode(next.Present(v))
+	}
 	// The data-aware part of the check, without the kind's key: writes of the kind go on
 	// meanwhile, and the locked part below re-checks only the objects they wrote.
 	pre, err := s.scanUnlocked(ctx, name, next, acks, vis)
@@ -550,6 +558,17 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 	if dryRun && pre != nil && !pre.unchanged {
 		// A dry run answers from the unlocked scan: advice as of its snapshot, no key taken.
 		res.Scope, res.Revision, res.Report = pre.plan.scope, pre.plan.rev+1, pre.plan.report()
+		// The held values the registration would present differently must be the caller's
+		// to write, in a dry run as in the real one.
+		if s.holder != nil {
+			err := s.db.ReadTx(ctx, func(tx *db.Tx) error {
+				_, err := s.holder.Represent(ctx, tx, name, res.Revision, present, true)
+				return err
+			})
+			if err != nil {
+				return res, err
+			}
+		}
 		return res, nil
 	}
 	err = s.db.InTx(ctx, func(tx *db.Tx) error {
@@ -622,6 +641,10 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 				Extensions: map[string]any{"report": report}}
 		}
 		if dryRun {
+			if s.holder != nil {
+				_, err := s.holder.Represent(ctx, tx, name, cur.rev+1, present, true)
+				return err
+			}
 			return nil
 		}
 		if _, err := tx.Exec(ctx, q.Get("KindAdvance"), name, cur.rev+1); err != nil {
@@ -634,14 +657,10 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 			return nil
 		}
 		// Held values are read without the registry (Salt renders them from SQL), so the new
-		// revision's defaults and aliases are written into them now, under the kind's key.
-		represented, err = s.holder.Represent(ctx, tx, name, cur.rev+1, func(raw []byte) ([]byte, error) {
-			v, err := decode(raw)
-			if err != nil {
-				return nil, err
-			}
-			return encode(next.Present(v))
-		})
+		// revision's defaults and aliases are written into them now, under the kind's key —
+		// which the holder refuses, and the whole registration with it, when the caller may
+		// not write one of them.
+		represented, err = s.holder.Represent(ctx, tx, name, cur.rev+1, present, false)
 		return err
 	})
 	if err != nil {

@@ -42,12 +42,12 @@ func (v visibility) all(scope string) bool {
 
 // canRead reports whether the caller may read the object a report names by label: org/name
 // for kinds of scope org, name for global ones.
-func (v visibility) canRead(scope, label string) bool {
+func (v visibility) canRead(ctx context.Context, scope, label string) bool {
 	if v.p == nil {
 		return true
 	}
 	if name, ok := heldName(label); ok {
-		return v.h != nil && v.h.MayReadHeld(v.p, name)
+		return v.h != nil && v.h.MayReadHeld(ctx, v.p, name)
 	}
 	if scope == "org" {
 		org, _, _ := strings.Cut(label, "/")
@@ -59,7 +59,7 @@ func (v visibility) canRead(scope, label string) bool {
 // filterReport keeps, of a stored report, what the caller may read: the affected objects of
 // orgs (or global names) it can read, their count, and no total of objects scanned. Filtered
 // says the report is cut so.
-func (v visibility) filterReport(scope string, r client.KindReport) client.KindReport {
+func (v visibility) filterReport(ctx context.Context, scope string, r client.KindReport) client.KindReport {
 	if v.all(scope) && v.allHeld {
 		return r
 	}
@@ -70,7 +70,7 @@ func (v visibility) filterReport(scope string, r client.KindReport) client.KindR
 		if f.Impact != nil {
 			im := client.KindImpact{Sample: []string{}}
 			for _, label := range f.Impact.Sample {
-				if v.canRead(scope, label) {
+				if v.canRead(ctx, scope, label) {
 					im.Sample = append(im.Sample, label)
 				}
 			}

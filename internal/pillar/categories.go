@@ -548,25 +548,48 @@ func (s *Service) MayReadAllHeld(ctx context.Context) (bool, string) {
 	return true, ""
 }
 
-// MayReadHeld reports whether p may read the row named <target>/<category>.
-func (s *Service) MayReadHeld(p *auth.Principal, name string) bool {
+// MayReadHeld reports whether p may read the row named <target>/<category>: pillars:read on
+// its target, and for a row of a category that is secret now pillars:read-secrets too — a
+// report naming a secret row says whether its value passes a constraint, which is an answer
+// about the value. (A category made plain since was made so by a caller who may read every
+// secret, and its values are now for every reader.)
+func (s *Service) MayReadHeld(ctx context.Context, p *auth.Principal, name string) bool {
 	i := strings.LastIndexByte(name, '/')
 	if i < 0 {
 		return false
 	}
-	return p.Allows("pillars", "read", name[:i])
+	target, category := name[:i], name[i+1:]
+	if !p.Allows("pillars", "read", target) {
+		return false
+	}
+	var (
+		kindName *string
+		isSecret bool
+	)
+	if err := s.db.QueryRow(ctx, q.Get("CategoryKind"), category).Scan(&kindName, &isSecret); err != nil {
+		return false
+	}
+	return !isSecret || p.Allows("pillars", "read-secrets", target)
 }
 
 // Represent rewrites the rows of kindName's bound categories whose presentation under
-// revision rev differs from what is stored (a new default, an alias).
-func (s *Service) Represent(ctx context.Context, tx *db.Tx, kindName string, rev int, present func([]byte) ([]byte, error)) (int, error) {
-	rows, err := scanHeldRows(tx.Query(ctx, q.Get("HeldRows"), kindName))
+// revision rev differs from what is stored (a new default, an alias); with dryRun it only
+// counts them. Each such row is a write at its target, of every org: the caller in ctx needs
+// pillars:write there (a context without a principal is strata's own call), else the
+// registration is a 403 naming the first row's scope it lacks, rows in category and id order.
+func (s *Service) Represent(ctx context.Context, tx *db.Tx, kindName string, rev int, present func([]byte) ([]byte, error), dryRun bool) (int, error) {
+	query := "HeldRows"
+	if dryRun {
+		query = "HeldRowsUnlocked" // no lock, so a dry run may run in a read-only snapshot
+	}
+	rows, err := scanHeldRows(tx.Query(ctx, q.Get(query), kindName))
 	if err != nil {
 		return 0, err
 	}
 	if err := s.openHeld(rows); err != nil {
 		return 0, err
 	}
+	p, _ := auth.FromContext(ctx)
 	actor := auth.AuditActorFrom(ctx).Actor
 	n := 0
 	for _, r := range rows {
@@ -575,6 +598,14 @@ func (s *Service) Represent(ctx context.Context, tx *db.Tx, kindName string, rev
 			return n, fmt.Errorf("presenting %s/%s: %w", r.target, r.category, err)
 		}
 		if sameJSON(data, r.data) {
+			continue
+		}
+		if p != nil && !p.Allows("pillars", "write", r.target.ScopeName()) {
+			return n, fault.Forbidden("revision %d of kind %s changes how pillar row %s/%s is stored (a default or an alias is written into it), and token %q may not write that row: registering it needs scope pillars:write:%s, besides kinds:write",
+				rev, kindName, r.target, r.category, p.Name, r.target.ScopeName())
+		}
+		if dryRun {
+			n++
 			continue
 		}
 		if err := s.rewrite(ctx, tx, r, data, rev, actor, fmt.Sprintf("kind %s revision %d", kindName, rev)); err != nil {

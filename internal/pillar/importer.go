@@ -298,7 +298,8 @@ func (s *Service) importGroup(ctx context.Context, res *resource.Service, org st
 	return g, nil
 }
 
-// importRow stores one pillar row unless the stored one is already equal.
+// importRow stores one pillar row unless the stored one is already equal and the caller may
+// be told so (mayCompare): a secret row the caller may not read is always written.
 func (s *Service) importRow(ctx context.Context, t Target, category string, data map[string]any, actor string) (string, error) {
 	cur, err := s.get(ctx, t, category, true)
 	switch {
@@ -312,7 +313,7 @@ func (s *Service) importRow(ctx context.Context, t Target, category string, data
 	}
 	a, _ := json.Marshal(cur.Data)
 	b, _ := json.Marshal(data)
-	if bytes.Equal(a, b) {
+	if bytes.Equal(a, b) && mayCompare(ctx, t, cur) {
 		return "unchanged", nil
 	}
 	if _, _, err := s.Put(ctx, t, category, data, "", actor); err != nil {
@@ -364,4 +365,14 @@ func (s *Service) secretCategoriesFor(ctx context.Context, rows []sls.Row) error
 		}
 	}
 	return nil
+}
+
+// mayCompare reports whether an import may tell its caller that the stored row cur equals
+// the value it sends ("unchanged" rather than "updated"): always for a plain row, for a
+// secret row only when the caller may read its plaintext. Otherwise the two answers would
+// confirm or refute a guess of the secret, dry run or not; and since seals are randomized, no
+// comparison of sealed forms could stand in. Such a row is written (a new revision) and
+// reported "updated" whatever it held.
+func mayCompare(ctx context.Context, t Target, cur Pillar) bool {
+	return !cur.Secret || MayReadSecrets(ctx, t.ScopeName())
 }

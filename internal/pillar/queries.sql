@@ -304,6 +304,13 @@ SELECT encode(substring(v FROM 4 FOR 8), 'hex'), count(*) FROM (
 	UNION ALL SELECT new_sealed FROM {{schema}}.pillar_history WHERE new_sealed IS NOT NULL
 ) s GROUP BY 1 ORDER BY 1;
 
+-- name: SealedKeyUsed
+-- Whether any sealed pillar value, row or history entry, was wrapped with key id $1 (bytes
+-- 4 to 11 of a sealed value, as SealedByKey reads them).
+SELECT EXISTS (SELECT 1 FROM {{schema}}.pillars WHERE substring(sealed FROM 4 FOR 8) = $1)
+    OR EXISTS (SELECT 1 FROM {{schema}}.pillar_history WHERE substring(old_sealed FROM 4 FOR 8) = $1)
+    OR EXISTS (SELECT 1 FROM {{schema}}.pillar_history WHERE substring(new_sealed FROM 4 FOR 8) = $1);
+
 -- name: BoundSecretExists
 -- Whether any category bound to a kind is secret (a registration reading bound rows then needs
 -- pillars:read-secrets:*).

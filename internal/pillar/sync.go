@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/resource"
+	"github.com/stratahq/strata/internal/secret"
 )
 
 // Inter-server sync (issue 19, item 4): an ndjson stream of records that carries what one
@@ -57,6 +59,8 @@ type SyncRecord struct {
 	UpdatedAt *time.Time   `json:"updatedAt,omitempty"`
 	UpdatedBy string       `json:"updatedBy,omitempty"`
 	History   []SyncChange `json:"history,omitempty"`
+	// Line is the record's line in the stream (ReadSync), which refusals of it name.
+	Line int `json:"-"`
 }
 
 // SyncChange is a history entry as the stream carries it.
@@ -234,6 +238,7 @@ func ReadSync(r io.Reader) ([]SyncRecord, error) {
 		if err := rec.check(); err != nil {
 			return nil, fault.Invalid(fmt.Sprintf("line %d", line), "line %d: %v", line, err)
 		}
+		rec.Line = line
 		out = append(out, rec)
 	}
 	if err := sc.Err(); err != nil {
@@ -499,7 +504,8 @@ func (s *Service) syncGroup(ctx context.Context, res *resource.Service, r SyncRe
 }
 
 // syncRow adds the row's history entries this installation lacks, then writes its data
-// unless the stored row equals it (a typed category validates it as any write).
+// unless the stored row equals it and the caller may be told so (mayCompare; a typed
+// category validates it as any write).
 //
 // The entries keep the actor and time the stream claims — the source installation's
 // record, which this one cannot check — so each is marked with who imported it and when
@@ -515,9 +521,24 @@ func (s *Service) syncRow(ctx context.Context, tx *db.Tx, r SyncRecord, who auth
 	raw := []byte(r.Data)
 	if r.Sealed != nil {
 		// Sealed on another installation with the same key, bound to the same target and
-		// category: it opens here or the sync stops, naming the key it needs.
-		if raw, err = s.open(t, r.Category, r.Data, r.Sealed); err != nil {
+		// category: it opens here or the sync stops, naming the record.
+		if raw, err = s.openSynced(ctx, tx, r, t, r.Sealed, "sealed"); err != nil {
 			return "", 0, err
+		}
+	}
+	// A history entry's sealed values are stored as they came, so they must open here too:
+	// a value that does not would fail every later read of the history, and a restore.
+	for i, c := range r.History {
+		for _, v := range []struct {
+			what   string
+			sealed []byte
+		}{{"oldSealed", c.OldSealed}, {"newSealed", c.NewSealed}} {
+			if v.sealed == nil {
+				continue
+			}
+			if _, err := s.openSynced(ctx, tx, r, t, v.sealed, fmt.Sprintf("history[%d].%s", i, v.what)); err != nil {
+				return "", 0, err
+			}
 		}
 	}
 	data, err := DecodeObject(raw)
@@ -570,13 +591,42 @@ func (s *Service) syncRow(ctx context.Context, tx *db.Tx, r SyncRecord, who auth
 		return "", added, err
 	}
 	stored, _ := json.Marshal(cur.Data)
-	if sameJSON(stored, raw) {
+	if sameJSON(stored, raw) && mayCompare(ctx, t, cur) {
 		return "unchanged", added, nil
 	}
 	if _, _, err := s.Put(ctx, t, r.Category, data, "", actor); err != nil {
 		return "", added, err
 	}
 	return "updated", added, nil
+}
+
+// openSynced opens a sealed value a sync record carries (what names it in the record). One
+// that does not open is the record's fault: a 422 naming its line, dry run alike — malformed,
+// altered, sealed for another row, or with a key no sealed pillar value of this database
+// uses. Only a value sealed with a key that values of this database do use, and that this
+// replica lacks, is this replica's fault (a 503: start it with every key file). Neither
+// answer lists a key id this replica holds: that is for operators (strata keys status).
+func (s *Service) openSynced(ctx context.Context, tx *db.Tx, r SyncRecord, t Target, sealed []byte, what string) ([]byte, error) {
+	if err := s.keys.Require(); err != nil {
+		return nil, secret.Fault(err)
+	}
+	plain, err := s.keys.Open(sealed, sealAAD(t, r.Category))
+	if err == nil {
+		return plain, nil
+	}
+	if errors.Is(err, secret.ErrMissingKey) {
+		id, _ := secret.KeyID(sealed)
+		raw, _ := hex.DecodeString(id)
+		var used bool
+		if err := tx.QueryRow(ctx, q.Get("SealedKeyUsed"), db.Bytes(raw)).Scan(&used); err != nil {
+			return nil, err
+		}
+		if used {
+			return nil, fault.Unavailable(fault.ReasonUnavailable, err, "line %d: the %s value of pillar %q of %s was encrypted with a key that values in this database use and this replica does not hold: start it with every key file (strata keys status lists what is missing)", r.Line, what, r.Category, t)
+		}
+	}
+	return nil, fault.UnprocessableFields(fmt.Sprintf("line %d: the %s value of pillar %q of %s does not open here", r.Line, what, r.Category, t),
+		[]fault.FieldError{{Field: fmt.Sprintf("line %d", r.Line), Message: what + " does not open with this installation's keys: it is malformed or altered, was encrypted for another row, or with a key none of this installation's values use (import a stream where the installation that wrote it shares its key)"}})
 }
 
 // nullable is a history value for SQL: NULL for JSON null or absent.
