@@ -16,6 +16,7 @@ require (
 	github.com/stretchr/testify v1.12.1
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/term v0.44.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (

@@ -168,24 +168,13 @@ var grantedVerbs = func() map[string]map[string]bool {
 // implies reports whether granting verb granted also grants want.
 func implies(granted, want string) bool { return grantedVerbs[granted][want] }
 
+// grants reports whether the scope grants verb on the thing of family called name (its
+// target-qualified name in a target family: node/web01, group/acme/web, global). It asks
+// grantPattern, as the list filters do, so a point check and a list can never disagree.
 func (s Scope) grants(family, verb, name string) bool {
-	if s.Admin {
-		return true
-	}
-	if s.Family != "*" && s.Family != family {
-		return false
-	}
-	if s.Verb != "*" && !implies(s.Verb, verb) {
-		return false
-	}
-	switch {
-	case s.Name == "*":
-		return true
-	case strings.HasSuffix(s.Name, "*"):
-		return strings.HasPrefix(name, strings.TrimSuffix(s.Name, "*"))
-	default:
-		return s.Name == name
-	}
+	target, rest := splitTarget(family, name)
+	pat, ok := s.grantPattern(family, verb, target)
+	return ok && pat.match(rest)
 }
 
 // Principal is the authenticated caller of a request.

@@ -37,31 +37,8 @@ func (f Filter) Allows(name string) bool {
 }
 
 // ListFilter turns the principal's scopes that grant verb on family into a Filter. It
-// decides exactly as Allows does for each name: a scope counts when its family and verb
-// (or a verb implying it) match, whatever its name.
+// decides exactly as Allows does for each name (both ask grantPattern). In a target family,
+// whose names carry their target kind, only "*" and admin pass: use ListFilterTarget there.
 func (p *Principal) ListFilter(family, verb string) Filter {
-	f := Filter{Names: []string{}, Prefixes: []string{}}
-	if p == nil {
-		return f
-	}
-	for _, s := range p.Scopes {
-		if s.Admin {
-			return Filter{All: true, Names: []string{}, Prefixes: []string{}}
-		}
-		if s.Family != "*" && s.Family != family {
-			continue
-		}
-		if s.Verb != "*" && s.Verb != verb && !contains(impliedVerbs[s.Verb], verb) {
-			continue
-		}
-		switch {
-		case s.Name == "*":
-			return Filter{All: true, Names: []string{}, Prefixes: []string{}}
-		case strings.HasSuffix(s.Name, "*"):
-			f.Prefixes = append(f.Prefixes, strings.TrimSuffix(s.Name, "*"))
-		default:
-			f.Names = append(f.Names, s.Name)
-		}
-	}
-	return f
+	return p.listFilter(family, verb, "")
 }

@@ -32,7 +32,9 @@ type ScopeMigration struct {
 // tells, the scope keeps every target kind it granted and the note says to narrow it. Each
 // rewrite is a compare-and-set with its audit record (token.scopes.migrate) in one
 // transaction, so replicas starting together migrate each token once; the answer lists what
-// this call rewrote, for the log.
+// this call rewrote, for the log. Only tokens an older release stored are looked at, each
+// once (scopes_legacy, migration 0028): a token this release created means what the grammar
+// says today, and reading its *:*:g* as a legacy name would extend it with the global layer.
 func (s *Service) MigrateScopes(ctx context.Context, match NameMatcher) ([]ScopeMigration, error) {
 	type row struct {
 		id, name string
@@ -62,6 +64,11 @@ func (s *Service) MigrateScopes(ctx context.Context, match NameMatcher) ([]Scope
 			return out, fmt.Errorf("migrate the scopes of token %s: %w", r.id, err)
 		}
 		if len(notes) == 0 {
+			// Nothing to rewrite: the token is not looked at again (a later start would
+			// otherwise read names this release wrote, such as *:*:g*, as legacy ones).
+			if _, err := s.db.Exec(ctx, q.Get("TokenScopesChecked"), r.id, r.scopes); err != nil {
+				return out, err
+			}
 			continue
 		}
 		m := ScopeMigration{TokenID: r.id, Name: r.name, From: r.scopes, To: to, Notes: notes}

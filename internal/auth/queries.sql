@@ -1,6 +1,6 @@
 -- name: TokenInsert
-INSERT INTO {{schema}}.tokens (id, name, secret_hash, scopes, created_by, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO {{schema}}.tokens (id, name, secret_hash, scopes, created_by, expires_at, scopes_legacy)
+VALUES ($1, $2, $3, $4, $5, $6, false)
 RETURNING created_at;
 
 -- name: TokenGetByHash
@@ -67,13 +67,18 @@ ON CONFLICT (name) DO UPDATE SET key = {{schema}}.server_keys.key
 RETURNING key;
 
 -- name: TokenScopesAll
--- The tokens the scope migration looks at: every one not revoked.
-SELECT id, name, scopes FROM {{schema}}.tokens WHERE revoked_at IS NULL ORDER BY created_at, id;
+-- The tokens the scope migration looks at: every one not revoked that an older release stored
+-- (scopes_legacy, migration 0028); a token this release created is never rewritten.
+SELECT id, name, scopes FROM {{schema}}.tokens WHERE revoked_at IS NULL AND scopes_legacy ORDER BY created_at, id;
 
 -- name: TokenScopesSwap
 -- Compare-and-set: only the replica that sees the old scopes still stored rewrites them, so
 -- replicas starting together migrate (and audit) each token once.
-UPDATE {{schema}}.tokens SET scopes = $2 WHERE id = $1 AND scopes = $3;
+UPDATE {{schema}}.tokens SET scopes = $2, scopes_legacy = false WHERE id = $1 AND scopes = $3 AND scopes_legacy;
+
+-- name: TokenScopesChecked
+-- A legacy token the scope migration found nothing to rewrite in: it is not looked at again.
+UPDATE {{schema}}.tokens SET scopes_legacy = false WHERE id = $1 AND scopes = $2;
 
 -- name: TokenStillValid
 -- Whether a token a long request verified is still in force: not revoked, not expired by the

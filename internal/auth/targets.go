@@ -97,38 +97,8 @@ func targetForms(family string) string {
 
 // ListFilterTarget is ListFilter for one target kind of a target family: the filter names
 // are the things' own names (the target kind stripped), so list queries bind them as they
-// bind plain names. A scope of another target kind lets nothing through.
+// bind plain names. A scope of another target kind, or a plain name of family "*", lets
+// nothing through (grantPattern).
 func (p *Principal) ListFilterTarget(family, verb, target string) Filter {
-	f := Filter{Names: []string{}, Prefixes: []string{}}
-	if p == nil {
-		return f
-	}
-	all := Filter{All: true, Names: []string{}, Prefixes: []string{}}
-	for _, s := range p.Scopes {
-		if s.Admin {
-			return all
-		}
-		if s.Family != "*" && s.Family != family {
-			continue
-		}
-		if s.Verb != "*" && !implies(s.Verb, verb) {
-			continue
-		}
-		if s.Name == "*" {
-			return all
-		}
-		rest, ok := strings.CutPrefix(s.Name, target+"/")
-		if !ok {
-			continue
-		}
-		switch {
-		case rest == "*":
-			return all
-		case strings.HasSuffix(rest, "*"):
-			f.Prefixes = append(f.Prefixes, strings.TrimSuffix(rest, "*"))
-		default:
-			f.Names = append(f.Names, rest)
-		}
-	}
-	return f
+	return p.listFilter(family, verb, target)
 }

@@ -252,3 +252,140 @@ func fmtRefs(refs []resource.Reference) string {
 	}
 	return "," + strings.Join(out, ",") + ","
 }
+
+// starScopeCases are the *-family scopes of issue 27's route matrix: each is run against every
+// route with every path parameter standing for stand (a name its plain prefix or qualified
+// name matches), next to the token its documented meaning expands to (the same verb and name
+// in every family it reaches: the plain families for a plain name, pillars and resources for
+// a target-qualified one). granted and refused pin routes by pattern.
+var starScopeCases = []struct {
+	scope, stand     string
+	qualified        bool
+	granted, refused []string
+}{
+	{scope: "*:*:node*", stand: "node9", granted: []string{"GET /v1/nodes/{node}", "PATCH /v1/nodes/{node}"},
+		refused: []string{"GET /v1/nodes/{node}/pillar", "GET /v1/nodes/{node}/pillars/{category}", "PUT /v1/nodes/{node}/pillars/{category}"}},
+	{scope: "*:read:o*", stand: "ops9", granted: []string{"GET /v1/orgs/{org}", "GET /v1/orgs/{org}/groups"},
+		refused: []string{"GET /v1/orgs/{org}/pillars/{category}", "GET /v1/orgs/{org}/resources/{kind}/{name}", "PUT /v1/orgs/{org}"}},
+	{scope: "*:*:g*", stand: "g9", granted: []string{"GET /v1/orgs/{org}/groups/{group}/members", "DELETE /v1/orgs/{org}"},
+		refused: []string{"GET /v1/pillars/global/{category}", "PUT /v1/orgs/{org}/groups/{group}/pillars/{category}"}},
+	{scope: "*:*:gl*", stand: "gl9", granted: []string{"GET /v1/orgs/{org}"},
+		refused: []string{"GET /v1/pillars/global", "PUT /v1/pillars/global/{category}"}},
+	{scope: "*:read:node/web*", stand: "web01", qualified: true,
+		granted: []string{"GET /v1/nodes/{node}/pillars", "GET /v1/nodes/{node}/pillars/{category}", "GET /v1/nodes/{node}/pillars/{category}/history"},
+		refused: []string{"GET /v1/nodes/{node}/pillar", "PUT /v1/nodes/{node}/pillars/{category}", "GET /v1/nodes/{node}", "GET /v1/orgs/{org}/pillars", "GET /v1/orgs/{org}/resources/{kind}/{name}"}},
+	{scope: "*:*:org/acme", stand: "acme", qualified: true,
+		granted: []string{"GET /v1/orgs/{org}/pillars", "PUT /v1/orgs/{org}/pillars/{category}", "DELETE /v1/orgs/{org}/resources/{kind}/{name}"},
+		refused: []string{"GET /v1/orgs/{org}", "PUT /v1/orgs/{org}/groups/{group}/pillars/{category}", "GET /v1/nodes/{node}/pillar", "GET /v1/pillars/global"}},
+}
+
+// targetFamilyRoute reports whether a route's scopes are of a target family (pillars or
+// resources), by its path.
+func targetFamilyRoute(pattern string) bool {
+	return strings.Contains(pattern, "/pillar") || strings.Contains(pattern, "/salt/") || strings.Contains(pattern, "/resources")
+}
+
+// lacksRE finds the scopes an answer says the token lacks: a 403's detail, a stream line's
+// problem, Salt's _errors text.
+var lacksRE = regexp.MustCompile(`lacks (?:the )?scope ([^ "\\]+)`)
+
+// starAnswers runs every route of the table as token on a fresh bundle, each path parameter
+// standing for stand, and returns per pattern the scopes the answer says are missing ("" when
+// the route was granted). Writes are meant to fail after authorization (nothing they name
+// exists), and two runs of the same requests on fresh bundles see the same data.
+func starAnswers(t *testing.T, stand string, scopes ...string) map[string]string {
+	t.Helper()
+	b := setup(t)
+	tok := b.token(t, "matrix-token", scopes...)
+	out := map[string]string{}
+	patterns := httpapi.New(httpapi.Options{Resources: resource.NewService(nil), Pillars: pillar.NewService(nil)}).Patterns()
+	for _, p := range patterns {
+		method, path, _ := strings.Cut(p, " ")
+		path = paramRE.ReplaceAllStringFunc(path, func(m string) string {
+			switch strings.Trim(m, "{}") {
+			case "n", "change":
+				return "1"
+			case "id":
+				return "tok_x"
+			case "workspace":
+				return "default"
+			case "category":
+				return "cat"
+			}
+			return stand
+		})
+		body, hdr := "", []string{}
+		switch method {
+		case "POST", "PUT", "PATCH", "LOCK", "UNLOCK":
+			body = `{"metadata":{"name":"` + stand + `"},"spec":{"org":"` + stand + `"}}`
+		}
+		if strings.HasSuffix(path, ":apply") {
+			hdr = []string{"Content-Type", "application/x-ndjson"}
+		}
+		if method == "PATCH" {
+			hdr = []string{"Content-Type", "application/merge-patch+json"}
+		}
+		r := b.do(t, method, path, tok, strings.NewReader(body), hdr...)
+		var lacks []string
+		for _, m := range lacksRE.FindAllStringSubmatch(string(r.body), -1) {
+			lacks = append(lacks, m[1])
+		}
+		if r.status == 403 && len(lacks) == 0 {
+			lacks = []string{"403: " + string(r.body)}
+		}
+		out[p] = strings.Join(lacks, " ")
+	}
+	return out
+}
+
+// TestStarScopeRouteMatrix (issue 27): a *-family scope grants on every route exactly what
+// the scopes it stands for grant (the plain families for a plain name, pillars and resources
+// for a qualified one), so a plain prefix such as *:*:node* or *:read:o* refuses every pillar
+// and resource route (only the list of global objects answers, filtered), a qualified name
+// such as *:*:org/acme refuses every plain route but lists, and the pinned routes answer as
+// the docs' examples say.
+func TestStarScopeRouteMatrix(t *testing.T) {
+	t.Parallel()
+	plain := []string{"orgs", "groups", "nodes", "projects", "state", "kinds", "tokens", "audit"}
+	for _, c := range starScopeCases {
+		t.Run(strings.NewReplacer("*", "x", ":", "_", "/", "_").Replace(c.scope), func(t *testing.T) {
+			t.Parallel()
+			_, rest, _ := strings.Cut(c.scope, ":")
+			verb, name, _ := strings.Cut(rest, ":")
+			families := plain
+			if c.qualified {
+				families = []string{"pillars", "resources"}
+			}
+			var expansion []string
+			for _, f := range families {
+				if f == "resources" && strings.HasPrefix(name, "node/") {
+					continue // resources have no node target
+				}
+				expansion = append(expansion, f+":"+verb+":"+name)
+			}
+			star := starAnswers(t, c.stand, c.scope)
+			want := starAnswers(t, c.stand, expansion...)
+			require.Equal(t, want, star, "%s grants what %v grant, route by route", c.scope, expansion)
+			listed := map[string]bool{"GET /v1/resources/{kind}": true, "GET /v1/orgs": true, "GET /v1/nodes": true,
+				"GET /v1/projects": true, "GET /v1/tokens": true}
+			grantedAny := false
+			for p, lacks := range star {
+				granted := lacks == ""
+				grantedAny = grantedAny || granted
+				if listed[p] || !granted {
+					continue
+				}
+				require.Equal(t, c.qualified, targetFamilyRoute(p), "%s grants %s", c.scope, p)
+			}
+			require.True(t, grantedAny, c.scope)
+			for _, p := range c.granted {
+				require.Contains(t, star, p)
+				require.Empty(t, star[p], "%s grants %s", c.scope, p)
+			}
+			for _, p := range c.refused {
+				require.Contains(t, star, p)
+				require.NotEmpty(t, star[p], "%s refuses %s", c.scope, p)
+			}
+		})
+	}
+}

@@ -1,0 +1,13 @@
+-- strata:compatible-since 15
+-- Which tokens the scope migration may rewrite (issue 27, package internal/auth, "How a name
+-- grants"). Additive: a release that does not know the column inserts tokens with its
+-- default and never reads it.
+--
+-- The migration at start (auth.MigrateScopes) reads a plain name in pillars, resources or
+-- family * as a release before target-qualified names meant it, and extends it with the
+-- target kinds it granted then (*:*:g* gains pillars:*:global). Run on a token this release
+-- created, that would give back at the next restart what the grammar refuses today, so only
+-- rows stored before this migration, or by an older release (which inserts the default), are
+-- legacy; this release inserts false, and the migration clears the mark once it has looked
+-- at a token.
+ALTER TABLE {{schema}}.tokens ADD COLUMN scopes_legacy boolean NOT NULL DEFAULT true;
