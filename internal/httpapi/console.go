@@ -362,7 +362,7 @@ func (a *API) uiRoutes(mux *http.ServeMux) {
 func (a *API) uiLoginForm(w http.ResponseWriter, r *http.Request) {
 	uiHeaders(w)
 	csrf := auth.NewCSRF()
-	http.SetCookie(w, &http.Cookie{Name: loginCSRFCookie, Value: csrf, Path: "/ui/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 3600})
+	http.SetCookie(w, &http.Cookie{Name: loginCSRFCookie, Value: csrf, Path: "/ui/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.overTLS(r), MaxAge: 3600})
 	_ = a.render(w, http.StatusOK, "login", uiPage{Title: "Sign in", CSRF: csrf, Data: map[string]string{"Next": safeNext(r.URL.Query().Get("next"))}})
 }
 
@@ -380,7 +380,7 @@ func (a *API) uiLogin(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.PostFormValue("next"))
 	fail := func(status int, msg string) {
 		csrf := auth.NewCSRF()
-		http.SetCookie(w, &http.Cookie{Name: loginCSRFCookie, Value: csrf, Path: "/ui/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 3600})
+		http.SetCookie(w, &http.Cookie{Name: loginCSRFCookie, Value: csrf, Path: "/ui/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.overTLS(r), MaxAge: 3600})
 		_ = a.render(w, status, "login", uiPage{Title: "Sign in", CSRF: csrf, Error: msg, Data: map[string]string{"Next": next}})
 	}
 	c, err := r.Cookie(loginCSRFCookie)
@@ -399,7 +399,7 @@ func (a *API) uiLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCSRFCookie, Value: "", Path: "/ui/login", MaxAge: -1})
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(auth.SessionTTL.Seconds())})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.overTLS(r), MaxAge: int(auth.SessionTTL.Seconds())})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
@@ -409,7 +409,7 @@ func (a *API) uiLogout(w http.ResponseWriter, r *http.Request, s auth.Session) e
 			return err
 		}
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/ui/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/ui/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.overTLS(r)})
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 	return nil
 }
