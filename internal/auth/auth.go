@@ -576,8 +576,12 @@ func (s *Service) Bootstrap(ctx context.Context, secret string) (string, error) 
 type AuditActor struct {
 	Actor      string
 	RemoteAddr string
-	// RequestID is the id of the HTTP request the action belongs to ("" outside requests).
+	// RequestID is the id of the HTTP request the action belongs to ("" outside requests):
+	// always the server's own.
 	RequestID string
+	// ClientRequestID is the X-Request-Id the client sent, if any, kept apart from RequestID
+	// so that no client can make its records look like another request's.
+	ClientRequestID string
 }
 
 type auditActorKey struct{}
@@ -600,10 +604,11 @@ type AuditEntry struct {
 	Action     string
 	Target     string
 	RemoteAddr string
-	// RequestID is the HTTP request's id; RecordAudit and AuditStep fill it (and an empty
-	// RemoteAddr) from the context's AuditActor.
-	RequestID string
-	Detail    any
+	// RequestID is the HTTP request's id; RecordAudit and AuditStep fill it, ClientRequestID
+	// and an empty RemoteAddr from the context's AuditActor.
+	RequestID       string
+	ClientRequestID string
+	Detail          any
 }
 
 // RecordAudit writes e in the caller's transaction, so the record exists exactly when the
@@ -624,7 +629,7 @@ func RecordAudit(ctx context.Context, qr db.Querier, e AuditEntry) error {
 func AuditStep(ctx context.Context, e AuditEntry) (db.Step, error) {
 	from := AuditActorFrom(ctx)
 	if e.RequestID == "" {
-		e.RequestID = from.RequestID
+		e.RequestID, e.ClientRequestID = from.RequestID, from.ClientRequestID
 	}
 	if e.RemoteAddr == "" {
 		e.RemoteAddr = from.RemoteAddr
@@ -637,7 +642,7 @@ func AuditStep(ctx context.Context, e AuditEntry) (db.Step, error) {
 		}
 		detail = b
 	}
-	return db.Step{Query: q.Get("AuditInsert"), Args: []any{e.Actor, e.Action, e.Target, e.RemoteAddr, detail, e.RequestID}}, nil
+	return db.Step{Query: q.Get("AuditInsert"), Args: []any{e.Actor, e.Action, e.Target, e.RemoteAddr, detail, e.RequestID, e.ClientRequestID}}, nil
 }
 
 // AuditCursor is a position in the audit log's follow order: (transaction id, record id),
@@ -681,7 +686,7 @@ func (s *Service) FollowAudit(ctx context.Context, cur AuditCursor, actionPrefix
 			r      AuditRecord
 			detail []byte
 		)
-		if err := rows.Scan(&r.ID, &r.At, &r.Actor, &r.Action, &r.Target, &r.RemoteAddr, &detail, &r.RequestID, &r.Cursor.Xact); err != nil {
+		if err := rows.Scan(&r.ID, &r.At, &r.Actor, &r.Action, &r.Target, &r.RemoteAddr, &detail, &r.RequestID, &r.ClientRequestID, &r.Cursor.Xact); err != nil {
 			return nil, cur, err
 		}
 		r.Detail = detail
@@ -701,6 +706,8 @@ type AuditRecord struct {
 	Target     string
 	RemoteAddr string
 	RequestID  string
+	// ClientRequestID is the X-Request-Id the client sent, if any (RequestID is the server's).
+	ClientRequestID string
 	// Cursor is the record's place in follow order (FollowAudit only).
 	Cursor AuditCursor
 	Detail json.RawMessage
@@ -724,7 +731,7 @@ func (s *Service) ListAudit(ctx context.Context, before int64, actionPrefix stri
 	for rows.Next() {
 		var r AuditRecord
 		var detail []byte
-		if err := rows.Scan(&r.ID, &r.At, &r.Actor, &r.Action, &r.Target, &r.RemoteAddr, &detail, &r.RequestID); err != nil {
+		if err := rows.Scan(&r.ID, &r.At, &r.Actor, &r.Action, &r.Target, &r.RemoteAddr, &detail, &r.RequestID, &r.ClientRequestID); err != nil {
 			return nil, err
 		}
 		r.Detail = detail

@@ -35,12 +35,12 @@ INSERT INTO {{schema}}.bootstrap (key, value) VALUES ($1, $2)
 ON CONFLICT (key) DO NOTHING;
 
 -- name: AuditInsert
-INSERT INTO {{schema}}.audit_log (actor, action, target, remote_addr, detail, request_id)
-VALUES ($1, $2, $3, $4, $5, $6);
+INSERT INTO {{schema}}.audit_log (actor, action, target, remote_addr, detail, request_id, client_request_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7);
 
 -- name: AuditList
 -- Every action: newest first along the primary key.
-SELECT id, at, actor, action, target, remote_addr, detail, request_id
+SELECT id, at, actor, action, target, remote_addr, detail, request_id, client_request_id
 FROM {{schema}}.audit_log
 WHERE ($1::bigint = 0 OR id < $1)
 ORDER BY id DESC
@@ -51,7 +51,7 @@ LIMIT $2;
 -- highest code point, so the audit_log_action_id index (action COLLATE "C", id) serves it;
 -- starts_with keeps the answer exact whatever the range admits. A starts_with(...) filter
 -- alone cannot use any index: the log would be read backwards until a page is found.
-SELECT id, at, actor, action, target, remote_addr, detail, request_id
+SELECT id, at, actor, action, target, remote_addr, detail, request_id, client_request_id
 FROM {{schema}}.audit_log
 WHERE ($1::bigint = 0 OR id < $1)
   AND action COLLATE "C" >= $2 AND action COLLATE "C" < $3
@@ -97,7 +97,7 @@ LIMIT 1;
 -- than every transaction still running: none can ever appear below that line, so a follower
 -- that goes on from the last record it read misses nothing (migration 0020). $3 an action
 -- prefix ('' for all), $4 the batch size.
-SELECT id, at, actor, action, target, remote_addr, detail, request_id, coalesce(xact, '0'::xid8)::text
+SELECT id, at, actor, action, target, remote_addr, detail, request_id, client_request_id, coalesce(xact, '0'::xid8)::text
 FROM {{schema}}.audit_log
 WHERE (coalesce(xact, '0'::xid8), id) > ($1::xid8, $2::bigint)
   AND coalesce(xact, '0'::xid8) < pg_snapshot_xmin(pg_current_snapshot())

@@ -50,7 +50,7 @@ func (s *Service) CreateSession(ctx context.Context, actor AuditActor, p *Princi
 		if _, err := tx.Exec(ctx, q.Get("SessionInsert"), db.Bytes(h[:]), p.TokenID, csrf, ttl.Seconds()); err != nil {
 			return err
 		}
-		return RecordAudit(ctx, tx, AuditEntry{Actor: actor.Actor, Action: "console.login", Target: p.Name, RemoteAddr: actor.RemoteAddr})
+		return RecordAudit(ctx, tx, AuditEntry{Actor: actor.Actor, Action: "console.login", Target: p.Name, RemoteAddr: actor.RemoteAddr, RequestID: actor.RequestID, ClientRequestID: actor.ClientRequestID})
 	})
 	if err != nil {
 		return "", Session{}, fmt.Errorf("create console session: %w", err)
@@ -99,7 +99,7 @@ func (s *Service) EndSession(ctx context.Context, actor AuditActor, secret strin
 		if err != nil {
 			return err
 		}
-		return RecordAudit(ctx, tx, AuditEntry{Actor: actor.Actor, Action: "console.logout", Target: tokenID, RemoteAddr: actor.RemoteAddr})
+		return RecordAudit(ctx, tx, AuditEntry{Actor: actor.Actor, Action: "console.logout", Target: tokenID, RemoteAddr: actor.RemoteAddr, RequestID: actor.RequestID, ClientRequestID: actor.ClientRequestID})
 	})
 }
 

@@ -62,12 +62,12 @@ func (a *API) observe(next http.Handler) http.Handler {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		holder := &principalHolder{}
-		reqID := r.Header.Get("X-Request-Id")
-		if reqID == "" || len(reqID) > 64 {
-			b := make([]byte, 8)
-			_, _ = rand.Read(b)
-			reqID = hex.EncodeToString(b)
-		}
+		// The request id is always the server's: a client's X-Request-Id, which any client
+		// can set to another request's id, is kept apart (clientRequestID).
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		reqID := hex.EncodeToString(b)
+		clientID := clientRequestID(r)
 		rec.Header().Set("X-Request-Id", reqID)
 		defer func() {
 			if p := recover(); p != nil {
@@ -101,10 +101,11 @@ func (a *API) observe(next http.Handler) http.Handler {
 			a.logger.Log(r.Context(), level, "request",
 				"method", r.Method, "path", r.URL.Path, "route", route, "status", status,
 				"bytes", rec.bytes, "duration_ms", float64(d.Microseconds())/1000,
-				"remote", a.clientAddr(r), "request_id", reqID, "token", actor)
+				"remote", a.clientAddr(r), "request_id", reqID, "client_request_id", clientID, "token", actor)
 		}()
 		ctx := context.WithValue(r.Context(), principalSlot{}, holder)
 		ctx = context.WithValue(ctx, requestIDKey{}, reqID)
+		ctx = context.WithValue(ctx, clientRequestIDKey{}, clientID)
 		ctx = context.WithValue(ctx, clientAddrKey{}, a.clientAddr(r))
 		inner := r.WithContext(ctx)
 		if err := a.refuseCrossSite(inner); err != nil {
@@ -373,7 +374,28 @@ func normalOrigin(o string) string {
 
 // auditActor names the caller for the audit log.
 func auditActor(r *http.Request, p *auth.Principal) auth.AuditActor {
-	return auth.AuditActor{Actor: p.Actor(), RemoteAddr: remoteAddr(r), RequestID: RequestID(r.Context())}
+	cid, _ := r.Context().Value(clientRequestIDKey{}).(string)
+	return auth.AuditActor{Actor: p.Actor(), RemoteAddr: remoteAddr(r), RequestID: RequestID(r.Context()), ClientRequestID: cid}
+}
+
+// clientRequestIDKey carries the X-Request-Id a client sent (clientRequestID) in its
+// request's context.
+type clientRequestIDKey struct{}
+
+// clientRequestID is the X-Request-Id the client sent, kept so a client can find its own
+// requests in the log and the audit log, but never as the request's id. One that is longer
+// than 64 bytes or holds anything but printable ASCII is not kept ("").
+func clientRequestID(r *http.Request) string {
+	id := r.Header.Get("X-Request-Id")
+	if len(id) > 64 {
+		return ""
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return ""
+		}
+	}
+	return id
 }
 
 // httpMetrics are the HTTP-level Prometheus metrics.

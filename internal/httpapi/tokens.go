@@ -132,7 +132,7 @@ func (a *API) auditList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	}
 	out := client.AuditList{Items: []client.AuditRecord{}}
 	for _, rec := range recs {
-		out.Items = append(out.Items, client.AuditRecord{ID: rec.ID, At: rec.At.UTC(), Actor: rec.Actor, Action: rec.Action, RequestID: rec.RequestID,
+		out.Items = append(out.Items, client.AuditRecord{ID: rec.ID, At: rec.At.UTC(), Actor: rec.Actor, Action: rec.Action, RequestID: rec.RequestID, ClientRequestID: rec.ClientRequestID,
 			Target: rec.Target, RemoteAddr: rec.RemoteAddr, Detail: rec.Detail})
 	}
 	if more {
@@ -195,7 +195,7 @@ func (a *API) auditFollow(w http.ResponseWriter, r *http.Request, p *auth.Princi
 		cur = next
 		for _, rec := range recs {
 			b, err := json.Marshal(watchEvent{Type: "ADDED", Object: client.AuditRecord{ID: rec.ID, At: rec.At.UTC(), Actor: rec.Actor, Action: rec.Action,
-				Target: rec.Target, RemoteAddr: rec.RemoteAddr, RequestID: rec.RequestID, Detail: rec.Detail, Cursor: rec.Cursor.String()}})
+				Target: rec.Target, RemoteAddr: rec.RemoteAddr, RequestID: rec.RequestID, ClientRequestID: rec.ClientRequestID, Detail: rec.Detail, Cursor: rec.Cursor.String()}})
 			if err != nil {
 				return nil
 			}
