@@ -271,6 +271,10 @@ type Service struct {
 	mu    sync.Mutex
 	cache map[[32]byte]cacheEntry
 
+	// ended is what this replica revoked or signed out (endings.go): long requests check it
+	// before each event they send, so a revocation here takes effect before the next one.
+	ended endings
+
 	cursorMu sync.Mutex
 	cursor   cipher.AEAD // sealing continue tokens; nil until first use (cursor.go)
 }
@@ -522,6 +526,9 @@ func (s *Service) List(ctx context.Context, opts TokenListOptions) ([]Token, boo
 // Revoke revokes a token. Its cached verification on this replica is dropped at once; other
 // replicas drop theirs within CacheTTL.
 func (s *Service) Revoke(ctx context.Context, actor AuditActor, id string) error {
+	// Marked before the revocation commits, so no event committed after it can reach a
+	// stream of this token on this replica (EndedHere); unmarked if nothing was revoked.
+	undo := s.ended.mark(tokenKey(id))
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		n, err := tx.Exec(ctx, q.Get("TokenRevoke"), id)
 		if err != nil {
@@ -541,6 +548,7 @@ func (s *Service) Revoke(ctx context.Context, actor AuditActor, id string) error
 		return RecordAudit(ctx, tx, AuditEntry{Actor: actor.Actor, RemoteAddr: actor.RemoteAddr, Action: "token.revoke", Target: id})
 	})
 	if err != nil {
+		undo()
 		return err
 	}
 	s.mu.Lock()

@@ -112,14 +112,20 @@ SELECT pg_snapshot_xmin(pg_current_snapshot())::text;
 
 -- name: SessionInsert
 INSERT INTO {{schema}}.console_sessions (secret_hash, token_id, csrf, expires_at)
-VALUES ($1, $2, $3, now() + make_interval(secs => $4));
+VALUES ($1, $2, $3, now() + make_interval(secs => $4))
+RETURNING expires_at;
 
 -- name: SessionGet
 -- A live session of a live token: revoking or expiring the token ends its sessions.
-SELECT t.id, t.name, t.scopes, t.expires_at, s.csrf
+SELECT t.id, t.name, t.scopes, t.expires_at, s.csrf, s.expires_at
 FROM {{schema}}.console_sessions s JOIN {{schema}}.tokens t ON t.id = s.token_id
 WHERE s.secret_hash = $1 AND s.expires_at > now()
   AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now());
+
+-- name: SessionStillValid
+-- Whether a session a long console request began with is still live (not signed out on any
+-- replica, not expired by the database's clock); its token is checked by TokenStillValid.
+SELECT EXISTS (SELECT 1 FROM {{schema}}.console_sessions WHERE secret_hash = $1 AND expires_at > now());
 
 -- name: SessionDelete
 DELETE FROM {{schema}}.console_sessions WHERE secret_hash = $1 RETURNING token_id;

@@ -231,9 +231,14 @@ func (b *bufferWriter) WriteHeader(status int) {
 	}
 }
 
+// consoleSessionKey carries, beside consoleKey, the console session an in-process request
+// was made in: a long request (a watch stream) ends with the session, not only with its
+// token (watchList).
+type consoleSessionKey struct{}
+
 // consoleRequest is an in-process API request with the session's principal.
 func consoleRequest(r *http.Request, s auth.Session, method, path string, body []byte, hdr ...string) *http.Request {
-	ctx := context.WithValue(r.Context(), consoleKey{}, s.Principal)
+	ctx := context.WithValue(context.WithValue(r.Context(), consoleKey{}, s.Principal), consoleSessionKey{}, s)
 	req, err := http.NewRequestWithContext(ctx, method, path, bytes.NewReader(body))
 	if err != nil {
 		panic(err) // paths are built by the console from escaped parts
