@@ -125,6 +125,7 @@ func TestCrossSiteBehindTrustedProxy(t *testing.T) {
 	}
 	require.Equal(t, 200, get(proxied, append(fwd, "Origin", "https://strata.example")...).status)
 	require.Equal(t, 200, get(proxied, append(fwd, "Origin", "https://strata.example:443")...).status, "the default port is the same origin")
+	require.Equal(t, 200, get(proxied, "Forwarded", `for=192.0.2.1;proto=https;host="strata.example"`, "Origin", "https://strata.example").status, "Forwarded names it too")
 	problem(t, get(proxied, append(fwd, "Origin", "http://strata.example")...), 403, "forbidden")
 	problem(t, get(proxied, append(fwd, "Origin", proxied.srv.URL)...), 403, "forbidden")
 	// A peer that is not trusted cannot name the origin.
