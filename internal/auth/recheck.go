@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/stratahq/strata/internal/db"
-
 	"github.com/stratahq/strata/internal/fault"
 )
 
@@ -49,7 +48,10 @@ func (s *Service) SessionStillValid(ctx context.Context, sess Session) error {
 		return ErrSessionEnded
 	}
 	if err := s.StillValid(ctx, sess.Principal); err != nil {
-		return ErrSessionEnded
+		if err == ErrTokenEnded {
+			return ErrSessionEnded
+		}
+		return err // the database did not answer: the stream reports that, as for a token
 	}
 	var ok bool
 	if err := s.db.QueryRow(ctx, q.Get("SessionStillValid"), db.Bytes(sess.hash[:])).Scan(&ok); err != nil {
