@@ -98,10 +98,13 @@ func (a *API) observe(next http.Handler) http.Handler {
 			if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
 				level = slog.LevelDebug
 			}
-			a.logger.Log(r.Context(), level, "request",
-				"method", r.Method, "path", r.URL.Path, "route", route, "status", status,
-				"bytes", rec.bytes, "duration_ms", float64(d.Microseconds())/1000,
-				"remote", a.clientAddr(r), "request_id", reqID, "client_request_id", clientID, "token", actor)
+			attrs := []any{"method", r.Method, "path", r.URL.Path, "route", route, "status", status,
+				"bytes", rec.bytes, "duration_ms", float64(d.Microseconds()) / 1000,
+				"remote", a.clientAddr(r), "request_id", reqID, "token", actor}
+			if clientID != "" {
+				attrs = append(attrs, "client_request_id", clientID)
+			}
+			a.logger.Log(r.Context(), level, "request", attrs...)
 		}()
 		ctx := context.WithValue(r.Context(), principalSlot{}, holder)
 		ctx = context.WithValue(ctx, requestIDKey{}, reqID)
