@@ -94,10 +94,14 @@ type AuditRecord struct {
 	Action     string    `json:"action"`
 	Target     string    `json:"target"`
 	RemoteAddr string    `json:"remoteAddr"`
-	// RequestID is the id of the HTTP request that made the change (its X-Request-Id, also
-	// on the request's log lines); empty for strata's own actions.
-	RequestID string          `json:"requestId,omitempty"`
-	Detail    json.RawMessage `json:"detail"`
+	// RequestID is the id the server gave the HTTP request that made the change (the
+	// answer's X-Request-Id, also on the request's log lines); empty for strata's own actions.
+	RequestID string `json:"requestId,omitempty"`
+	// ClientRequestID is the X-Request-Id the client sent with that request, if any: kept
+	// apart from RequestID, which the server always chooses, so no client can make its
+	// records look like another request's.
+	ClientRequestID string          `json:"clientRequestId,omitempty"`
+	Detail          json.RawMessage `json:"detail"`
 	// Cursor, in a follow (GET /v1/audit?watch=true), is where to resume after this record
 	// (?after=).
 	Cursor string `json:"cursor,omitempty"`

@@ -260,6 +260,10 @@ type Service struct {
 	mu    sync.Mutex
 	cache map[[32]byte]cacheEntry
 
+	// ended is what this replica revoked or signed out (endings.go): long requests check it
+	// before each event they send, so a revocation here takes effect before the next one.
+	ended endings
+
 	cursorMu sync.Mutex
 	cursor   cipher.AEAD // sealing continue tokens; nil until first use (cursor.go)
 }
@@ -511,6 +515,9 @@ func (s *Service) List(ctx context.Context, opts TokenListOptions) ([]Token, boo
 // Revoke revokes a token. Its cached verification on this replica is dropped at once; other
 // replicas drop theirs within CacheTTL.
 func (s *Service) Revoke(ctx context.Context, actor AuditActor, id string) error {
+	// Marked before the revocation commits, so no event committed after it can reach a
+	// stream of this token on this replica (EndedHere); unmarked if nothing was revoked.
+	undo := s.ended.mark(tokenKey(id))
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		n, err := tx.Exec(ctx, q.Get("TokenRevoke"), id)
 		if err != nil {
@@ -530,6 +537,7 @@ func (s *Service) Revoke(ctx context.Context, actor AuditActor, id string) error
 		return RecordAudit(ctx, tx, AuditEntry{Actor: actor.Actor, RemoteAddr: actor.RemoteAddr, Action: "token.revoke", Target: id})
 	})
 	if err != nil {
+		undo()
 		return err
 	}
 	s.mu.Lock()
@@ -565,8 +573,12 @@ func (s *Service) Bootstrap(ctx context.Context, secret string) (string, error) 
 type AuditActor struct {
 	Actor      string
 	RemoteAddr string
-	// RequestID is the id of the HTTP request the action belongs to ("" outside requests).
+	// RequestID is the id of the HTTP request the action belongs to ("" outside requests):
+	// always the server's own.
 	RequestID string
+	// ClientRequestID is the X-Request-Id the client sent, if any, kept apart from RequestID
+	// so that no client can make its records look like another request's.
+	ClientRequestID string
 }
 
 type auditActorKey struct{}
@@ -589,10 +601,11 @@ type AuditEntry struct {
 	Action     string
 	Target     string
 	RemoteAddr string
-	// RequestID is the HTTP request's id; RecordAudit and AuditStep fill it (and an empty
-	// RemoteAddr) from the context's AuditActor.
-	RequestID string
-	Detail    any
+	// RequestID is the HTTP request's id; RecordAudit and AuditStep fill it, ClientRequestID
+	// and an empty RemoteAddr from the context's AuditActor.
+	RequestID       string
+	ClientRequestID string
+	Detail          any
 }
 
 // RecordAudit writes e in the caller's transaction, so the record exists exactly when the
@@ -613,7 +626,7 @@ func RecordAudit(ctx context.Context, qr db.Querier, e AuditEntry) error {
 func AuditStep(ctx context.Context, e AuditEntry) (db.Step, error) {
 	from := AuditActorFrom(ctx)
 	if e.RequestID == "" {
-		e.RequestID = from.RequestID
+		e.RequestID, e.ClientRequestID = from.RequestID, from.ClientRequestID
 	}
 	if e.RemoteAddr == "" {
 		e.RemoteAddr = from.RemoteAddr
@@ -626,7 +639,7 @@ func AuditStep(ctx context.Context, e AuditEntry) (db.Step, error) {
 		}
 		detail = b
 	}
-	return db.Step{Query: q.Get("AuditInsert"), Args: []any{e.Actor, e.Action, e.Target, e.RemoteAddr, detail, e.RequestID}}, nil
+	return db.Step{Query: q.Get("AuditInsert"), Args: []any{e.Actor, e.Action, e.Target, e.RemoteAddr, detail, e.RequestID, e.ClientRequestID}}, nil
 }
 
 // AuditCursor is a position in the audit log's follow order: (transaction id, record id),
@@ -670,7 +683,7 @@ func (s *Service) FollowAudit(ctx context.Context, cur AuditCursor, actionPrefix
 			r      AuditRecord
 			detail []byte
 		)
-		if err := rows.Scan(&r.ID, &r.At, &r.Actor, &r.Action, &r.Target, &r.RemoteAddr, &detail, &r.RequestID, &r.Cursor.Xact); err != nil {
+		if err := rows.Scan(&r.ID, &r.At, &r.Actor, &r.Action, &r.Target, &r.RemoteAddr, &detail, &r.RequestID, &r.ClientRequestID, &r.Cursor.Xact); err != nil {
 			return nil, cur, err
 		}
 		r.Detail = detail
@@ -690,6 +703,8 @@ type AuditRecord struct {
 	Target     string
 	RemoteAddr string
 	RequestID  string
+	// ClientRequestID is the X-Request-Id the client sent, if any (RequestID is the server's).
+	ClientRequestID string
 	// Cursor is the record's place in follow order (FollowAudit only).
 	Cursor AuditCursor
 	Detail json.RawMessage
@@ -713,7 +728,7 @@ func (s *Service) ListAudit(ctx context.Context, before int64, actionPrefix stri
 	for rows.Next() {
 		var r AuditRecord
 		var detail []byte
-		if err := rows.Scan(&r.ID, &r.At, &r.Actor, &r.Action, &r.Target, &r.RemoteAddr, &detail, &r.RequestID); err != nil {
+		if err := rows.Scan(&r.ID, &r.At, &r.Actor, &r.Action, &r.Target, &r.RemoteAddr, &detail, &r.RequestID, &r.ClientRequestID); err != nil {
 			return nil, err
 		}
 		r.Detail = detail

@@ -35,12 +35,12 @@ INSERT INTO {{schema}}.bootstrap (key, value) VALUES ($1, $2)
 ON CONFLICT (key) DO NOTHING;
 
 -- name: AuditInsert
-INSERT INTO {{schema}}.audit_log (actor, action, target, remote_addr, detail, request_id)
-VALUES ($1, $2, $3, $4, $5, $6);
+INSERT INTO {{schema}}.audit_log (actor, action, target, remote_addr, detail, request_id, client_request_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7);
 
 -- name: AuditList
 -- Every action: newest first along the primary key.
-SELECT id, at, actor, action, target, remote_addr, detail, request_id
+SELECT id, at, actor, action, target, remote_addr, detail, request_id, client_request_id
 FROM {{schema}}.audit_log
 WHERE ($1::bigint = 0 OR id < $1)
 ORDER BY id DESC
@@ -51,7 +51,7 @@ LIMIT $2;
 -- highest code point, so the audit_log_action_id index (action COLLATE "C", id) serves it;
 -- starts_with keeps the answer exact whatever the range admits. A starts_with(...) filter
 -- alone cannot use any index: the log would be read backwards until a page is found.
-SELECT id, at, actor, action, target, remote_addr, detail, request_id
+SELECT id, at, actor, action, target, remote_addr, detail, request_id, client_request_id
 FROM {{schema}}.audit_log
 WHERE ($1::bigint = 0 OR id < $1)
   AND action COLLATE "C" >= $2 AND action COLLATE "C" < $3
@@ -102,7 +102,7 @@ LIMIT 1;
 -- than every transaction still running: none can ever appear below that line, so a follower
 -- that goes on from the last record it read misses nothing (migration 0020). $3 an action
 -- prefix ('' for all), $4 the batch size.
-SELECT id, at, actor, action, target, remote_addr, detail, request_id, coalesce(xact, '0'::xid8)::text
+SELECT id, at, actor, action, target, remote_addr, detail, request_id, client_request_id, coalesce(xact, '0'::xid8)::text
 FROM {{schema}}.audit_log
 WHERE (coalesce(xact, '0'::xid8), id) > ($1::xid8, $2::bigint)
   AND coalesce(xact, '0'::xid8) < pg_snapshot_xmin(pg_current_snapshot())
@@ -117,14 +117,20 @@ SELECT pg_snapshot_xmin(pg_current_snapshot())::text;
 
 -- name: SessionInsert
 INSERT INTO {{schema}}.console_sessions (secret_hash, token_id, csrf, expires_at)
-VALUES ($1, $2, $3, now() + make_interval(secs => $4));
+VALUES ($1, $2, $3, now() + make_interval(secs => $4))
+RETURNING expires_at;
 
 -- name: SessionGet
 -- A live session of a live token: revoking or expiring the token ends its sessions.
-SELECT t.id, t.name, t.scopes, t.expires_at, s.csrf
+SELECT t.id, t.name, t.scopes, t.expires_at, s.csrf, s.expires_at
 FROM {{schema}}.console_sessions s JOIN {{schema}}.tokens t ON t.id = s.token_id
 WHERE s.secret_hash = $1 AND s.expires_at > now()
   AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now());
+
+-- name: SessionStillValid
+-- Whether a session a long console request began with is still live (not signed out on any
+-- replica, not expired by the database's clock); its token is checked by TokenStillValid.
+SELECT EXISTS (SELECT 1 FROM {{schema}}.console_sessions WHERE secret_hash = $1 AND expires_at > now());
 
 -- name: SessionDelete
 DELETE FROM {{schema}}.console_sessions WHERE secret_hash = $1 RETURNING token_id;

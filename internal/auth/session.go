@@ -21,6 +21,10 @@ const SessionTTL = 12 * time.Hour
 type Session struct {
 	Principal *Principal
 	CSRF      string
+	// ExpiresAt is when the session ends unless it is signed out sooner.
+	ExpiresAt time.Time
+	// hash is the SHA-256 of the session's secret, its key in the database.
+	hash [32]byte
 }
 
 // ErrNoSession is a missing, unknown or ended session (the console sends the browser to its
@@ -43,19 +47,20 @@ func NewCSRF() string { return randomText() }
 func (s *Service) CreateSession(ctx context.Context, actor AuditActor, p *Principal, ttl time.Duration) (string, Session, error) {
 	secret, csrf := randomText(), randomText()
 	h := sha256.Sum256([]byte(secret))
+	var expires time.Time
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		if _, err := tx.Exec(ctx, q.Get("SessionPrune")); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, q.Get("SessionInsert"), db.Bytes(h[:]), p.TokenID, csrf, ttl.Seconds()); err != nil {
+		if err := tx.QueryRow(ctx, q.Get("SessionInsert"), db.Bytes(h[:]), p.TokenID, csrf, ttl.Seconds()).Scan(&expires); err != nil {
 			return err
 		}
-		return RecordAudit(ctx, tx, AuditEntry{Actor: actor.Actor, Action: "console.login", Target: p.Name, RemoteAddr: actor.RemoteAddr})
+		return RecordAudit(ctx, tx, AuditEntry{Actor: actor.Actor, Action: "console.login", Target: p.Name, RemoteAddr: actor.RemoteAddr, RequestID: actor.RequestID, ClientRequestID: actor.ClientRequestID})
 	})
 	if err != nil {
 		return "", Session{}, fmt.Errorf("create console session: %w", err)
 	}
-	return secret, Session{Principal: p, CSRF: csrf}, nil
+	return secret, Session{Principal: p, CSRF: csrf, ExpiresAt: expires, hash: h}, nil
 }
 
 // LookupSession resolves a session secret to its session; ErrNoSession when there is none
@@ -70,8 +75,9 @@ func (s *Service) LookupSession(ctx context.Context, secret string) (Session, er
 		scopes  []string
 		expires *time.Time
 		csrf    string
+		until   time.Time
 	)
-	err := s.db.QueryRow(ctx, q.Get("SessionGet"), db.Bytes(h[:])).Scan(&p.TokenID, &p.Name, &scopes, &expires, &csrf)
+	err := s.db.QueryRow(ctx, q.Get("SessionGet"), db.Bytes(h[:])).Scan(&p.TokenID, &p.Name, &scopes, &expires, &csrf, &until)
 	if errors.Is(err, db.ErrNotFound) {
 		return Session{}, ErrNoSession
 	}
@@ -84,13 +90,16 @@ func (s *Service) LookupSession(ctx context.Context, secret string) (Session, er
 			p.Scopes = append(p.Scopes, sc)
 		}
 	}
-	return Session{Principal: &p, CSRF: csrf}, nil
+	return Session{Principal: &p, CSRF: csrf, ExpiresAt: until, hash: h}, nil
 }
 
 // EndSession signs a session out (nothing when it is already gone).
 func (s *Service) EndSession(ctx context.Context, actor AuditActor, secret string) error {
 	h := sha256.Sum256([]byte(secret))
-	return s.db.InTx(ctx, func(tx *db.Tx) error {
+	// Marked before the sign-out commits, as Revoke marks a token: the session's streams on
+	// this replica end before their next event (EndedHere).
+	undo := s.ended.mark(sessionKey(h))
+	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		var tokenID string
 		err := tx.QueryRow(ctx, q.Get("SessionDelete"), db.Bytes(h[:])).Scan(&tokenID)
 		if errors.Is(err, db.ErrNotFound) {
@@ -99,8 +108,12 @@ func (s *Service) EndSession(ctx context.Context, actor AuditActor, secret strin
 		if err != nil {
 			return err
 		}
-		return RecordAudit(ctx, tx, AuditEntry{Actor: actor.Actor, Action: "console.logout", Target: tokenID, RemoteAddr: actor.RemoteAddr})
+		return RecordAudit(ctx, tx, AuditEntry{Actor: actor.Actor, Action: "console.logout", Target: tokenID, RemoteAddr: actor.RemoteAddr, RequestID: actor.RequestID, ClientRequestID: actor.ClientRequestID})
 	})
+	if err != nil {
+		undo()
+	}
+	return err
 }
 
 // EndAllSessions ends every console session (after a restore: they belong to the

@@ -231,9 +231,14 @@ func (b *bufferWriter) WriteHeader(status int) {
 	}
 }
 
+// consoleSessionKey carries, beside consoleKey, the console session an in-process request
+// was made in: a long request (a watch stream) ends with the session, not only with its
+// token (watchList).
+type consoleSessionKey struct{}
+
 // consoleRequest is an in-process API request with the session's principal.
 func consoleRequest(r *http.Request, s auth.Session, method, path string, body []byte, hdr ...string) *http.Request {
-	ctx := context.WithValue(r.Context(), consoleKey{}, s.Principal)
+	ctx := context.WithValue(context.WithValue(r.Context(), consoleKey{}, s.Principal), consoleSessionKey{}, s)
 	req, err := http.NewRequestWithContext(ctx, method, path, bytes.NewReader(body))
 	if err != nil {
 		panic(err) // paths are built by the console from escaped parts
@@ -362,7 +367,7 @@ func (a *API) uiRoutes(mux *http.ServeMux) {
 func (a *API) uiLoginForm(w http.ResponseWriter, r *http.Request) {
 	uiHeaders(w)
 	csrf := auth.NewCSRF()
-	http.SetCookie(w, &http.Cookie{Name: loginCSRFCookie, Value: csrf, Path: "/ui/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 3600})
+	http.SetCookie(w, &http.Cookie{Name: loginCSRFCookie, Value: csrf, Path: "/ui/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.overTLS(r), MaxAge: 3600})
 	_ = a.render(w, http.StatusOK, "login", uiPage{Title: "Sign in", CSRF: csrf, Data: map[string]string{"Next": safeNext(r.URL.Query().Get("next"))}})
 }
 
@@ -380,7 +385,7 @@ func (a *API) uiLogin(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.PostFormValue("next"))
 	fail := func(status int, msg string) {
 		csrf := auth.NewCSRF()
-		http.SetCookie(w, &http.Cookie{Name: loginCSRFCookie, Value: csrf, Path: "/ui/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 3600})
+		http.SetCookie(w, &http.Cookie{Name: loginCSRFCookie, Value: csrf, Path: "/ui/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.overTLS(r), MaxAge: 3600})
 		_ = a.render(w, status, "login", uiPage{Title: "Sign in", CSRF: csrf, Error: msg, Data: map[string]string{"Next": next}})
 	}
 	c, err := r.Cookie(loginCSRFCookie)
@@ -399,7 +404,7 @@ func (a *API) uiLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCSRFCookie, Value: "", Path: "/ui/login", MaxAge: -1})
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(auth.SessionTTL.Seconds())})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.overTLS(r), MaxAge: int(auth.SessionTTL.Seconds())})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
@@ -409,7 +414,7 @@ func (a *API) uiLogout(w http.ResponseWriter, r *http.Request, s auth.Session) e
 			return err
 		}
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/ui/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/ui/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.overTLS(r)})
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 	return nil
 }

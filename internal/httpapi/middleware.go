@@ -62,12 +62,12 @@ func (a *API) observe(next http.Handler) http.Handler {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		holder := &principalHolder{}
-		reqID := r.Header.Get("X-Request-Id")
-		if reqID == "" || len(reqID) > 64 {
-			b := make([]byte, 8)
-			_, _ = rand.Read(b)
-			reqID = hex.EncodeToString(b)
-		}
+		// The request id is always the server's: a client's X-Request-Id, which any client
+		// can set to another request's id, is kept apart (clientRequestID).
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		reqID := hex.EncodeToString(b)
+		clientID := clientRequestID(r)
 		rec.Header().Set("X-Request-Id", reqID)
 		defer func() {
 			if p := recover(); p != nil {
@@ -98,15 +98,23 @@ func (a *API) observe(next http.Handler) http.Handler {
 			if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
 				level = slog.LevelDebug
 			}
-			a.logger.Log(r.Context(), level, "request",
-				"method", r.Method, "path", r.URL.Path, "route", route, "status", status,
-				"bytes", rec.bytes, "duration_ms", float64(d.Microseconds())/1000,
-				"remote", a.clientAddr(r), "request_id", reqID, "token", actor)
+			attrs := []any{"method", r.Method, "path", r.URL.Path, "route", route, "status", status,
+				"bytes", rec.bytes, "duration_ms", float64(d.Microseconds()) / 1000,
+				"remote", a.clientAddr(r), "request_id", reqID, "token", actor}
+			if clientID != "" {
+				attrs = append(attrs, "client_request_id", clientID)
+			}
+			a.logger.Log(r.Context(), level, "request", attrs...)
 		}()
 		ctx := context.WithValue(r.Context(), principalSlot{}, holder)
 		ctx = context.WithValue(ctx, requestIDKey{}, reqID)
+		ctx = context.WithValue(ctx, clientRequestIDKey{}, clientID)
 		ctx = context.WithValue(ctx, clientAddrKey{}, a.clientAddr(r))
 		inner := r.WithContext(ctx)
+		if err := a.refuseCrossSite(inner); err != nil {
+			writeError(rec, inner, a.logger, err)
+			return
+		}
 		defer func() { r.Pattern = inner.Pattern }() // runs first: the mux sets Pattern on inner
 		next.ServeHTTP(rec, inner)
 	})
@@ -260,9 +268,137 @@ func (a *API) isTrusted(host string) bool {
 	return false
 }
 
+// refuseCrossSite is the API's one defence against cross-site request forgery (issue 27,
+// finding 8f). The /v1 API authenticates by token only, but a browser may hold Basic
+// credentials for the server (Terraform's and Salt's routes offer Basic) and sends them with
+// any request a page on another site makes, including a form post, which needs no CORS
+// preflight. So every /v1 request a browser marks as made on another site's behalf is
+// refused before it is authenticated: Sec-Fetch-Site cross-site or same-site, or an Origin
+// that is not this server's own (ownOrigin, as seen through trusted proxies). A form-encoded
+// body, which browsers send without asking, is accepted only from clients that are no
+// browser (neither header) and send no Basic credentials: `curl -d` with a Bearer token.
+// The console's in-process requests do not pass here (they call the mux directly) and the
+// console has its own CSRF tokens.
+func (a *API) refuseCrossSite(r *http.Request) error {
+	if r.URL.Path != "/v1" && !strings.HasPrefix(r.URL.Path, "/v1/") {
+		return nil
+	}
+	site := strings.ToLower(strings.TrimSpace(r.Header.Get("Sec-Fetch-Site")))
+	if site == "cross-site" || site == "same-site" {
+		return fault.Forbidden("Sec-Fetch-Site: %s: the API does not answer requests a browser makes on another site's behalf; call it from a client such as curl or strata, or use the console", site)
+	}
+	origins := r.Header.Values("Origin")
+	if len(origins) > 0 {
+		own := a.ownOrigin(r)
+		for _, o := range origins {
+			if normalOrigin(o) != own {
+				return fault.Forbidden("Origin %q is not this server's own origin (%s): the API does not answer requests a browser makes on another site's behalf", fault.Truncate(o, 200), own)
+			}
+		}
+	}
+	if isFormContentType(r.Header.Get("Content-Type")) {
+		if len(origins) > 0 || site != "" {
+			return fault.Forbidden("Content-Type application/x-www-form-urlencoded is not accepted from a browser (the request carries Origin or Sec-Fetch-Site): send the JSON body as application/json")
+		}
+		if _, _, basic := r.BasicAuth(); basic {
+			return fault.Forbidden("Content-Type application/x-www-form-urlencoded is not accepted with Basic credentials: send the JSON body as application/json, or the token as Authorization: Bearer")
+		}
+	}
+	return nil
+}
+
+// isFormContentType reports whether ct is application/x-www-form-urlencoded, the body type
+// curl -d sends and an HTML form posts without a CORS preflight.
+func isFormContentType(ct string) bool {
+	return strings.EqualFold(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0]), "application/x-www-form-urlencoded")
+}
+
+// ownOrigin is the origin a browser uses for this server: the request's scheme and Host, or,
+// from a trusted proxy (--trusted-proxies), what the proxy names: X-Forwarded-Proto and
+// X-Forwarded-Host (the first value of each: the client-facing proxy's), or proto= and host=
+// of the first Forwarded element. Headers from any other peer are ignored.
+func (a *API) ownOrigin(r *http.Request) string {
+	scheme, host := "http", r.Host
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if a.isTrusted(peerAddr(r)) {
+		if p := forwardedValue(r, "X-Forwarded-Proto", "proto"); p != "" {
+			scheme = p
+		}
+		if h := forwardedValue(r, "X-Forwarded-Host", "host"); h != "" {
+			host = h
+		}
+	}
+	return normalOrigin(scheme + "://" + host)
+}
+
+// overTLS reports whether the client reached this server over TLS: the connection is TLS,
+// or a trusted proxy says the client's was (X-Forwarded-Proto or Forwarded proto=https).
+func (a *API) overTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	return a.isTrusted(peerAddr(r)) && strings.EqualFold(forwardedValue(r, "X-Forwarded-Proto", "proto"), "https")
+}
+
+// forwardedValue is the first value of the X-Forwarded-* header xf, or, without it, the
+// parameter param of the first element of Forwarded (RFC 7239). Callers trust it only from
+// a trusted proxy.
+func forwardedValue(r *http.Request, xf, param string) string {
+	if v := r.Header.Get(xf); v != "" {
+		first, _, _ := strings.Cut(v, ",")
+		return strings.TrimSpace(first)
+	}
+	elem, _, _ := strings.Cut(r.Header.Get("Forwarded"), ",")
+	for _, pair := range strings.Split(elem, ";") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(pair), "="); ok && strings.EqualFold(k, param) {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return ""
+}
+
+// normalOrigin writes an origin the way comparisons need it: scheme and host in lower case,
+// without a default port (https://a.example:443 is https://a.example). Anything that is no
+// scheme://host origin (such as "null", which sandboxed and privacy-sensitive contexts send)
+// comes back as it is and so matches no server.
+func normalOrigin(o string) string {
+	scheme, host, ok := strings.Cut(strings.TrimSpace(o), "://")
+	if !ok || host == "" || strings.ContainsAny(host, "/?#@") {
+		return o
+	}
+	scheme, host = strings.ToLower(scheme), strings.ToLower(host)
+	if (scheme == "http" && strings.HasSuffix(host, ":80")) || (scheme == "https" && strings.HasSuffix(host, ":443")) {
+		host = host[:strings.LastIndexByte(host, ':')]
+	}
+	return scheme + "://" + host
+}
+
 // auditActor names the caller for the audit log.
 func auditActor(r *http.Request, p *auth.Principal) auth.AuditActor {
-	return auth.AuditActor{Actor: p.Actor(), RemoteAddr: remoteAddr(r), RequestID: RequestID(r.Context())}
+	cid, _ := r.Context().Value(clientRequestIDKey{}).(string)
+	return auth.AuditActor{Actor: p.Actor(), RemoteAddr: remoteAddr(r), RequestID: RequestID(r.Context()), ClientRequestID: cid}
+}
+
+// clientRequestIDKey carries the X-Request-Id a client sent (clientRequestID) in its
+// request's context.
+type clientRequestIDKey struct{}
+
+// clientRequestID is the X-Request-Id the client sent, kept so a client can find its own
+// requests in the log and the audit log, but never as the request's id. One that is longer
+// than 64 bytes or holds anything but printable ASCII is not kept ("").
+func clientRequestID(r *http.Request) string {
+	id := r.Header.Get("X-Request-Id")
+	if len(id) > 64 {
+		return ""
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return ""
+		}
+	}
+	return id
 }
 
 // httpMetrics are the HTTP-level Prometheus metrics.

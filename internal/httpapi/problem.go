@@ -89,7 +89,14 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", info.status, "err", err)
 	}
 	if fe.Kind == fault.KindUnauthenticated {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="strata", Basic realm="strata"`)
+		// Basic is offered only where the clients that need it call (Terraform's http
+		// backend, Salt's http_json): a browser that meets Basic anywhere else would ask for
+		// credentials and send them with every later request, cross-site ones included.
+		if strings.HasPrefix(r.URL.Path, "/v1/state/") || strings.HasPrefix(r.URL.Path, "/v1/salt/") {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="strata", Basic realm="strata"`)
+		} else {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="strata"`)
+		}
 	}
 	if fe.Kind == fault.KindUnavailable && w.Header().Get("Retry-After") == "" {
 		// Seconds: a database that refuses writes (read-only, disk full) is not back in one.
@@ -184,7 +191,8 @@ func decodeJSON(r *http.Request, v any) error {
 
 // isJSONContentType accepts JSON media types, and application/x-www-form-urlencoded because
 // that is what `curl -d` sends unless told otherwise; the body must still be JSON. Anything
-// else (XML, multipart, text) is refused with a 400 that names the type.
+// else (XML, multipart, text) is refused with a 400 that names the type. Form bodies from a
+// browser or with Basic credentials never get here: refuseCrossSite refuses them first.
 func isJSONContentType(ct string) bool {
 	ct = strings.ToLower(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0]))
 	return ct == "application/json" || strings.HasSuffix(ct, "+json") || ct == "application/x-www-form-urlencoded"

@@ -132,7 +132,7 @@ func (a *API) auditList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	}
 	out := client.AuditList{Items: []client.AuditRecord{}}
 	for _, rec := range recs {
-		out.Items = append(out.Items, client.AuditRecord{ID: rec.ID, At: rec.At.UTC(), Actor: rec.Actor, Action: rec.Action, RequestID: rec.RequestID,
+		out.Items = append(out.Items, client.AuditRecord{ID: rec.ID, At: rec.At.UTC(), Actor: rec.Actor, Action: rec.Action, RequestID: rec.RequestID, ClientRequestID: rec.ClientRequestID,
 			Target: rec.Target, RemoteAddr: rec.RemoteAddr, Detail: rec.Detail})
 	}
 	if more {
@@ -172,11 +172,12 @@ func (a *API) auditFollow(w http.ResponseWriter, r *http.Request, p *auth.Princi
 	}
 	const pollEvery = 500 * time.Millisecond
 	end := time.Now().Add(a.watchMax + rand.N(a.watchMax))
-	recheck := time.Now().Add(a.watchRecheck)
+	acc := a.streamAccess(r, p)
+	recheck := acc.nextRecheck(time.Now())
 	for time.Now().Before(end) {
 		if !time.Now().Before(recheck) {
-			recheck = time.Now().Add(a.watchRecheck)
-			if err := a.stillValid(ctx, p); err != nil {
+			recheck = acc.nextRecheck(time.Now())
+			if err := acc.stillValid(ctx); err != nil {
 				if ctx.Err() == nil {
 					b, _ := json.Marshal(watchEvent{Type: "ERROR", Object: a.problemOf(r, err)})
 					_, _ = w.Write(append(b, '\n'))
@@ -193,9 +194,15 @@ func (a *API) auditFollow(w http.ResponseWriter, r *http.Request, p *auth.Princi
 			return nil
 		}
 		cur = next
+		if len(recs) > 0 && acc.endedHere() {
+			// Revoked on this replica: not one more record (the watch's rule).
+			b, _ := json.Marshal(watchEvent{Type: "ERROR", Object: a.problemOf(r, acc.endedErr())})
+			_, _ = w.Write(append(b, '\n'))
+			return nil
+		}
 		for _, rec := range recs {
 			b, err := json.Marshal(watchEvent{Type: "ADDED", Object: client.AuditRecord{ID: rec.ID, At: rec.At.UTC(), Actor: rec.Actor, Action: rec.Action,
-				Target: rec.Target, RemoteAddr: rec.RemoteAddr, RequestID: rec.RequestID, Detail: rec.Detail, Cursor: rec.Cursor.String()}})
+				Target: rec.Target, RemoteAddr: rec.RemoteAddr, RequestID: rec.RequestID, ClientRequestID: rec.ClientRequestID, Detail: rec.Detail, Cursor: rec.Cursor.String()}})
 			if err != nil {
 				return nil
 			}

@@ -67,7 +67,10 @@ func isWatch(r *http.Request) (bool, error) {
 // last version it received.
 //
 // Streams follow access: every recheck interval the stream asks whether its token is still
-// in force, and ends with an ERROR event (status 401) when it was revoked or has expired. A
+// in force, and ends with an ERROR event (status 401) when it was revoked or has expired; a
+// console stream asks the same of its session (signed out, expired). A revocation or
+// sign-out on this replica ends the stream before its next event, and wakes it if it
+// waits; the token's or session's expiry is a re-check of its own. A
 // stream ends cleanly (no ERROR: the chunked answer just ends) after its lifetime, a random
 // duration in [max, 2·max); clients resume from the last resourceVersion they received. A
 // resourceVersion beyond the newest committed one waits up to the head wait for writes in
@@ -147,7 +150,10 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 			"kind": k.Name, "metadata": map[string]string{"resourceVersion": rv}}})
 	}
 	end := time.Now().Add(a.watchMax + rand.N(a.watchMax))
-	recheck := time.Now().Add(a.watchRecheck)
+	acc := a.streamAccess(r, p)
+	authCtx, stopAuth := acc.watch(ctx)
+	defer stopAuth()
+	recheck := acc.nextRecheck(time.Now())
 	// due runs what is due when a wait ends or an event was handled: false ends the stream.
 	due := func() bool {
 		now := time.Now()
@@ -155,8 +161,8 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 			return false // the stream's lifetime is over: end it cleanly, the client resumes
 		}
 		if !now.Before(recheck) {
-			recheck = now.Add(a.watchRecheck)
-			if err := a.stillValid(ctx, p); err != nil {
+			recheck = acc.nextRecheck(now)
+			if err := acc.stillValid(ctx); err != nil {
 				if ctx.Err() == nil {
 					_ = send(watchEvent{Type: "ERROR", Object: a.problemOf(r, err)})
 				}
@@ -176,13 +182,17 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 		if end.Before(wake) {
 			wake = end
 		}
-		nctx, cancel := context.WithDeadline(ctx, wake)
+		nctx, cancel := context.WithDeadline(authCtx, wake)
 		c, err := sub.Next(nctx)
 		waited := nctx.Err() != nil // before cancel, which sets it too
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // the client went away
+			}
+			if authCtx.Err() != nil {
+				_ = send(watchEvent{Type: "ERROR", Object: a.problemOf(r, acc.endedErr())})
+				return nil
 			}
 			if waited {
 				if !due() {
@@ -194,6 +204,12 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 			return nil
 		}
 		if typ, ok := resource.EventFor(c, sel); ok && filter.Allows(c.Name) {
+			// Asked before every event: a revocation or sign-out on this replica was marked
+			// before it committed, so no event committed after it gets through.
+			if acc.endedHere() {
+				_ = send(watchEvent{Type: "ERROR", Object: a.problemOf(r, acc.endedErr())})
+				return nil
+			}
 			if err := send(watchEvent{Type: typ, Object: c.Object}); err != nil {
 				return nil
 			}
@@ -233,10 +249,96 @@ func (a *API) awaitHead(ctx context.Context, from int64) error {
 	}
 }
 
-// stillValid re-checks a stream's token (nothing to check without a token service).
-func (a *API) stillValid(ctx context.Context, p *auth.Principal) error {
-	if a.tokens == nil {
+// streamAccess is the authority a long request (a watch stream, the audit follow) runs on:
+// its token, and for a console request also the console session it was made in.
+type streamAccess struct {
+	tokens   *auth.Service // nil: nothing to check
+	p        *auth.Principal
+	session  *auth.Session
+	interval time.Duration
+}
+
+func (a *API) streamAccess(r *http.Request, p *auth.Principal) streamAccess {
+	acc := streamAccess{tokens: a.tokens, p: p, interval: a.watchRecheck}
+	if s, ok := r.Context().Value(consoleSessionKey{}).(auth.Session); ok {
+		acc.session = &s
+	}
+	return acc
+}
+
+// stillValid asks the database whether the stream's authority is still in force.
+func (acc streamAccess) stillValid(ctx context.Context) error {
+	switch {
+	case acc.tokens == nil:
+		return nil
+	case acc.session != nil:
+		return acc.tokens.SessionStillValid(ctx, *acc.session)
+	}
+	return acc.tokens.StillValid(ctx, acc.p)
+}
+
+// endedHere is the check before every event: revoked or signed out on this replica, or the
+// session expired. It asks no database.
+func (acc streamAccess) endedHere() bool {
+	return acc.tokens != nil && acc.tokens.EndedHere(acc.p, acc.session)
+}
+
+// endedErr is what the stream's ERROR event says when its authority ended.
+func (acc streamAccess) endedErr() error {
+	if acc.session != nil {
+		return auth.ErrSessionEnded
+	}
+	return auth.ErrTokenEnded
+}
+
+// nextRecheck is when the stream asks the database again after now: one interval later, or
+// at the expiry of its token or session if that comes first, so a stream ends when they
+// expire rather than up to an interval after.
+func (acc streamAccess) nextRecheck(now time.Time) time.Time {
+	next := now.Add(acc.interval)
+	for _, exp := range []*time.Time{expiryOf(acc.p), sessionExpiry(acc.session)} {
+		if exp != nil && exp.After(now) && exp.Before(next) {
+			next = *exp
+		}
+	}
+	return next
+}
+
+func expiryOf(p *auth.Principal) *time.Time {
+	if p == nil {
 		return nil
 	}
-	return a.tokens.StillValid(ctx, p)
+	return p.ExpiresAt
+}
+
+func sessionExpiry(s *auth.Session) *time.Time {
+	if s == nil {
+		return nil
+	}
+	return &s.ExpiresAt
+}
+
+// watch returns a context that is cancelled as soon as the stream's authority ends on this
+// replica (a revocation or sign-out here wakes it: auth.Service.Endings), so a waiting stream
+// ends at once instead of at its next event or re-check; stop releases it.
+func (acc streamAccess) watch(ctx context.Context) (context.Context, func()) {
+	if acc.tokens == nil {
+		return ctx, func() {}
+	}
+	actx, cancel := context.WithCancel(ctx)
+	go func() {
+		for {
+			sig := acc.tokens.Endings() // before the check: no mark can fall between them
+			if acc.endedHere() {
+				cancel()
+				return
+			}
+			select {
+			case <-sig:
+			case <-actx.Done():
+				return
+			}
+		}
+	}()
+	return actx, cancel
 }

@@ -202,3 +202,37 @@ func TestWatchBeyondHead(t *testing.T) {
 	require.True(t, errors.As(err, &ce) && ce.Status == 504, "the client sees the 504: %v", err)
 	require.True(t, strings.Contains(ce.Problem.Detail, "beyond"))
 }
+
+// TestWatchRevokedHereGetsNoFurtherEvent is finding 8(i) of issue 27: on the replica that
+// revoked a token, one event committed after the revocation still reached the token's open
+// watch (the stream learnt of it only at its next re-check). Now the revoking replica marks
+// the token before the revocation commits, every stream checks the mark before each event,
+// and a waiting stream is woken: with a re-check interval of a minute, the stream still ends
+// with its ERROR 401 before the next event. Seen failing before the fix ("ADDED after"
+// arrived).
+func TestWatchRevokedHereGetsNoFurtherEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := watchSetup(t, time.Minute, time.Minute, func(o *httpapi.Options) { o.WatchRecheckInterval = time.Minute })
+	tok, w := watchOrgsAs(t, b, auth.CreateParams{Name: "watcher", Scopes: []string{"orgs:read:*"}})
+	_, err := b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "before"}})
+	require.NoError(t, err)
+	require.Equal(t, "ADDED before", eventOf(next(t, w)))
+
+	// Revoked through this replica's API, then an event at once.
+	require.NoError(t, b.admin.TokenRevoke(ctx, tok.ID))
+	_, err = b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "after"}})
+	require.NoError(t, err)
+	start := time.Now()
+	var ce *client.Error
+	for {
+		ev, err := w.Next()
+		if err != nil {
+			require.ErrorAs(t, err, &ce)
+			break
+		}
+		require.NotEqual(t, "ADDED after", eventOf(ev), "an event committed after the revocation reached the stream")
+	}
+	require.Equal(t, http.StatusUnauthorized, ce.Status)
+	require.Less(t, time.Since(start), 10*time.Second, "ended at once, not at the next re-check")
+}

@@ -32,12 +32,20 @@
 
   function follow(url) {
     fetch(url, { credentials: "same-origin" }).then(function (r) {
-      if (!r.ok || !r.body) return;
+      // Not a stream (the session ended and the answer is the sign-in page): stop following.
+      if (!r.ok || !r.body || (r.headers.get("Content-Type") || "").indexOf("ndjson") < 0) return;
       if (caption) caption.textContent = "Live: changes appear as they happen";
-      var reader = r.body.getReader(), dec = new TextDecoder(), buf = "";
+      var reader = r.body.getReader(), dec = new TextDecoder(), buf = "", ended = false;
       function pump() {
         return reader.read().then(function (chunk) {
-          if (chunk.done) { setTimeout(function () { follow(url); }, 2000); return; }
+          if (chunk.done) {
+            if (ended) {
+              if (caption) caption.textContent = "Not live: the session has ended; reload to sign in";
+              return;
+            }
+            setTimeout(function () { follow(url); }, 2000);
+            return;
+          }
           buf += dec.decode(chunk.value, { stream: true });
           var lines = buf.split("\n");
           buf = lines.pop();
@@ -48,6 +56,8 @@
             if (ev.type === "ADDED" || ev.type === "MODIFIED" || ev.type === "DELETED") {
               if (!pending) pending = setTimeout(refresh, 300);
             }
+            // The session or its token ended (signed out, expired, revoked): do not reconnect.
+            if (ev.type === "ERROR" && ev.object && ev.object.status === 401) ended = true;
           });
           return pump();
         });
