@@ -847,7 +847,7 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 	if err != nil {
 		return Rendered{}, err
 	}
-	out, err := merged(layers, opts, explain, info.Org)
+	out, err := merged(ctx, layers, opts, explain, info.Org)
 	if err != nil {
 		return Rendered{}, err
 	}
@@ -857,7 +857,7 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 		if revealErr != nil {
 			out.revealErr = revealErr
 		} else {
-			r, err := merged(opened, opts, explain, info.Org)
+			r, err := merged(ctx, opened, opts, explain, info.Org)
 			if err != nil {
 				return Rendered{}, err
 			}
@@ -869,13 +869,18 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 	return out, nil
 }
 
-// merged merges layers into a Rendered (with explanations when asked) and its ETag.
-func merged(layers []Layer, opts Options, explain bool, org string) (Rendered, error) {
+// merged merges layers into a Rendered (with explanations when asked) and its ETag. The merge
+// stops with ctx: a render is cancelled with its request.
+func merged(ctx context.Context, layers []Layer, opts Options, explain bool, org string) (Rendered, error) {
 	var out Rendered
+	var err error
 	if explain {
-		out.Pillar, out.Explanation = merge.Explain(layers, opts)
+		out.Pillar, out.Explanation, err = merge.ExplainContext(ctx, layers, opts)
 	} else {
-		out.Pillar = merge.Merge(layers, opts)
+		out.Pillar, err = merge.MergeContext(ctx, layers, opts)
+	}
+	if err != nil {
+		return Rendered{}, err
 	}
 	b, err := json.Marshal(out.Pillar)
 	if err != nil {
