@@ -26,6 +26,14 @@ const maxValues = 1 << 20
 type loader struct {
 	report func(line int, reason string)
 	budget int
+	// bytes, when set, is the Read's byte budget, charged for every value this loader
+	// builds (aliases included, each time they are expanded); file names the document in
+	// the error once it is spent.
+	bytes *byteBudget
+	file  string
+	// aliasLine is the line of the outermost alias being expanded (0 outside one): the
+	// place to name when its copies spend the budget.
+	aliasLine int
 	active map[*yaml.Node]bool // mappings and sequences being built, to catch recursion
 	failed bool
 	// anyKeys drops keys that are not strings without a report, for top.sls, whose
@@ -67,6 +75,53 @@ func (l *loader) load(src []byte) (any, *yaml.Node, bool) {
 		root = deref(doc.Content[0])
 	}
 	return v, root, !l.failed
+}
+
+// byteBudget is what the documents of one Read may expand to, in bytes of values (strings,
+// numbers, keys and one byte of punctuation per value): the request's body limit on the
+// server. maxValues alone counts values, so aliases of long strings turned a 10 KB tree into
+// a 100 MB row; charging bytes as values are built, each alias expansion again, stops such a
+// tree as soon as it passes the limit, before any of it is copied, encoded or stored. A
+// document without aliases costs at most about what it spells, so a tree that fits in the
+// body fits in the budget.
+type byteBudget struct {
+	limit, left int64
+	err         *TooLargeError
+}
+
+// TooLargeError is a tree whose values expand past Options.MaxBytes: File and Line are where
+// the budget was spent (for an alias, the line of the alias being expanded).
+type TooLargeError struct {
+	File  string
+	Line  int
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s:%d: the tree's values expand to more than %d bytes, the request body limit (YAML aliases copy what they name each time they are used)", e.File, e.Line, e.Limit)
+}
+
+// charge takes n bytes from the Read's budget for a value built at line, and reports whether
+// the loader may go on. Once the budget is spent every loader of the Read stops building.
+func (l *loader) charge(n int, line int) bool {
+	b := l.bytes
+	if b == nil {
+		return true
+	}
+	if b.err != nil {
+		l.failed = true
+		return false
+	}
+	b.left -= int64(n)
+	if b.left >= 0 {
+		return true
+	}
+	if l.aliasLine != 0 {
+		line = l.aliasLine
+	}
+	b.err = &TooLargeError{File: l.file, Line: line, Limit: b.limit}
+	l.failed = true
+	return false
 }
 
 // newLoader returns a loader reporting to report.
@@ -155,6 +210,9 @@ func (l *loader) value(n *yaml.Node) any {
 	if n == nil {
 		return nil
 	}
+	if !l.charge(1, n.Line) { // a value's share of JSON's punctuation
+		return nil
+	}
 	l.budget--
 	if l.budget == 0 {
 		l.report(n.Line, fmt.Sprintf("the document expands to more than %d values through aliases", maxValues))
@@ -177,6 +235,10 @@ func (l *loader) value(n *yaml.Node) any {
 		if l.active[t] {
 			l.report(n.Line, "alias *"+n.Value+" makes a recursive structure, which JSON cannot hold")
 			return nil
+		}
+		if l.aliasLine == 0 {
+			l.aliasLine = n.Line
+			defer func() { l.aliasLine = 0 }()
 		}
 		return l.value(t)
 	case yaml.ScalarNode:
@@ -206,7 +268,17 @@ func (l *loader) scalar(n *yaml.Node) any {
 		return nil
 	}
 	if s, ok := v.(string); ok && l.str != nil {
-		return l.str(n.Line, s)
+		v = l.str(n.Line, s)
+	}
+	switch t := v.(type) {
+	case string:
+		if !l.charge(len(t), n.Line) {
+			return nil
+		}
+	case json.Number:
+		if !l.charge(len(t), n.Line) {
+			return nil
+		}
 	}
 	return v
 }
@@ -260,6 +332,9 @@ func (l *loader) mapping(n *yaml.Node) any {
 	out := make(map[string]any, len(pairs))
 	for _, p := range pairs {
 		key, ok := l.key(p.k)
+		if ok && !l.charge(len(key), deref(p.k).Line) {
+			return nil
+		}
 		v := l.value(p.v)
 		if !ok {
 			continue

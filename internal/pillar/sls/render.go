@@ -174,7 +174,7 @@ func (r *reader) load(rel string) *loadedFile {
 	if len(bytes.TrimSpace(src)) == 0 {
 		return f
 	}
-	l := newLoader(report)
+	l := r.newLoader(rel, report)
 	if len(r.decrypted) > 0 {
 		srcLines := strings.Split(string(src), "\n")
 		l.str = func(line int, s string) string {

@@ -103,6 +103,12 @@ type Options struct {
 	// every file it sends, also in comments and in files top.sls does not reach, which Salt
 	// never decrypts either.
 	Decrypted map[string]string
+	// MaxBytes, when positive, bounds the bytes the tree's values may expand to (strings,
+	// numbers and keys, plus one byte per value, each alias counted every time it is
+	// expanded): the server passes its request body limit, so that a small tree of YAML
+	// aliases cannot become rows many times the size of the request. Read stops with a
+	// *TooLargeError as soon as the budget is spent.
+	MaxBytes int64
 }
 
 // Read turns the pillar tree in dir (one environment's pillar_roots directory, holding
@@ -124,6 +130,9 @@ func Read(dir string, opts Options) (Plan, error) {
 		decrypted:    normalizeDecrypted(opts.Decrypted),
 		rawDecrypted: map[filePos]bool{},
 	}
+	if opts.MaxBytes > 0 {
+		r.bytes = &byteBudget{limit: opts.MaxBytes, left: opts.MaxBytes}
+	}
 	src, err := os.ReadFile(filepath.Join(dir, topFile))
 	if err != nil {
 		return Plan{}, fmt.Errorf("read the pillar top file: %w", err)
@@ -135,12 +144,18 @@ func Read(dir string, opts Options) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
+	if err := r.overBudget(); err != nil {
+		return Plan{}, err
+	}
 	plan := Plan{Env: opts.Env, Rows: []Row{}, Unsupported: []Unsupported{}}
 	placed := map[string]bool{} // target kind/name + category already in the plan
 	for _, t := range targets {
 		for _, e := range t.entries {
 			for _, name := range r.expand(e.name) {
 				res := r.renderTop(name, e.line)
+				if err := r.overBudget(); err != nil {
+					return Plan{}, err
+				}
 				if !res.ok || !t.ok || res.missing {
 					continue
 				}
@@ -234,6 +249,23 @@ type reader struct {
 	// the BEGIN markers whose block, as the file's text shows it, is in it.
 	decrypted    map[string]string
 	rawDecrypted map[filePos]bool
+	// bytes is the Read's byte budget (Options.MaxBytes), nil without one.
+	bytes *byteBudget
+}
+
+// overBudget is the error that ends a Read whose values passed Options.MaxBytes, or nil.
+func (r *reader) overBudget() error {
+	if r.bytes == nil || r.bytes.err == nil {
+		return nil
+	}
+	return r.bytes.err
+}
+
+// newLoader is a loader of file charging the Read's byte budget, reporting to report.
+func (r *reader) newLoader(file string, report func(line int, reason string)) *loader {
+	l := newLoader(report)
+	l.bytes, l.file = r.bytes, file
+	return l
 }
 
 // problem records an Unsupported entry once.
