@@ -34,8 +34,8 @@ type loader struct {
 	// aliasLine is the line of the outermost alias being expanded (0 outside one): the
 	// place to name when its copies spend the budget.
 	aliasLine int
-	active map[*yaml.Node]bool // mappings and sequences being built, to catch recursion
-	failed bool
+	active    map[*yaml.Node]bool // mappings and sequences being built, to catch recursion
+	failed    bool
 	// anyKeys drops keys that are not strings without a report, for top.sls, whose
 	// non-string targets get their own message.
 	anyKeys bool
