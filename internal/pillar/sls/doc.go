@@ -107,6 +107,11 @@
 //     sharing a key through <<: [*a, *b]), a duplicate anchor, a second document, a plain
 //     "=" or "<<" value. Merge keys follow Salt's flatten_mapping. Recursive aliases and
 //     documents expanding to more than a million values are reported.
+//   - With Options.MaxBytes (the server's request body limit), the tree's values (strings,
+//     numbers, keys and a byte per value, every alias counted each time it is expanded) may
+//     add up to no more than that many bytes: PyYAML shares an aliased value, JSON copies
+//     it, so a few KB of aliases could otherwise become a row of gigabytes. Read stops
+//     with a *TooLargeError naming the file and line as soon as the budget is spent.
 //
 // # Reporting and skipping
 //
