@@ -122,7 +122,7 @@ func ExplainContext(ctx context.Context, layers []Layer, opts Options) (map[stri
 		}
 	}
 	e := explainer{layers: layers}
-	e.walk(out, root, "", nil)
+	e.walk(out, root, nil, nil)
 	sort.Slice(e.out, func(i, j int) bool { return e.out[i].Path < e.out[j].Path })
 	return out, e.out, nil
 }
@@ -296,8 +296,10 @@ type explainer struct {
 }
 
 // walk emits the explanations of the subtree v at path, whose provenance is n; above holds
-// the layers replaced at the paths above it, ascending.
-func (e *explainer) walk(v any, n *node, path string, above []int) {
+// the layers replaced at the paths above it, ascending. path is one buffer the walk appends
+// to and cuts back, so a path costs a string only at a leaf: a value nested n levels deep
+// costs O(n), not the O(n²) of a new string per level.
+func (e *explainer) walk(v any, n *node, path []byte, above []int) {
 	over := above
 	if len(n.replaced) > 0 {
 		over = slices.Concat(above, n.replaced)
@@ -307,12 +309,14 @@ func (e *explainer) walk(v any, n *node, path string, above []int) {
 	m, isObject := v.(map[string]any)
 	if isObject && (len(m) > 0 || n.setBy < 0) {
 		for k, c := range m {
-			e.walk(c, n.children[k], path+"/"+escapeToken(k), over)
+			sub := append(append(path, '/'), escapeToken(k)...)
+			e.walk(c, n.children[k], sub, over)
+			path = sub[:len(path)] // keep the buffer a deeper level grew
 		}
 		return
 	}
 	e.out = append(e.out, Explanation{
-		Path:       path,
+		Path:       string(path),
 		SetBy:      e.source(n.setBy),
 		Overridden: e.sources(over),
 		MergedFrom: e.sources(n.mergedFrom),
