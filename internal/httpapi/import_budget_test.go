@@ -82,3 +82,26 @@ func TestPillarImportAliasBombIsRefused(t *testing.T) {
 	}
 	problem(t, b.do(t, "GET", "/v1/pillars/global/big", b.admin, nil), 404, "not-found")
 }
+
+// TestPillarImportCopiesAreBounded: a 30 KB SLS listed for 100 minions is 100 rows of 30 KB;
+// rows and include copies may add up to sls.CopyFactor times the body limit, so such a tree
+// (in a 34 KB body under a 64 KiB limit) is a 413 naming the top.sls line that passes it,
+// dry run included.
+func TestPillarImportCopiesAreBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t) // MaxBodyBytes 64 KiB
+	require.Equal(t, 201, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"acme"}}`)).status)
+	var top strings.Builder
+	top.WriteString("base:\n")
+	for i := range 100 {
+		fmt.Fprintf(&top, "  web%02d:\n    - big\n", i)
+	}
+	body, err := json.Marshal(map[string]any{"files": map[string]string{"top.sls": top.String(), "big.sls": "v: " + strings.Repeat("x", 30<<10) + "\n"}})
+	require.NoError(t, err)
+	for _, path := range []string{"/v1/pillars:import?org=acme&dryRun=true", "/v1/pillars:import?org=acme"} {
+		p := problem(t, b.do(t, "POST", path, b.admin, strings.NewReader(string(body))), 413, "too-large")
+		require.Contains(t, p.Detail, "top.sls:37:")
+		require.Equal(t, "/files/top.sls", p.Errors[0].Field)
+	}
+	problem(t, b.do(t, "GET", "/v1/nodes/web00", b.admin, nil), 404, "not-found")
+}

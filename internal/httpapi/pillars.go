@@ -383,9 +383,12 @@ func (a *API) pillarImport(w http.ResponseWriter, r *http.Request, p *auth.Princ
 	plan, err := sls.Read(dir, sls.Options{Env: req.Env, Nodegroups: req.Nodegroups, KnownNodes: known, Decrypted: req.Decrypted, MaxBytes: a.maxBody})
 	var tooLarge *sls.TooLargeError
 	if errors.As(err, &tooLarge) {
+		msg := fmt.Sprintf("line %d: the values expand past the body limit of %d bytes", tooLarge.Line, tooLarge.Limit)
+		if tooLarge.Copies {
+			msg = fmt.Sprintf("line %d: the rows and included copies add up to more than %d bytes", tooLarge.Line, tooLarge.Limit)
+		}
 		return &fault.Error{Kind: fault.KindTooLarge, Detail: tooLarge.Error(), Fields: []fault.FieldError{{
-			Field:   "/files/" + strings.ReplaceAll(strings.ReplaceAll(tooLarge.File, "~", "~0"), "/", "~1"),
-			Message: fmt.Sprintf("line %d: the values expand past the body limit of %d bytes", tooLarge.Line, tooLarge.Limit)}}}
+			Field: "/files/" + strings.ReplaceAll(strings.ReplaceAll(tooLarge.File, "~", "~0"), "/", "~1"), Message: msg}}}
 	}
 	if err != nil {
 		return fault.UnprocessableFields("the pillar tree cannot be read", []fault.FieldError{{Field: "/files", Message: err.Error()}})

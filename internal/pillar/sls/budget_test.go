@@ -93,3 +93,44 @@ func TestReadByteBudgetSpansFiles(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, plan.Rows, 20)
 }
+
+// Copies count too: an SLS listed for many targets becomes a row for each, and an include
+// copies the included file into the including one (with key:, under a new key each time), so
+// a few bytes of top.sls or include: can name many copies of a large file. Every copy is
+// charged to a budget of CopyFactor times Options.MaxBytes; past it the read stops, naming
+// the top.sls line of the row or the include line that passed it.
+func TestReadByteBudgetCountsCopies(t *testing.T) {
+	t.Parallel()
+	const limit = 64 << 10
+	big := "v: " + strings.Repeat("x", 30<<10) + "\n" // 30 KB, no aliases
+
+	var top strings.Builder
+	top.WriteString("base:\n")
+	for i := range 100 {
+		fmt.Fprintf(&top, "  web%02d:\n    - big\n", i)
+	}
+	dir := writeTree(t, map[string]string{"top.sls": top.String(), "big.sls": big})
+	_, err := Read(dir, Options{MaxBytes: limit})
+	var tooLarge *TooLargeError
+	require.True(t, errors.As(err, &tooLarge), "want a TooLargeError, got %v", err)
+	require.Equal(t, "top.sls", tooLarge.File)
+	// Each row costs 30 KB: CopyFactor×64 KiB = 512 KiB holds 17 rows; the 18th, listed on
+	// line 3+2·17 (web17's "- big"), passes it.
+	require.Equal(t, 3+2*17, tooLarge.Line, "%v", err)
+	require.Contains(t, err.Error(), "copies")
+	plan, err := Read(dir, Options{MaxBytes: 4 << 20})
+	require.NoError(t, err)
+	require.Len(t, plan.Rows, 100)
+
+	var inc strings.Builder
+	inc.WriteString("include:\n")
+	for i := range 100 {
+		fmt.Fprintf(&inc, "  - big: {key: k%d}\n", i)
+	}
+	dir = writeTree(t, map[string]string{"top.sls": "base:\n  '*':\n    - many\n", "many.sls": inc.String(), "big.sls": big})
+	_, err = Read(dir, Options{MaxBytes: limit})
+	require.True(t, errors.As(err, &tooLarge), "want a TooLargeError, got %v", err)
+	require.Equal(t, "many.sls", tooLarge.File)
+	require.Greater(t, tooLarge.Line, 1)
+	require.LessOrEqual(t, tooLarge.Line, 20, "%v", err)
+}

@@ -112,6 +112,9 @@
 //     add up to no more than that many bytes: PyYAML shares an aliased value, JSON copies
 //     it, so a few KB of aliases could otherwise become a row of gigabytes. Read stops
 //     with a *TooLargeError naming the file and line as soon as the budget is spent.
+//     Copies are charged too, to CopyFactor times that budget: each row (an SLS listed
+//     for n targets is n rows) and each included SLS merged into another, at the top.sls
+//     or include: line that makes the copy.
 //
 // # Reporting and skipping
 //

@@ -84,20 +84,69 @@ func (l *loader) load(src []byte) (any, *yaml.Node, bool) {
 // tree as soon as it passes the limit, before any of it is copied, encoded or stored. A
 // document without aliases costs at most about what it spells, so a tree that fits in the
 // body fits in the budget.
+//
+// Copies have a budget of their own, CopyFactor times as large: an SLS listed for several
+// targets is a row for each, and an include copies the included data into the including
+// SLS (under a new key each time with key:), so a line of top.sls or of an include: list
+// can name a copy of a whole file. Each copy is charged as it is made.
 type byteBudget struct {
-	limit, left int64
-	err         *TooLargeError
+	limit, left             int64
+	copiesLimit, copiesLeft int64
+	err                     *TooLargeError
 }
 
-// TooLargeError is a tree whose values expand past Options.MaxBytes: File and Line are where
-// the budget was spent (for an alias, the line of the alias being expanded).
+// CopyFactor is how many times Options.MaxBytes the rows and include copies of a tree may
+// add up to: room for an SLS shared by several targets, not for one copied thousands of times.
+const CopyFactor = 8
+
+func newByteBudget(limit int64) *byteBudget {
+	return &byteBudget{limit: limit, left: limit, copiesLimit: CopyFactor * limit, copiesLeft: CopyFactor * limit}
+}
+
+// spendCopy charges a copy of v to the copies budget, stopping as soon as it is spent (so the
+// walk costs no more than the budget), and reports whether it fit.
+func (b *byteBudget) spendCopy(v any) bool {
+	b.copiesLeft--
+	if b.copiesLeft < 0 {
+		return false
+	}
+	switch t := v.(type) {
+	case string:
+		b.copiesLeft -= int64(len(t))
+	case json.Number:
+		b.copiesLeft -= int64(len(t))
+	case map[string]any:
+		for k, c := range t {
+			b.copiesLeft -= int64(len(k))
+			if !b.spendCopy(c) {
+				return false
+			}
+		}
+	case []any:
+		for _, c := range t {
+			if !b.spendCopy(c) {
+				return false
+			}
+		}
+	}
+	return b.copiesLeft >= 0
+}
+
+// TooLargeError is a tree whose values expand past Options.MaxBytes, or whose rows and
+// include copies pass CopyFactor times it (Copies): File and Line are where the budget was
+// spent (for an alias, the line of the alias being expanded; for a row, its top.sls line; for
+// an include, the include's line). Limit is the budget that was passed.
 type TooLargeError struct {
-	File  string
-	Line  int
-	Limit int64
+	File   string
+	Line   int
+	Limit  int64
+	Copies bool
 }
 
 func (e *TooLargeError) Error() string {
+	if e.Copies {
+		return fmt.Sprintf("%s:%d: the tree's rows and included copies add up to more than %d bytes (%d times the request body limit): an SLS listed for many targets, or included many times, is copied into each", e.File, e.Line, e.Limit, CopyFactor)
+	}
 	return fmt.Sprintf("%s:%d: the tree's values expand to more than %d bytes, the request body limit (YAML aliases copy what they name each time they are used)", e.File, e.Line, e.Limit)
 }
 

@@ -337,6 +337,9 @@ func (r *reader) pstate(sls string, mods map[string]map[string]any, file string,
 			if !truthy(nstate) {
 				continue
 			}
+			if !r.chargeCopy(nstate, rel, at) {
+				return rendered{sources: []string{rel}} // Read stops: over budget
+			}
 			if key != "" {
 				parts := strings.Split(key, ":")
 				for k := len(parts) - 1; k >= 0; k-- {

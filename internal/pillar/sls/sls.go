@@ -106,8 +106,9 @@ type Options struct {
 	// MaxBytes, when positive, bounds the bytes the tree's values may expand to (strings,
 	// numbers and keys, plus one byte per value, each alias counted every time it is
 	// expanded): the server passes its request body limit, so that a small tree of YAML
-	// aliases cannot become rows many times the size of the request. Read stops with a
-	// *TooLargeError as soon as the budget is spent.
+	// aliases cannot become rows many times the size of the request. Rows and include
+	// copies may add up to CopyFactor times it. Read stops with a *TooLargeError as soon as
+	// either budget is spent.
 	MaxBytes int64
 }
 
@@ -131,7 +132,7 @@ func Read(dir string, opts Options) (Plan, error) {
 		rawDecrypted: map[filePos]bool{},
 	}
 	if opts.MaxBytes > 0 {
-		r.bytes = &byteBudget{limit: opts.MaxBytes, left: opts.MaxBytes}
+		r.bytes = newByteBudget(opts.MaxBytes)
 	}
 	src, err := os.ReadFile(filepath.Join(dir, topFile))
 	if err != nil {
@@ -158,6 +159,9 @@ func Read(dir string, opts Options) (Plan, error) {
 				}
 				if !res.ok || !t.ok || res.missing {
 					continue
+				}
+				if !r.chargeCopy(res.data, topFile, e.line) {
+					return Plan{}, r.overBudget()
 				}
 				row := Row{
 					Target:   t.target,
@@ -259,6 +263,23 @@ func (r *reader) overBudget() error {
 		return nil
 	}
 	return r.bytes.err
+}
+
+// chargeCopy charges a copy of v, made for file at line, to the Read's copies budget, and
+// reports whether it fit; when it does not, the Read is over budget.
+func (r *reader) chargeCopy(v any, file string, line int) bool {
+	b := r.bytes
+	if b == nil {
+		return true
+	}
+	if b.err != nil {
+		return false
+	}
+	if !b.spendCopy(v) {
+		b.err = &TooLargeError{File: file, Line: line, Limit: b.copiesLimit, Copies: true}
+		return false
+	}
+	return true
 }
 
 // newLoader is a loader of file charging the Read's byte budget, reporting to report.
