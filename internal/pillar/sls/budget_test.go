@@ -134,3 +134,23 @@ func TestReadByteBudgetCountsCopies(t *testing.T) {
 	require.Greater(t, tooLarge.Line, 1)
 	require.LessOrEqual(t, tooLarge.Line, 20, "%v", err)
 }
+
+// A value nested deeper than strata stores (128 levels, the document being level 1) is
+// reported at its line with its pointer; 128 levels read fine.
+func TestReadReportsTooDeep(t *testing.T) {
+	t.Parallel()
+	deep := func(levels int) string {
+		return strings.Repeat("{a: ", levels-1) + "{leaf: 1}" + strings.Repeat("}", levels-1) + "\n"
+	}
+	plan := readTree(t, map[string]string{"top.sls": "base:\n  '*':\n    - x\n", "x.sls": "ok: 1\nk: " + deep(127)}, Options{})
+	require.Empty(t, plan.Unsupported)
+	require.Len(t, plan.Rows, 1)
+
+	plan = readTree(t, map[string]string{"top.sls": "base:\n  '*':\n    - x\n", "x.sls": "ok: 1\nk: " + deep(128)}, Options{})
+	require.Len(t, plan.Unsupported, 1)
+	require.Equal(t, "x.sls", plan.Unsupported[0].File)
+	require.Equal(t, 2, plan.Unsupported[0].Line)
+	require.Contains(t, plan.Unsupported[0].Reason, `"/k`+strings.Repeat("/a", 127)+`"`)
+	require.Contains(t, plan.Unsupported[0].Reason, "128 levels")
+	require.Empty(t, plan.Rows, "the file is left out whole")
+}

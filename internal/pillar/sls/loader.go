@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/stratahq/strata/internal/jsondepth"
 )
 
 // maxValues bounds the values one document may expand to through aliases. PyYAML shares
@@ -34,8 +36,12 @@ type loader struct {
 	// aliasLine is the line of the outermost alias being expanded (0 outside one): the
 	// place to name when its copies spend the budget.
 	aliasLine int
-	active    map[*yaml.Node]bool // mappings and sequences being built, to catch recursion
-	failed    bool
+	depth     int
+	// path holds the reference tokens down to the value being built, and so its depth:
+	// strata stores values at most jsondepth.Max levels deep.
+	path   []string
+	active map[*yaml.Node]bool // mappings and sequences being built, to catch recursion
+	failed bool
 	// anyKeys drops keys that are not strings without a report, for top.sls, whose
 	// non-string targets get their own message.
 	anyKeys bool
@@ -345,14 +351,38 @@ func (l *loader) sequence(n *yaml.Node) any {
 		l.report(n.Line, fmt.Sprintf("a sequence tagged %s: Salt builds %s, which JSON cannot hold faithfully", t, pythonTypeOf(t)))
 		return nil
 	}
+	if !l.enter(n) {
+		return nil
+	}
 	l.active[n] = true
 	defer delete(l.active, n)
+	defer l.leave()
 	out := make([]any, 0, len(n.Content))
-	for _, c := range n.Content {
+	for i, c := range n.Content {
+		l.path = append(l.path, strconv.Itoa(i))
 		out = append(out, l.value(c))
+		l.path = l.path[:len(l.path)-1]
 	}
 	return out
 }
+
+// enter starts building a mapping or sequence one level below the current one, reporting it
+// when it is deeper than strata stores (jsondepth.Max levels, the document being level 1).
+func (l *loader) enter(n *yaml.Node) bool {
+	if l.depth < jsondepth.Max {
+		l.depth++
+		return true
+	}
+	var ptr strings.Builder
+	for _, t := range l.path {
+		ptr.WriteByte('/')
+		ptr.WriteString(strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1"))
+	}
+	l.report(n.Line, fmt.Sprintf("the value at %q nests deeper than %d levels: strata stores pillar data at most %d levels deep", ptr.String(), jsondepth.Max, jsondepth.Max))
+	return false
+}
+
+func (l *loader) leave() { l.depth-- }
 
 func pythonTypeOf(tag string) string {
 	switch tag {
@@ -375,8 +405,12 @@ func (l *loader) mapping(n *yaml.Node) any {
 		l.report(n.Line, "a mapping merges itself (<<), which JSON cannot hold")
 		return nil
 	}
+	if !l.enter(n) {
+		return nil
+	}
 	l.active[n] = true
 	defer delete(l.active, n)
+	defer l.leave()
 	pairs := l.flatten(n)
 	out := make(map[string]any, len(pairs))
 	for _, p := range pairs {
@@ -384,7 +418,9 @@ func (l *loader) mapping(n *yaml.Node) any {
 		if ok && !l.charge(len(key), deref(p.k).Line) {
 			return nil
 		}
+		l.path = append(l.path, key)
 		v := l.value(p.v)
+		l.path = l.path[:len(l.path)-1]
 		if !ok {
 			continue
 		}
