@@ -766,6 +766,13 @@ func (a *API) pillarView(r *http.Request, s auth.Session, node string) (*pillarV
 		}
 		add(sv.by)
 		srcs[e.Path] = sv
+		// A value below the tree's last level is shown whole at that level, with the
+		// layer that set its first leaf.
+		if at := nthSlash(e.Path, maxTreeLevels+1); at > 0 {
+			if _, ok := srcs[e.Path[:at]]; !ok {
+				srcs[e.Path[:at]] = sv
+			}
+		}
 	}
 	rank := func(l string) int {
 		switch {
@@ -785,7 +792,7 @@ func (a *API) pillarView(r *http.Request, s auth.Session, node string) (*pillarV
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			p := ptr + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 			child, isMap := m[k].(map[string]any)
-			if isMap && len(child) > 0 {
+			if isMap && len(child) > 0 && depth+1 < maxTreeLevels {
 				v.Leaves = append(v.Leaves, pillarLeaf{Path: p, Depth: depth, Key: k, Branch: true})
 				walk(child, p, depth+1)
 				continue
@@ -796,6 +803,25 @@ func (a *API) pillarView(r *http.Request, s auth.Session, node string) (*pillarV
 	}
 	walk(ex.Pillar, "", 0)
 	return v, nil
+}
+
+// maxTreeLevels is how many levels of a node's pillar the console's tree shows; an object
+// below them is one row holding its compact JSON. Every row carries its path, so a tree
+// unfolded all the way down would repeat a deep value's path on each of its levels: a value
+// nested n levels deep would make a page of O(n²) bytes.
+const maxTreeLevels = 16
+
+// nthSlash is the index of the n-th '/' of s, or -1.
+func nthSlash(s string, n int) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			n--
+			if n == 0 {
+				return i
+			}
+		}
+	}
+	return -1
 }
 
 // pillarAPIPath is the API path of a target's pillar rows (category "": the list).
@@ -997,11 +1023,88 @@ func prettyJSON(v any) string {
 	if len(raw) == 0 || string(raw) == "null" {
 		return ""
 	}
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+	if !json.Valid(raw) {
 		return string(raw)
 	}
-	return buf.String()
+	return indentJSON(raw)
+}
+
+// maxIndentLevels is how many levels the console indents; deeper values are written compact.
+const maxIndentLevels = 32
+
+// indentJSON is json.Indent with two spaces per level down to maxIndentLevels and compact
+// JSON below: json.Indent puts every level on a line of its own indented by its depth, so a
+// value nested n levels deep became O(n²) bytes (a 60 KB row stored 9,990 levels deep, before
+// the depth limit, made an 803 MB page). Here each byte of the value costs at most
+// 2·maxIndentLevels+2 bytes of output, whatever its depth. raw must be valid JSON.
+func indentJSON(raw []byte) string {
+	var b strings.Builder
+	b.Grow(len(raw) + len(raw)/2)
+	level := 0
+	newline := func() {
+		b.WriteByte('\n')
+		for range min(level, maxIndentLevels) {
+			b.WriteString("  ")
+		}
+	}
+	inString, escaped := false, false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if inString {
+			b.WriteByte(c)
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+		case '"':
+			inString = true
+			b.WriteByte(c)
+		case '{', '[':
+			b.WriteByte(c)
+			j := i + 1
+			for j < len(raw) && (raw[j] == ' ' || raw[j] == '\t' || raw[j] == '\n' || raw[j] == '\r') {
+				j++
+			}
+			if j < len(raw) && (raw[j] == '}' || raw[j] == ']') {
+				b.WriteByte(raw[j]) // empty: {} or []
+				i = j
+				continue
+			}
+			level++
+			if level <= maxIndentLevels {
+				newline()
+			}
+		case '}', ']':
+			if level <= maxIndentLevels {
+				level--
+				newline()
+			} else {
+				level--
+			}
+			b.WriteByte(c)
+		case ',':
+			b.WriteByte(c)
+			if level <= maxIndentLevels {
+				newline()
+			}
+		case ':':
+			b.WriteByte(c)
+			if level <= maxIndentLevels {
+				b.WriteByte(' ')
+			}
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 func compactJSON(v any) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -377,7 +378,18 @@ func (a *API) pillarImport(w http.ResponseWriter, r *http.Request, p *auth.Princ
 		}
 		after = last
 	}
-	plan, err := sls.Read(dir, sls.Options{Env: req.Env, Nodegroups: req.Nodegroups, KnownNodes: known, Decrypted: req.Decrypted})
+	// The tree's values may expand (YAML aliases) to no more than the body limit: the request
+	// is refused as too large once they do, dry run or not, before any of it is stored.
+	plan, err := sls.Read(dir, sls.Options{Env: req.Env, Nodegroups: req.Nodegroups, KnownNodes: known, Decrypted: req.Decrypted, MaxBytes: a.maxBody})
+	var tooLarge *sls.TooLargeError
+	if errors.As(err, &tooLarge) {
+		msg := fmt.Sprintf("line %d: the values expand past the body limit of %d bytes", tooLarge.Line, tooLarge.Limit)
+		if tooLarge.Copies {
+			msg = fmt.Sprintf("line %d: the rows and included copies add up to more than %d bytes", tooLarge.Line, tooLarge.Limit)
+		}
+		return &fault.Error{Kind: fault.KindTooLarge, Detail: tooLarge.Error(), Fields: []fault.FieldError{{
+			Field: "/files/" + strings.ReplaceAll(strings.ReplaceAll(tooLarge.File, "~", "~0"), "/", "~1"), Message: msg}}}
+	}
 	if err != nil {
 		return fault.UnprocessableFields("the pillar tree cannot be read", []fault.FieldError{{Field: "/files", Message: err.Error()}})
 	}

@@ -410,8 +410,30 @@ func exportFile(p sls.Placement, t Target, raw []byte) (string, error) {
 // member per line, strings double-quoted with every character PyYAML refuses or folds
 // escaped. Numbers come from jsonb, which prints integers and decimals without exponents:
 // YAML 1.1 reads those as int and float (a decimal beyond a double's precision is rounded
-// by Salt, as any YAML pillar would be).
+// by Salt, as any YAML pillar would be). Below maxExportIndent levels members are written on
+// one line, unindented: indenting every level on its own line made a value nested n levels
+// deep a file of O(n²) bytes (a 60 KB row stored 9,990 levels deep, before the depth limit,
+// exported as 190 MiB), while this keeps the file linear in the row.
 func writeYAMLValue(b *bytes.Buffer, v any, indent string) {
+	writeYAMLAt(b, v, indent, 0)
+}
+
+// maxExportIndent is how many levels an exported SLS file indents.
+const maxExportIndent = 32
+
+func writeYAMLAt(b *bytes.Buffer, v any, indent string, level int) {
+	open, sep, closing := func(c byte) {
+		b.WriteByte(c)
+		b.WriteByte('\n')
+	}, func() { b.WriteString(",\n") }, func(c byte) {
+		b.WriteString("\n" + indent)
+		b.WriteByte(c)
+	}
+	inner := indent + "  "
+	if level >= maxExportIndent {
+		open, sep, closing = func(c byte) { b.WriteByte(c) }, func() { b.WriteString(", ") }, func(c byte) { b.WriteByte(c) }
+		inner = ""
+	}
 	switch t := v.(type) {
 	case nil:
 		b.WriteString("null")
@@ -426,16 +448,15 @@ func writeYAMLValue(b *bytes.Buffer, v any, indent string) {
 			b.WriteString("[]")
 			return
 		}
-		b.WriteString("[\n")
+		open('[')
 		for i, e := range t {
-			b.WriteString(indent + "  ")
-			writeYAMLValue(b, e, indent+"  ")
-			if i < len(t)-1 {
-				b.WriteByte(',')
+			if i > 0 {
+				sep()
 			}
-			b.WriteByte('\n')
+			b.WriteString(inner)
+			writeYAMLAt(b, e, inner, level+1)
 		}
-		b.WriteString(indent + "]")
+		closing(']')
 	case map[string]any:
 		if len(t) == 0 {
 			b.WriteString("{}")
@@ -446,16 +467,15 @@ func writeYAMLValue(b *bytes.Buffer, v any, indent string) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		b.WriteString("{\n")
+		open('{')
 		for i, k := range keys {
-			b.WriteString(indent + "  " + yamlString(k) + ": ")
-			writeYAMLValue(b, t[k], indent+"  ")
-			if i < len(keys)-1 {
-				b.WriteByte(',')
+			if i > 0 {
+				sep()
 			}
-			b.WriteByte('\n')
+			b.WriteString(inner + yamlString(k) + ": ")
+			writeYAMLAt(b, t[k], inner, level+1)
 		}
-		b.WriteString(indent + "}")
+		closing('}')
 	default:
 		b.WriteString(yamlString(fmt.Sprint(t)))
 	}

@@ -53,3 +53,35 @@ func FuzzReadSync(f *testing.F) {
 		require.NoError(t, err)
 	})
 }
+
+// An exported SLS file grows linearly with its row however deep the row nests (values below
+// maxExportIndent levels are written on one line), and what it writes there still reads back
+// through the importer as the same value.
+func TestExportFileLinearInDepth(t *testing.T) {
+	t.Parallel()
+	nested := func(levels int) string {
+		return strings.Repeat(`{"a":`, levels-1) + `{"leaf":[1,{"x":"y"}],"b":{}}` + strings.Repeat("}", levels-1)
+	}
+	deep := nested(5000)
+	file, err := exportFile(sls.Placement{Target: "global", Category: "deep"}, Target{Kind: "global"}, []byte(deep))
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(file), 2*len(deep)+1024, "%d bytes for a %d-byte row", len(file), len(deep))
+
+	// 100 levels (the import's own depth limit is 128): indented, then compact, read back.
+	raw := nested(100)
+	var b bytes.Buffer
+	b.WriteString("#!yaml\n")
+	v, err := decodeExact([]byte(raw))
+	require.NoError(t, err)
+	writeYAMLValue(&b, v, "")
+	require.Contains(t, b.String(), `{"a": {"a": `, "compact below the indented levels")
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.sls"), b.Bytes(), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "top.sls"), []byte("base:\n  '*':\n    - x\n"), 0o644))
+	plan, err := sls.Read(dir, sls.Options{})
+	require.NoError(t, err)
+	require.Empty(t, plan.Unsupported)
+	got, err := json.Marshal(plan.Rows[0].Data)
+	require.NoError(t, err)
+	require.JSONEq(t, raw, string(got))
+}

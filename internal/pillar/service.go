@@ -20,6 +20,7 @@ import (
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/jsondepth"
 	"github.com/stratahq/strata/internal/kind"
 	"github.com/stratahq/strata/internal/metadata"
 	"github.com/stratahq/strata/internal/pillar/merge"
@@ -194,6 +195,17 @@ func etag(id, revision int64) string {
 	return `"` + strconv.FormatInt(id, 36) + "." + strconv.FormatInt(revision, 10) + `"`
 }
 
+// DecodeValue decodes one JSON value, numbers kept exact.
+func DecodeValue(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
 // DecodeObject decodes a pillar body: a JSON object (numbers kept exact). Anything else is a 422.
 func DecodeObject(body []byte) (map[string]any, error) {
 	if !utf8.Valid(body) {
@@ -224,6 +236,10 @@ func DecodeObject(body []byte) (map[string]any, error) {
 // and whether it was created.
 func (s *Service) Put(ctx context.Context, t Target, category string, data map[string]any, ifMatch, actor string) (Pillar, bool, error) {
 	if err := ValidateCategory(category); err != nil {
+		return Pillar{}, false, err
+	}
+	// Every pillar write (PUT, restore, sync and Salt-tree imports) comes through here.
+	if err := jsondepth.Check(data, ""); err != nil {
 		return Pillar{}, false, err
 	}
 	body, err := json.Marshal(data)
@@ -295,6 +311,9 @@ func (s *Service) Put(ctx context.Context, t Target, category string, data map[s
 				}
 				if stored2, err = DecodeObject(raw); err != nil {
 					return err
+				}
+				if err := jsondepth.Check(stored2, ""); err != nil {
+					return err // the kind's defaults made it deeper
 				}
 				stored, kindRev, warnings = raw, r, w
 			}
@@ -860,7 +879,7 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 	if err != nil {
 		return Rendered{}, err
 	}
-	out, err := merged(layers, opts, explain, info.Org)
+	out, err := merged(ctx, layers, opts, explain, info.Org)
 	if err != nil {
 		return Rendered{}, err
 	}
@@ -870,7 +889,7 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 		if revealErr != nil {
 			out.revealErr = revealErr
 		} else {
-			r, err := merged(opened, opts, explain, info.Org)
+			r, err := merged(ctx, opened, opts, explain, info.Org)
 			if err != nil {
 				return Rendered{}, err
 			}
@@ -882,13 +901,18 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 	return out, nil
 }
 
-// merged merges layers into a Rendered (with explanations when asked) and its ETag.
-func merged(layers []Layer, opts Options, explain bool, org string) (Rendered, error) {
+// merged merges layers into a Rendered (with explanations when asked) and its ETag. The merge
+// stops with ctx: a render is cancelled with its request.
+func merged(ctx context.Context, layers []Layer, opts Options, explain bool, org string) (Rendered, error) {
 	var out Rendered
+	var err error
 	if explain {
-		out.Pillar, out.Explanation = merge.Explain(layers, opts)
+		out.Pillar, out.Explanation, err = merge.ExplainContext(ctx, layers, opts)
 	} else {
-		out.Pillar = merge.Merge(layers, opts)
+		out.Pillar, err = merge.MergeContext(ctx, layers, opts)
+	}
+	if err != nil {
+		return Rendered{}, err
 	}
 	b, err := json.Marshal(out.Pillar)
 	if err != nil {

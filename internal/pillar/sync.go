@@ -16,6 +16,7 @@ import (
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/jsondepth"
 	"github.com/stratahq/strata/internal/resource"
 	"github.com/stratahq/strata/internal/secret"
 )
@@ -544,6 +545,28 @@ func (s *Service) syncRow(ctx context.Context, tx *db.Tx, r SyncRecord, who auth
 	data, err := DecodeObject(raw)
 	if err != nil {
 		return "", 0, err
+	}
+	if err := jsondepth.Check(data, ""); err != nil {
+		return "", 0, err // also when the stored row is equal: nothing deeper is written anew
+	}
+	// History entries are stored as sent, and a restore writes them back: they obey the
+	// depth limit of the rows they record.
+	for i, c := range r.History {
+		for _, side := range []struct {
+			name string
+			raw  json.RawMessage
+		}{{"old", c.Old}, {"new", c.New}} {
+			if len(side.raw) == 0 {
+				continue
+			}
+			v, err := DecodeValue(side.raw)
+			if err != nil {
+				return "", 0, fault.Invalid(fmt.Sprintf("/history/%d/%s", i, side.name), "history entry %d: %s is not JSON: %v", i, side.name, err)
+			}
+			if err := jsondepth.Check(v, fmt.Sprintf("/history/%d/%s", i, side.name)); err != nil {
+				return "", 0, err
+			}
+		}
 	}
 	rid, err := lockTarget(ctx, tx, t)
 	if err != nil {

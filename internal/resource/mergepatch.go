@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/jsondepth"
 )
 
 // patchMembers are the members a merge patch of an object may hold: those of client.Object
@@ -59,8 +60,10 @@ func pointerToken(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
-// MaxPatchDepth bounds nesting, so a hostile patch cannot exhaust the stack.
-const MaxPatchDepth = 100
+// MaxPatchDepth bounds a merge patch's nesting, so a hostile patch cannot exhaust the stack:
+// an object patch's members (the spec) nest at most jsondepth.Max levels, as stored values
+// do, so the patch itself one level more.
+const MaxPatchDepth = jsondepth.Max + 1
 
 // MergePatch applies an RFC 7396 JSON merge patch to doc. Numbers are carried as their
 // original text (json.Number), so large integers keep their precision.
@@ -73,7 +76,7 @@ func MergePatch(doc, patch []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("merge patch: %w", err)
 	}
-	if err := checkDepth(p, 0); err != nil {
+	if err := checkPatchDepth(p); err != nil {
 		return nil, err
 	}
 	return json.Marshal(mergeValue(target, p))
@@ -92,22 +95,17 @@ func decodeJSON(b []byte) (any, error) {
 	return v, nil
 }
 
-func checkDepth(v any, depth int) error {
-	if depth > MaxPatchDepth {
-		return fmt.Errorf("merge patch nests deeper than %d levels", MaxPatchDepth)
+// checkPatchDepth refuses a patch nesting deeper than MaxPatchDepth with the 422 of
+// jsondepth.Check, naming the pointer: each member of an object patch is held to the limit of
+// a stored value.
+func checkPatchDepth(p any) error {
+	m, ok := p.(map[string]any)
+	if !ok {
+		return jsondepth.Check(p, "")
 	}
-	switch t := v.(type) {
-	case map[string]any:
-		for _, c := range t {
-			if err := checkDepth(c, depth+1); err != nil {
-				return err
-			}
-		}
-	case []any:
-		for _, c := range t {
-			if err := checkDepth(c, depth+1); err != nil {
-				return err
-			}
+	for k, c := range m {
+		if err := jsondepth.Check(c, "/"+pointerToken(k)); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -28,6 +28,7 @@ import (
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/jsondepth"
 	"github.com/stratahq/strata/internal/metadata"
 )
 
@@ -276,8 +277,8 @@ func canonicalSpec(raw json.RawMessage) (json.RawMessage, error) {
 	if _, ok := v.(map[string]any); !ok {
 		return nil, fault.Invalid("/spec", "spec must be a JSON object")
 	}
-	if err := checkDepth(v, 0); err != nil {
-		return nil, fault.Invalid("/spec", "%v", err)
+	if err := jsondepth.Check(v, "/spec"); err != nil {
+		return nil, err
 	}
 	if path, ok := findNUL(v, "/spec"); ok {
 		return nil, fault.Invalid(path, "must not contain the NUL character (\\u0000), which PostgreSQL cannot store")
@@ -893,6 +894,9 @@ func (s *Service) Patch(ctx context.Context, ref Ref, patch []byte) (client.Obje
 			return cur, err
 		}
 		merged, err := MergePatch(doc, patch)
+		if fault.KindOf(err) == fault.KindUnprocessable {
+			return cur, err // too deep: the 422 names the pointer
+		}
 		if err != nil {
 			return cur, fault.Invalid("", "%v", err)
 		}

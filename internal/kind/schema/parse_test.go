@@ -72,7 +72,7 @@ func TestParseRefusesWhatIsOutsideTheStructuralSubset(t *testing.T) {
 		{"huge exponent", obj(`"a": {"type": "integer", "maximum": 1e99999999}`), "/properties/a/maximum", "out of range"},
 		{"too deep", deep, strings.Repeat("/properties/a", schema.MaxDepth+1), "deeper than"},
 		{"too large", `{"type": "object", "description": "` + strings.Repeat("x", schema.MaxDocumentBytes) + `"}`, "", "at most"},
-		{"JSON too deep", strings.Repeat("[", 200) + strings.Repeat("]", 200), "", "deeper than"},
+		{"JSON too deep", strings.Repeat("[", 200) + strings.Repeat("]", 200), strings.Repeat("/0", 128), "deeper than"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

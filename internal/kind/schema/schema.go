@@ -26,6 +26,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/jsondepth"
 )
 
 // Limits on a schema document. They bound the work Parse does on user input; real kind schemas
@@ -33,9 +34,11 @@ import (
 const (
 	MaxDocumentBytes = 256 << 10
 	MaxDepth         = 32
-	// maxJSONDepth bounds the raw JSON nesting before decoding. A schema node at depth 32 sits
-	// about 64 JSON levels deep; the rest is room for defaults, enums and examples.
-	maxJSONDepth = 128
+	// maxJSONDepth bounds the raw JSON nesting before decoding: the limit of every stored
+	// JSON value (jsondepth.Max). A schema node at depth 32 sits about 64 JSON levels deep;
+	// the rest is room for defaults, enums and examples, which so nest less than a stored
+	// value may.
+	maxJSONDepth = jsondepth.Max
 )
 
 // Draft2020 is the only $schema a kind schema may name.
@@ -165,8 +168,8 @@ func Parse(doc []byte) (*Schema, error) {
 	if len(doc) > MaxDocumentBytes {
 		return nil, refuse(fault.FieldError{Field: "", Message: fmt.Sprintf("the schema is %d bytes; at most %d are allowed", len(doc), MaxDocumentBytes)})
 	}
-	if d := jsonDepth(doc); d > maxJSONDepth {
-		return nil, refuse(fault.FieldError{Field: "", Message: fmt.Sprintf("the schema nests JSON deeper than %d levels", maxJSONDepth)})
+	if d := jsondepth.Raw(doc); d > maxJSONDepth {
+		return nil, refuse(deepField(doc))
 	}
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
@@ -238,33 +241,19 @@ func (noLoader) Load(u string) (any, error) {
 	return nil, fmt.Errorf("kind schemas cannot load %s", fault.Truncate(u, 100))
 }
 
-// jsonDepth returns the maximum nesting of arrays and objects in a JSON text without decoding it,
-// so that a hostile document is refused before anything recurses over it.
-func jsonDepth(doc []byte) int {
-	depth, maxD, inString, escaped := 0, 0, false, false
-	for _, b := range doc {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case b == '\\':
-				escaped = true
-			case b == '"':
-				inString = false
-			}
-		case b == '"':
-			inString = true
-		case b == '{' || b == '[':
-			depth++
-			if depth > maxD {
-				maxD = depth
-			}
-		case b == '}' || b == ']':
-			depth--
+// deepField says where a document nesting deeper than maxJSONDepth goes too deep: the pointer
+// jsondepth.Check names when the document decodes (the decoder's own limit is far deeper),
+// the whole document otherwise.
+func deepField(doc []byte) fault.FieldError {
+	msg := fmt.Sprintf("the schema nests JSON deeper than %d levels", maxJSONDepth)
+	var v any
+	if err := json.Unmarshal(doc, &v); err == nil {
+		var fe *fault.Error
+		if err := jsondepth.Check(v, ""); errors.As(err, &fe) && len(fe.Fields) > 0 {
+			return fault.FieldError{Field: fe.Fields[0].Field, Message: msg + ": " + fe.Fields[0].Message}
 		}
 	}
-	return maxD
+	return fault.FieldError{Field: "", Message: msg}
 }
 
 // compileErrors turns a compiler error into field errors. Metaschema violations carry the

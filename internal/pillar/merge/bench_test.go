@@ -62,3 +62,22 @@ func BenchmarkExplain(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMergeLongLists merges two 10,000-item lists (half of the higher one's items already
+// in the lower one) with list merging on: the case that took 5–12 s per render while each item
+// was compared with every other (issue 27, finding 6).
+func BenchmarkMergeLongLists(b *testing.B) {
+	layers := bigListLayers(10000)
+	b.Run("Merge", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			Merge(layers, Options{MergeLists: true})
+		}
+	})
+	b.Run("Explain", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			Explain(layers, Options{MergeLists: true})
+		}
+	})
+}

@@ -46,10 +46,53 @@ func FuzzMerge(f *testing.F) {
 			require.Equal(t, Merge(last, opts), Merge([]Layer{last[0], last[0]}, opts), "a layer onto itself")
 		}
 
+		// The hash set of the list merge answers what comparing every pair answered.
+		var lists [][]any
+		for _, l := range layers {
+			collectLists(l.Data, &lists)
+		}
+		for i := 0; i < len(lists) && i < 8; i++ {
+			for j := 0; j < len(lists) && j < 8; j++ {
+				m := &merger{mergeLists: true, ctx: t.Context()}
+				require.Equal(t, appendNewPairwise(lists[i], lists[j]), m.appendNew(lists[i], lists[j]), "lists %d onto %d", j, i)
+			}
+		}
+
 		after, err := json.Marshal(layers)
 		require.NoError(t, err)
 		require.Equal(t, string(before), string(after), "inputs unchanged")
 	})
+}
+
+// appendNewPairwise is the list merge as the package did it before its hash set: every item
+// of the higher list compared with every item of the lower one.
+func appendNewPairwise(lower, higher []any) []any {
+	out := append([]any{}, lower...)
+	for _, x := range higher {
+		found := false
+		for _, y := range lower {
+			found = found || equal(x, y)
+		}
+		if !found {
+			out = append(out, deepCopy(x))
+		}
+	}
+	return out
+}
+
+// collectLists gathers every list inside v, nested ones included.
+func collectLists(v any, out *[][]any) {
+	switch t := v.(type) {
+	case []any:
+		*out = append(*out, t)
+		for _, c := range t {
+			collectLists(c, out)
+		}
+	case map[string]any:
+		for _, c := range t {
+			collectLists(c, out)
+		}
+	}
 }
 
 func fuzzLayers(data []byte) []Layer {

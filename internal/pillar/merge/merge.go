@@ -31,6 +31,7 @@
 package merge
 
 import (
+	"context"
 	"slices"
 	"sort"
 	"strings"
@@ -83,27 +84,47 @@ type Explanation struct {
 // The result shares nothing with the layers (Salt's does, by reference), so callers may cache
 // layers and modify results freely; nil Data is an empty layer.
 func Merge(layers []Layer, opts Options) map[string]any {
-	m := merger{mergeLists: opts.MergeLists}
+	out, _ := MergeContext(context.Background(), layers, opts)
+	return out
+}
+
+// MergeContext is Merge that stops when ctx is done, answering ctx's error: a render is
+// cancelled with its request (a client gone, the Salt route's timeout), so a pathological
+// stack cannot keep a CPU busy for nobody.
+func MergeContext(ctx context.Context, layers []Layer, opts Options) (map[string]any, error) {
+	m := &merger{mergeLists: opts.MergeLists, ctx: ctx}
 	out := map[string]any{}
 	for i := range layers {
 		m.mergeObject(out, layers[i].Data, nil, i)
+		if m.err != nil {
+			return nil, m.err
+		}
 	}
-	return out
+	return out, nil
 }
 
 // Explain merges like Merge and also returns one Explanation per leaf of the result, sorted
 // by Path (byte order, so every subtree is one contiguous run).
 func Explain(layers []Layer, opts Options) (map[string]any, []Explanation) {
-	m := merger{mergeLists: opts.MergeLists}
+	out, expl, _ := ExplainContext(context.Background(), layers, opts)
+	return out, expl
+}
+
+// ExplainContext is Explain that stops when ctx is done, answering ctx's error.
+func ExplainContext(ctx context.Context, layers []Layer, opts Options) (map[string]any, []Explanation, error) {
+	m := &merger{mergeLists: opts.MergeLists, ctx: ctx}
 	out := map[string]any{}
 	root := &node{setBy: -1, children: map[string]*node{}}
 	for i := range layers {
 		m.mergeObject(out, layers[i].Data, root, i)
+		if m.err != nil {
+			return nil, nil, m.err
+		}
 	}
 	e := explainer{layers: layers}
-	e.walk(out, root, "", nil)
+	e.walk(out, root, nil, nil)
 	sort.Slice(e.out, func(i, j int) bool { return e.out[i].Path < e.out[j].Path })
-	return out, e.out
+	return out, e.out, nil
 }
 
 // node is the provenance of one value of the result, kept beside it while Explain merges, so
@@ -116,12 +137,44 @@ type node struct {
 	children   map[string]*node // objects only: one node per key
 }
 
-type merger struct{ mergeLists bool }
+// merger holds one merge's options and its progress: every checkEvery steps (an object key
+// or a list item) it looks at ctx, and once ctx is done it stops and keeps the error.
+type merger struct {
+	mergeLists bool
+	ctx        context.Context
+	err        error
+	steps      int
+	// comparisons counts the equality tests of list merges, so a test can tell a linear
+	// merge from a quadratic one without timing it.
+	comparisons int
+}
+
+// checkEvery is how many merge steps pass between two looks at the context: often enough
+// that a cancelled request stops within microseconds, rarely enough to cost nothing.
+const checkEvery = 1024
+
+// step counts one unit of work and reports whether the merge must stop.
+func (m *merger) step() bool {
+	if m.err != nil {
+		return true
+	}
+	m.steps++
+	if m.steps%checkEvery == 0 {
+		if err := m.ctx.Err(); err != nil {
+			m.err = err
+			return true
+		}
+	}
+	return false
+}
 
 // mergeObject folds src onto dst, which the result owns. prov is dst's provenance, nil when
 // no explanation is wanted.
-func (m merger) mergeObject(dst, src map[string]any, prov *node, layer int) {
+func (m *merger) mergeObject(dst, src map[string]any, prov *node, layer int) {
 	for k, v := range src {
+		if m.step() {
+			return
+		}
 		cur, exists := dst[k]
 		if sm, ok := v.(map[string]any); ok {
 			if dm, ok := cur.(map[string]any); ok {
@@ -136,7 +189,10 @@ func (m merger) mergeObject(dst, src map[string]any, prov *node, layer int) {
 		if m.mergeLists {
 			if sl, ok := v.([]any); ok {
 				if dl, ok := cur.([]any); ok {
-					merged := appendNew(dl, sl)
+					merged := m.appendNew(dl, sl)
+					if m.err != nil {
+						return
+					}
 					dst[k] = merged
 					if prov != nil && len(merged) > len(dl) {
 						c := prov.children[k]
@@ -160,12 +216,21 @@ func (m merger) mergeObject(dst, src map[string]any, prov *node, layer int) {
 
 // appendNew is Salt's list merge: the lower list, then each item of the higher list that
 // equals no item of the lower list. Membership is tested against the lower list only, so
-// duplicates inside the higher list are all appended.
-func appendNew(lower, higher []any) []any {
+// duplicates inside the higher list are all appended. The lower list's items go into a hash
+// set first, so two lists of n items cost O(n), not the O(n²) of comparing every pair.
+func (m *merger) appendNew(lower, higher []any) []any {
 	out := make([]any, len(lower), len(lower)+len(higher))
 	copy(out, lower)
+	if len(higher) == 0 {
+		return out
+	}
+	set := newItemSet(lower)
+	defer func() { m.comparisons += set.compared }()
 	for _, x := range higher {
-		if !slices.ContainsFunc(lower, func(y any) bool { return equal(x, y) }) {
+		if m.step() {
+			return nil
+		}
+		if !set.contains(x) {
 			out = append(out, deepCopy(x))
 		}
 	}
@@ -231,8 +296,10 @@ type explainer struct {
 }
 
 // walk emits the explanations of the subtree v at path, whose provenance is n; above holds
-// the layers replaced at the paths above it, ascending.
-func (e *explainer) walk(v any, n *node, path string, above []int) {
+// the layers replaced at the paths above it, ascending. path is one buffer the walk appends
+// to and cuts back, so a path costs a string only at a leaf: a value nested n levels deep
+// costs O(n), not the O(n²) of a new string per level.
+func (e *explainer) walk(v any, n *node, path []byte, above []int) {
 	over := above
 	if len(n.replaced) > 0 {
 		over = slices.Concat(above, n.replaced)
@@ -242,12 +309,14 @@ func (e *explainer) walk(v any, n *node, path string, above []int) {
 	m, isObject := v.(map[string]any)
 	if isObject && (len(m) > 0 || n.setBy < 0) {
 		for k, c := range m {
-			e.walk(c, n.children[k], path+"/"+escapeToken(k), over)
+			sub := append(append(path, '/'), escapeToken(k)...)
+			e.walk(c, n.children[k], sub, over)
+			path = sub[:len(path)] // keep the buffer a deeper level grew
 		}
 		return
 	}
 	e.out = append(e.out, Explanation{
-		Path:       path,
+		Path:       string(path),
 		SetBy:      e.source(n.setBy),
 		Overridden: e.sources(over),
 		MergedFrom: e.sources(n.mergedFrom),

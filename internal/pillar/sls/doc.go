@@ -107,6 +107,16 @@
 //     sharing a key through <<: [*a, *b]), a duplicate anchor, a second document, a plain
 //     "=" or "<<" value. Merge keys follow Salt's flatten_mapping. Recursive aliases and
 //     documents expanding to more than a million values are reported.
+//   - With Options.MaxBytes (the server's request body limit), the tree's values (strings,
+//     numbers, keys and a byte per value, every alias counted each time it is expanded) may
+//     add up to no more than that many bytes: PyYAML shares an aliased value, JSON copies
+//     it, so a few KB of aliases could otherwise become a row of gigabytes. Read stops
+//     with a *TooLargeError naming the file and line as soon as the budget is spent.
+//     A value nested deeper than strata stores (jsondepth.Max levels, the document being
+//     level 1) is reported at its line, with its JSON pointer.
+//     Copies are charged too, to CopyFactor times that budget: each row (an SLS listed
+//     for n targets is n rows) and each included SLS merged into another, at the top.sls
+//     or include: line that makes the copy.
 //
 // # Reporting and skipping
 //

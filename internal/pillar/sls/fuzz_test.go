@@ -2,6 +2,7 @@ package sls
 
 import (
 	"encoding/json"
+	"errors"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -65,6 +66,7 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte("#!yaml\n# strata-export: {\"target\":\"group/acme/web\",\"category\":\"a.b\",\"selector\":\"role=web\"}\n{\"k\": 1}\n"), []byte("base:\n  g:\n    - match: nodegroup\n    - x\n"))
 	f.Add([]byte("# strata-export: {\"target\":\"node/a\",\"category\":\"x\",\"org\":\"o\"}\nk: 1\n"), []byte("base:\n  a:\n    - x\n"))
 	f.Add([]byte("# strata-export: {bad\n"), []byte("base:\n  a:\n    - x\n"))
+	f.Add([]byte(aliasBomb(2)), []byte("base:\n  '*':\n    - x\n"))
 	f.Fuzz(func(t *testing.T, body, top []byte) {
 		dir := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "x.sls"), body, 0o644))
@@ -73,14 +75,41 @@ func FuzzRead(f *testing.F) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "top.sls"), []byte("base:\n  '*':\n    - x\n"), 0o644))
 		plan, err := Read(dir, opts)
 		require.NoError(t, err)
-		_, err = json.Marshal(plan)
-		require.NoError(t, err)
+
+		// Under a byte budget (the server reads every tree under one) the read either stops
+		// with a TooLargeError naming x.sls, or answers what it answers without one, and its
+		// rows stay within a small multiple of the budget. Only then is the plan encoded: a
+		// tree of aliases may expand, without the budget, to a gigabyte.
+		limited := opts
+		limited.MaxBytes = int64(2*len(body) + 64)
+		lplan, err := Read(dir, limited)
+		var tooLarge *TooLargeError
+		if errors.As(err, &tooLarge) {
+			require.Equal(t, "x.sls", tooLarge.File)
+			require.Positive(t, tooLarge.Line)
+		} else {
+			require.NoError(t, err)
+			for _, row := range lplan.Rows {
+				data, err := json.Marshal(row.Data)
+				require.NoError(t, err)
+				require.LessOrEqual(t, int64(len(data)), 8*limited.MaxBytes, "a row within the budget")
+			}
+			whole, err := json.Marshal(plan)
+			require.NoError(t, err)
+			got, err := json.Marshal(lplan)
+			require.NoError(t, err)
+			require.Equal(t, string(whole), string(got))
+		}
 
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "top.sls"), top, 0o644))
-		plan, err = Read(dir, opts)
+		limited.MaxBytes = int64(2*(len(body)+len(top)) + 64)
+		plan, err = Read(dir, limited)
 		if err == nil {
 			_, err = json.Marshal(plan)
 			require.NoError(t, err)
+		} else if !errors.As(err, &tooLarge) {
+			_, err = Read(dir, opts) // I/O and a top.sls that is not a mapping fail either way
+			require.Error(t, err)
 		}
 	})
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/stratahq/strata/internal/jsondepth"
 )
 
 // maxValues bounds the values one document may expand to through aliases. PyYAML shares
@@ -26,6 +28,18 @@ const maxValues = 1 << 20
 type loader struct {
 	report func(line int, reason string)
 	budget int
+	// bytes, when set, is the Read's byte budget, charged for every value this loader
+	// builds (aliases included, each time they are expanded); file names the document in
+	// the error once it is spent.
+	bytes *byteBudget
+	file  string
+	// aliasLine is the line of the outermost alias being expanded (0 outside one): the
+	// place to name when its copies spend the budget.
+	aliasLine int
+	depth     int
+	// path holds the reference tokens down to the value being built, and so its depth:
+	// strata stores values at most jsondepth.Max levels deep.
+	path   []string
 	active map[*yaml.Node]bool // mappings and sequences being built, to catch recursion
 	failed bool
 	// anyKeys drops keys that are not strings without a report, for top.sls, whose
@@ -67,6 +81,102 @@ func (l *loader) load(src []byte) (any, *yaml.Node, bool) {
 		root = deref(doc.Content[0])
 	}
 	return v, root, !l.failed
+}
+
+// byteBudget is what the documents of one Read may expand to, in bytes of values (strings,
+// numbers, keys and one byte of punctuation per value): the request's body limit on the
+// server. maxValues alone counts values, so aliases of long strings turned a 10 KB tree into
+// a 100 MB row; charging bytes as values are built, each alias expansion again, stops such a
+// tree as soon as it passes the limit, before any of it is copied, encoded or stored. A
+// document without aliases costs at most about what it spells, so a tree that fits in the
+// body fits in the budget.
+//
+// Copies have a budget of their own, CopyFactor times as large: an SLS listed for several
+// targets is a row for each, and an include copies the included data into the including
+// SLS (under a new key each time with key:), so a line of top.sls or of an include: list
+// can name a copy of a whole file. Each copy is charged as it is made.
+type byteBudget struct {
+	limit, left             int64
+	copiesLimit, copiesLeft int64
+	err                     *TooLargeError
+}
+
+// CopyFactor is how many times Options.MaxBytes the rows and include copies of a tree may
+// add up to: room for an SLS shared by several targets, not for one copied thousands of times.
+const CopyFactor = 8
+
+func newByteBudget(limit int64) *byteBudget {
+	return &byteBudget{limit: limit, left: limit, copiesLimit: CopyFactor * limit, copiesLeft: CopyFactor * limit}
+}
+
+// spendCopy charges a copy of v to the copies budget, stopping as soon as it is spent (so the
+// walk costs no more than the budget), and reports whether it fit.
+func (b *byteBudget) spendCopy(v any) bool {
+	b.copiesLeft--
+	if b.copiesLeft < 0 {
+		return false
+	}
+	switch t := v.(type) {
+	case string:
+		b.copiesLeft -= int64(len(t))
+	case json.Number:
+		b.copiesLeft -= int64(len(t))
+	case map[string]any:
+		for k, c := range t {
+			b.copiesLeft -= int64(len(k))
+			if !b.spendCopy(c) {
+				return false
+			}
+		}
+	case []any:
+		for _, c := range t {
+			if !b.spendCopy(c) {
+				return false
+			}
+		}
+	}
+	return b.copiesLeft >= 0
+}
+
+// TooLargeError is a tree whose values expand past Options.MaxBytes, or whose rows and
+// include copies pass CopyFactor times it (Copies): File and Line are where the budget was
+// spent (for an alias, the line of the alias being expanded; for a row, its top.sls line; for
+// an include, the include's line). Limit is the budget that was passed.
+type TooLargeError struct {
+	File   string
+	Line   int
+	Limit  int64
+	Copies bool
+}
+
+func (e *TooLargeError) Error() string {
+	if e.Copies {
+		return fmt.Sprintf("%s:%d: the tree's rows and included copies add up to more than %d bytes (%d times the request body limit): an SLS listed for many targets, or included many times, is copied into each", e.File, e.Line, e.Limit, CopyFactor)
+	}
+	return fmt.Sprintf("%s:%d: the tree's values expand to more than %d bytes, the request body limit (YAML aliases copy what they name each time they are used)", e.File, e.Line, e.Limit)
+}
+
+// charge takes n bytes from the Read's budget for a value built at line, and reports whether
+// the loader may go on. Once the budget is spent every loader of the Read stops building.
+func (l *loader) charge(n int, line int) bool {
+	b := l.bytes
+	if b == nil {
+		return true
+	}
+	if b.err != nil {
+		l.failed = true
+		return false
+	}
+	b.left -= int64(n)
+	if b.left >= 0 {
+		return true
+	}
+	if l.aliasLine != 0 {
+		line = l.aliasLine
+	}
+	b.err = &TooLargeError{File: l.file, Line: line, Limit: b.limit}
+	l.failed = true
+	return false
 }
 
 // newLoader returns a loader reporting to report.
@@ -155,6 +265,9 @@ func (l *loader) value(n *yaml.Node) any {
 	if n == nil {
 		return nil
 	}
+	if !l.charge(1, n.Line) { // a value's share of JSON's punctuation
+		return nil
+	}
 	l.budget--
 	if l.budget == 0 {
 		l.report(n.Line, fmt.Sprintf("the document expands to more than %d values through aliases", maxValues))
@@ -177,6 +290,10 @@ func (l *loader) value(n *yaml.Node) any {
 		if l.active[t] {
 			l.report(n.Line, "alias *"+n.Value+" makes a recursive structure, which JSON cannot hold")
 			return nil
+		}
+		if l.aliasLine == 0 {
+			l.aliasLine = n.Line
+			defer func() { l.aliasLine = 0 }()
 		}
 		return l.value(t)
 	case yaml.ScalarNode:
@@ -206,7 +323,17 @@ func (l *loader) scalar(n *yaml.Node) any {
 		return nil
 	}
 	if s, ok := v.(string); ok && l.str != nil {
-		return l.str(n.Line, s)
+		v = l.str(n.Line, s)
+	}
+	switch t := v.(type) {
+	case string:
+		if !l.charge(len(t), n.Line) {
+			return nil
+		}
+	case json.Number:
+		if !l.charge(len(t), n.Line) {
+			return nil
+		}
 	}
 	return v
 }
@@ -224,14 +351,38 @@ func (l *loader) sequence(n *yaml.Node) any {
 		l.report(n.Line, fmt.Sprintf("a sequence tagged %s: Salt builds %s, which JSON cannot hold faithfully", t, pythonTypeOf(t)))
 		return nil
 	}
+	if !l.enter(n) {
+		return nil
+	}
 	l.active[n] = true
 	defer delete(l.active, n)
+	defer l.leave()
 	out := make([]any, 0, len(n.Content))
-	for _, c := range n.Content {
+	for i, c := range n.Content {
+		l.path = append(l.path, strconv.Itoa(i))
 		out = append(out, l.value(c))
+		l.path = l.path[:len(l.path)-1]
 	}
 	return out
 }
+
+// enter starts building a mapping or sequence one level below the current one, reporting it
+// when it is deeper than strata stores (jsondepth.Max levels, the document being level 1).
+func (l *loader) enter(n *yaml.Node) bool {
+	if l.depth < jsondepth.Max {
+		l.depth++
+		return true
+	}
+	var ptr strings.Builder
+	for _, t := range l.path {
+		ptr.WriteByte('/')
+		ptr.WriteString(strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1"))
+	}
+	l.report(n.Line, fmt.Sprintf("the value at %q nests deeper than %d levels: strata stores pillar data at most %d levels deep", ptr.String(), jsondepth.Max, jsondepth.Max))
+	return false
+}
+
+func (l *loader) leave() { l.depth-- }
 
 func pythonTypeOf(tag string) string {
 	switch tag {
@@ -254,13 +405,22 @@ func (l *loader) mapping(n *yaml.Node) any {
 		l.report(n.Line, "a mapping merges itself (<<), which JSON cannot hold")
 		return nil
 	}
+	if !l.enter(n) {
+		return nil
+	}
 	l.active[n] = true
 	defer delete(l.active, n)
+	defer l.leave()
 	pairs := l.flatten(n)
 	out := make(map[string]any, len(pairs))
 	for _, p := range pairs {
 		key, ok := l.key(p.k)
+		if ok && !l.charge(len(key), deref(p.k).Line) {
+			return nil
+		}
+		l.path = append(l.path, key)
 		v := l.value(p.v)
+		l.path = l.path[:len(l.path)-1]
 		if !ok {
 			continue
 		}

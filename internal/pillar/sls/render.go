@@ -174,7 +174,7 @@ func (r *reader) load(rel string) *loadedFile {
 	if len(bytes.TrimSpace(src)) == 0 {
 		return f
 	}
-	l := newLoader(report)
+	l := r.newLoader(rel, report)
 	if len(r.decrypted) > 0 {
 		srcLines := strings.Split(string(src), "\n")
 		l.str = func(line int, s string) string {
@@ -336,6 +336,9 @@ func (r *reader) pstate(sls string, mods map[string]map[string]any, file string,
 			sources = append(sources, nsrc...)
 			if !truthy(nstate) {
 				continue
+			}
+			if !r.chargeCopy(nstate, rel, at) {
+				return rendered{sources: []string{rel}} // Read stops: over budget
 			}
 			if key != "" {
 				parts := strings.Split(key, ":")

@@ -107,6 +107,13 @@ type Options struct {
 	// every file it sends, also in comments and in files top.sls does not reach, which Salt
 	// never decrypts either.
 	Decrypted map[string]string
+	// MaxBytes, when positive, bounds the bytes the tree's values may expand to (strings,
+	// numbers and keys, plus one byte per value, each alias counted every time it is
+	// expanded): the server passes its request body limit, so that a small tree of YAML
+	// aliases cannot become rows many times the size of the request. Rows and include
+	// copies may add up to CopyFactor times it. Read stops with a *TooLargeError as soon as
+	// either budget is spent.
+	MaxBytes int64
 }
 
 // Read turns the pillar tree in dir (one environment's pillar_roots directory, holding
@@ -128,6 +135,9 @@ func Read(dir string, opts Options) (Plan, error) {
 		decrypted:    normalizeDecrypted(opts.Decrypted),
 		rawDecrypted: map[filePos]bool{},
 	}
+	if opts.MaxBytes > 0 {
+		r.bytes = newByteBudget(opts.MaxBytes)
+	}
 	src, err := os.ReadFile(filepath.Join(dir, topFile))
 	if err != nil {
 		return Plan{}, fmt.Errorf("read the pillar top file: %w", err)
@@ -139,14 +149,23 @@ func Read(dir string, opts Options) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
+	if err := r.overBudget(); err != nil {
+		return Plan{}, err
+	}
 	plan := Plan{Env: opts.Env, Rows: []Row{}, Unsupported: []Unsupported{}}
 	placed := map[string]bool{} // target kind/name + category already in the plan
 	for _, t := range targets {
 		for _, e := range t.entries {
 			for _, name := range r.expand(e.name) {
 				res := r.renderTop(name, e.line)
+				if err := r.overBudget(); err != nil {
+					return Plan{}, err
+				}
 				if !res.ok || !t.ok || res.missing {
 					continue
+				}
+				if !r.chargeCopy(res.data, topFile, e.line) {
+					return Plan{}, r.overBudget()
 				}
 				row := Row{
 					Target:   t.target,
@@ -239,6 +258,40 @@ type reader struct {
 	// the BEGIN markers whose block, as the file's text shows it, is in it.
 	decrypted    map[string]string
 	rawDecrypted map[filePos]bool
+	// bytes is the Read's byte budget (Options.MaxBytes), nil without one.
+	bytes *byteBudget
+}
+
+// overBudget is the error that ends a Read whose values passed Options.MaxBytes, or nil.
+func (r *reader) overBudget() error {
+	if r.bytes == nil || r.bytes.err == nil {
+		return nil
+	}
+	return r.bytes.err
+}
+
+// chargeCopy charges a copy of v, made for file at line, to the Read's copies budget, and
+// reports whether it fit; when it does not, the Read is over budget.
+func (r *reader) chargeCopy(v any, file string, line int) bool {
+	b := r.bytes
+	if b == nil {
+		return true
+	}
+	if b.err != nil {
+		return false
+	}
+	if !b.spendCopy(v) {
+		b.err = &TooLargeError{File: file, Line: line, Limit: b.copiesLimit, Copies: true}
+		return false
+	}
+	return true
+}
+
+// newLoader is a loader of file charging the Read's byte budget, reporting to report.
+func (r *reader) newLoader(file string, report func(line int, reason string)) *loader {
+	l := newLoader(report)
+	l.bytes, l.file = r.bytes, file
+	return l
 }
 
 // problem records an Unsupported entry once.

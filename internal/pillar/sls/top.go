@@ -44,7 +44,9 @@ func (r *reader) readTop(src []byte) ([]*topTarget, error) {
 	report := func(line int, reason string) { r.problem(topFile, line, reason) }
 	// The loader's pass over the whole file reports what Salt's loader refuses in it
 	// (a repeated key, a duplicate anchor, ...); the walk below reads the structure.
-	check := newLoader(report)
+	// Only this pass is charged to the byte budget: it builds every value of the file once,
+	// the walk below reads parts of it again.
+	check := r.newLoader(topFile, report)
 	check.anyKeys = true
 	check.load(src)
 	l := newLoader(report)
