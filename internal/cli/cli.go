@@ -342,12 +342,10 @@ func (g *globals) print(v any, table func(w io.Writer) error) error {
 // already with a wider mode: what it writes may hold secrets (an exported Salt tree, a
 // decrypted state, a sync stream).
 func writePrivate(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	// Replace whatever is at path rather than open it: a link planted there is removed, its
+	// target never written, and the new file is owner-only from its creation.
+	f, err := createExclusive(path, true)
 	if err != nil {
-		return err
-	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
 		return err
 	}
 	if _, err := f.Write(b); err != nil {

@@ -190,3 +190,35 @@ func TestCreateExclusive(t *testing.T) {
 	_, err = createExclusive(base, true)
 	require.ErrorContains(t, err, "is a directory")
 }
+
+// TestWritePrivateNeverWritesThroughALink (issue 27, 8e): `state decrypt --out` writes a
+// decrypted state, so a link planted at its path is replaced, its target left untouched, and
+// a file that was there with a wider mode ends up owner-only.
+func TestWritePrivateNeverWritesThroughALink(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	writeFile(t, victim, "untouched\n")
+	out := filepath.Join(dir, "out.tfstate")
+	require.NoError(t, os.Symlink(victim, out))
+
+	require.NoError(t, writePrivate(out, []byte("plain state\n")))
+	got, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	require.Equal(t, "untouched\n", string(got), "the link's target was written through")
+	fi, err := os.Lstat(out)
+	require.NoError(t, err)
+	require.True(t, fi.Mode().IsRegular(), "the link was not replaced by a file")
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	wide := filepath.Join(dir, "wide")
+	require.NoError(t, os.WriteFile(wide, []byte("old"), 0o644))
+	require.NoError(t, os.Chmod(wide, 0o644))
+	require.NoError(t, writePrivate(wide, []byte("new")))
+	fi, err = os.Stat(wide)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	got, err = os.ReadFile(wide)
+	require.NoError(t, err)
+	require.Equal(t, "new", string(got))
+}
