@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -123,4 +125,66 @@ func TestCredentialsOnLeastPrivilege(t *testing.T) {
 	require.True(t, roleExists(), "the source's database still grants the role")
 	run(env, "project", "delete", project)
 	require.False(t, roleExists(), "deleting the project dropped its role")
+}
+
+// TestForceUnlockOfASuperusersBackend (issue 28, item 7): strata runs as a role with
+// pg_signal_backend; a pg client connected as a superuser holds a workspace's key. PostgreSQL
+// lets only a superuser end a superuser's backend, so force-unlock is refused — and the answer
+// says that, with PostgreSQL's words, instead of "grant it pg_signal_backend", which the role
+// already has. Seen failing before the fix (it said to grant what was granted).
+func TestForceUnlockOfASuperusersBackend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin, err := db.Open(ctx, db.Options{URL: pgtest.AdminURL(t), MaxConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(admin.Close)
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	role := "fu_" + hex.EncodeToString(suffix)
+	exec := func(stmt string) {
+		t.Helper()
+		_, err := admin.Exec(ctx, &db.Query{Name: "fu", Text: stmt})
+		require.NoError(t, err, stmt)
+	}
+	exec(`DO $$ BEGIN EXECUTE format('CREATE ROLE %I LOGIN', '` + role + `'); EXECUTE format('GRANT pg_signal_backend TO %I', '` + role + `'); END $$`)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), &db.Query{Name: "drop", Text: `DO $$ BEGIN EXECUTE format('DROP OWNED BY %I', '` + role + `'); EXECUTE format('DROP ROLE IF EXISTS %I', '` + role + `'); END $$`})
+	})
+	superURL := pgtest.NewEmptyDatabaseURL(t)
+	target, err := pgconnParse(superURL)
+	require.NoError(t, err)
+	exec(`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I OWNER TO %I', '` + target.database + `', '` + role + `'); END $$`)
+	token := "strata_" + strings.Repeat("forceUnlockTok", 3)
+	a := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", target.as(role), "--data-dir", dataDir(t))
+	env := []string{"STRATA_SERVER=" + a.url, "STRATA_TOKEN=" + token}
+	run := func(args ...string) string {
+		t.Helper()
+		out, errOut, err := cliStreams(t, env, args...)
+		require.NoError(t, err, "strata %s: %s%s", strings.Join(args, " "), out, errOut)
+		return out
+	}
+	run("project", "create", "p")
+	state := filepath.Join(t.TempDir(), "s.json")
+	require.NoError(t, os.WriteFile(state, []byte(`{"version":4,"terraform_version":"1.11.4","serial":1,"lineage":"l","outputs":{},"resources":[]}`), 0o600))
+	run("state", "push", "p", "default", state)
+
+	// A pg client connected as a superuser holds the workspace's key, as Terraform's pg
+	// backend does for a whole apply.
+	pg, err := db.OpenSession(ctx, superURL, "strata", "pg-client-superuser")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg.Close(context.Background()) })
+	var id int64
+	require.NoError(t, pg.QueryRow(ctx, &db.Query{Name: "id", Text: `SELECT id FROM p.states WHERE name = 'default'`}).Scan(&id))
+	var locked bool
+	require.NoError(t, pg.QueryRow(ctx, &db.Query{Name: "lock", Text: `SELECT pg_try_advisory_lock($1)`}, id).Scan(&locked))
+	require.True(t, locked)
+
+	out, errOut, err := cliStreams(t, env, "state", "unlock", "p", "default", "--force")
+	require.Error(t, err, out)
+	require.Contains(t, errOut, "superuser")
+	require.Contains(t, errOut, fmt.Sprintf("SELECT pg_terminate_backend(%d)", pg.PID()))
+	require.Contains(t, errOut, "SQLSTATE 42501")
+	require.NotContains(t, errOut, "grant it pg_signal_backend")
+	_, err = pg.Exec(ctx, &db.Query{Name: "alive", Text: "SELECT 1"})
+	require.NoError(t, err, "the superuser's backend was not ended")
 }
