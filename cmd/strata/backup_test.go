@@ -159,3 +159,83 @@ func TestBackupExternalDatabase(t *testing.T) {
 	require.NoError(t, err, errOut)
 	require.Contains(t, got, "l-9")
 }
+
+// TestRestoreIsNewHistory (issue 28, finding 5): a restore into a second database of the same
+// cluster keeps the source's system identifier and timeline, so the history epoch of
+// migration 0024 alone would not see it as a new history. The source goes on writing past the
+// restore point; on the restored copy every watch from a source version is a 410 (list again),
+// and the first version it hands out exceeds every version the source issued, so no version
+// names two different changes.
+func TestRestoreIsNewHistory(t *testing.T) {
+	t.Parallel()
+	c := newCLIEnv(t)
+	token := strings.TrimPrefix(c.env[1], "STRATA_TOKEN=")
+	call := func(base, method, path, body string) answer {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		if method == "PATCH" {
+			req.Header.Set("Content-Type", "application/merge-patch+json")
+		}
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		buf := make([]byte, 4096)
+		n, _ := resp.Body.Read(buf) // a watch answers with its first bytes; enough to see the status
+		return answer{status: resp.StatusCode, body: string(buf[:n])}
+	}
+	rv := func(a answer) int64 {
+		t.Helper()
+		var o struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(a.body), &o), a.body)
+		v, err := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
+		require.NoError(t, err)
+		return v
+	}
+	patch := func(base, v string) int64 {
+		t.Helper()
+		a := call(base, "PATCH", "/v1/nodes/n0", `{"metadata":{"labels":{"v":"`+v+`"}}}`)
+		require.Equal(t, 200, a.status, a.body)
+		return rv(a)
+	}
+	require.Equal(t, 201, call(c.s.url, "POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`).status)
+	require.Equal(t, 201, call(c.s.url, "POST", "/v1/nodes", `{"metadata":{"name":"n0"},"spec":{"org":"acme"}}`).status)
+	atBackup := patch(c.s.url, "at-backup")
+	file := filepath.Join(t.TempDir(), "fork.backup")
+	_, errOut, err := cliStreams(t, nil, "backup", "create", file, "--database-url", c.url, "-q")
+	require.NoError(t, err, errOut)
+	// The source goes on past the restore point: these versions exist only there.
+	var sourceMax int64
+	for i := 0; i < 20; i++ {
+		sourceMax = patch(c.s.url, fmt.Sprintf("source-%d", i))
+	}
+	require.Greater(t, sourceMax, atBackup)
+
+	second := pgtest.NewEmptyDatabaseURL(t) // same cluster: same system identifier and timeline
+	_, errOut, err = cliStreams(t, nil, "backup", "restore", file, "--database-url", second, "-q")
+	require.NoError(t, err, errOut)
+	b := startServer(t, nil, "--database-url", second, "--data-dir", dataDir(t))
+
+	for _, from := range []int64{sourceMax, sourceMax - 5, atBackup} {
+		w := call(b.url, "GET", fmt.Sprintf("/v1/nodes?watch=true&resourceVersion=%d", from), "")
+		require.Equal(t, 410, w.status, "a watch from source version %d on the restored copy lists again: %s", from, w.body)
+		require.Contains(t, w.body, "restored")
+	}
+	first := patch(b.url, "restored-copy")
+	require.Greater(t, first, sourceMax+900_000_000, "the restored copy's first version lies past every version the source issued")
+	// Restoring the same backup again is one more new history: again past everything.
+	third := pgtest.NewEmptyDatabaseURL(t)
+	_, errOut, err = cliStreams(t, nil, "backup", "restore", file, "--database-url", third, "-q")
+	require.NoError(t, err, errOut)
+	c3 := startServer(t, nil, "--database-url", third, "--data-dir", dataDir(t))
+	require.Equal(t, 410, call(c3.url, "GET", fmt.Sprintf("/v1/nodes?watch=true&resourceVersion=%d", sourceMax), "").status)
+	require.Greater(t, patch(c3.url, "third"), sourceMax+900_000_000)
+	list := call(b.url, "GET", "/v1/nodes", "")
+	require.Equal(t, 200, list.status)
+	require.Contains(t, list.body, `"v":"restored-copy"`)
+}

@@ -984,11 +984,8 @@ func (s *Service) SaltCredentials(ctx context.Context, base string, mergeLists b
 		return auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: actor, Action: "salt.credentials", Target: SaltRole, RemoteAddr: remoteAddr,
 			Detail: map[string]any{"created": created}})
 	})
-	if errors.Is(err, db.ErrPermission) {
-		return SaltCredentials{}, fault.Wrap(fault.KindForbidden, err, "strata's database role cannot create roles (it needs CREATEROLE)")
-	}
 	if err != nil {
-		return SaltCredentials{}, err
+		return SaltCredentials{}, db.LoginRoleFault(SaltRole, err)
 	}
 	if base == "" {
 		base = s.ClientURL

@@ -142,7 +142,8 @@ var ErrNotEmpty = errors.New("not empty")
 // Restore restores a backup into an empty database (Config.DatabaseURL) or a new data dir
 // (the embedded default), migrates it to this release's schema, and releases the locks it
 // holds (their holders belong to the installation the backup came from; each release is
-// audited) and the console sessions. It refuses a database with strata's schema or any of the
+// audited) and the console sessions. The restored database starts a history epoch of its own
+// (versions a billion past the restored ones), as a failover does. It refuses a database with strata's schema or any of the
 // backup's schemas in it, and a data dir with a cluster in it.
 func Restore(ctx context.Context, opts RestoreOptions, file string) (released int, err error) {
 	cfg := opts.Config
@@ -185,6 +186,12 @@ func Restore(ctx context.Context, opts RestoreOptions, file string) (released in
 	}
 	if _, _, err := d.MigrateUp(ctx, 0); err != nil {
 		return 0, fmt.Errorf("restored, but migrating the restored schema to this release failed: %w", err)
+	}
+	// A restore is a new history wherever it lands (migration 0030): the versions move a
+	// billion past the restored ones, so the copy never hands out a version its source
+	// issued after the backup, and every watch from a source version gets 410.
+	if _, err := d.DB.RestoreEpoch(ctx); err != nil {
+		return 0, fmt.Errorf("restored, but starting its new history failed: %w", err)
 	}
 	if err := tfstate.AdvanceSequence(ctx, d.DB); err != nil {
 		return 0, err

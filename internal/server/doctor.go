@@ -47,10 +47,33 @@ func Doctor(ctx context.Context, d *db.DB) ([]DoctorCheck, error) {
 		out = append(out, c)
 	}
 	add("Terraform projects (a schema each)", p.CreateOnDatabase, "CREATE on database (GRANT CREATE ON DATABASE … TO "+p.Role+")")
-	add("project and Salt credentials (login roles)", p.CreateRole, "the CREATEROLE attribute (ALTER ROLE "+p.Role+" CREATEROLE)")
+	out = append(out, loginRolesCheck(ctx, d, p, schemaOK && werr == nil))
 	add("force-unlock of pg clients' locks", p.SignalBackend, "membership in pg_signal_backend (GRANT pg_signal_backend TO "+p.Role+")")
 	add("lock holders' user, address and application", p.ReadAllStats, "membership in pg_read_all_stats (GRANT pg_read_all_stats TO "+p.Role+")")
 	return out, nil
+}
+
+// loginRolesCheck runs what the credentials commands do to a login role — create it, give it
+// a new password, drop it — on a throwaway role, rolled back: the CREATEROLE attribute alone
+// said "works" where PostgreSQL 15 refused every rotation (issue 28), and PostgreSQL 16 adds
+// rules of its own (ADMIN OPTION). What failed is named with PostgreSQL's own words.
+func loginRolesCheck(ctx context.Context, d *db.DB, p db.Privileges, testable bool) DoctorCheck {
+	c := DoctorCheck{Feature: "project and Salt credentials (login roles)", OK: true}
+	if !testable {
+		c.OK = false
+		c.Needs = "the schema at this release's version and a writable database (to test creating, re-issuing and dropping a login role)"
+		return c
+	}
+	err := d.CheckLoginRoles(ctx, "strata_doctor_"+db.RandomPassword()[:12])
+	if err == nil {
+		return c
+	}
+	c.OK = false
+	c.Needs = err.Error()
+	if !p.CreateRole && !p.Superuser {
+		c.Needs = "the CREATEROLE attribute (ALTER ROLE " + p.Role + " CREATEROLE): " + c.Needs
+	}
+	return c
 }
 
 func needsText(err error) string {

@@ -314,3 +314,38 @@ func TestDeadReplicaLocksTakenOver(t *testing.T) {
 	_, err = bb.svc.StateWrite(ctx, bb.actor, "p", "one", WriteRequest{LockID: "L-one", Body: stateJSON(2, "l", 1)})
 	require.NoError(t, err)
 }
+
+// TestDeadReplicaGapStartsAtLoss (issue 28, item 7): the lock-gap audit record of a dead
+// replica's lock starts when its key was lost, not when a survivor noticed. Replica A holds
+// a lock and dies (its keeper backend killed); replica B starts only 1.5 s later, takes the
+// lock over and verifies its key. The gap B records ("state.lock.protected", from) begins at
+// A's keeper's last heartbeat — the last moment the key is known held, at most one heartbeat
+// before the loss — never after the loss. Seen failing before the fix: it began at B's
+// takeover, 1.5 s after the key was free.
+func TestDeadReplicaGapStartsAtLoss(t *testing.T) {
+	t.Parallel()
+	a := setup(t, setupOpts{opts: Options{ReplicaID: "replica-a"}})
+	ctx := context.Background()
+	a.project(t, "p")
+	_, err := a.svc.StateWrite(ctx, a.actor, "p", "one", WriteRequest{Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+	_, err = a.svc.Lock(ctx, a.actor, "p", "one", lockBody("L-one"))
+	require.NoError(t, err)
+	pg := rawSession(t, a.url)
+
+	pid := a.svc.Readiness(ctx).KeeperPID
+	a.svc.cancel()
+	a.svc.wg.Wait()
+	var lostAt time.Time
+	require.NoError(t, pg.QueryRow(ctx, &db.Query{Name: "test", Text: `SELECT clock_timestamp()`}).Scan(&lostAt))
+	rawBool(t, pg, `SELECT pg_terminate_backend($1)`, int32(pid))
+	time.Sleep(1500 * time.Millisecond)
+
+	bb := setupOn(t, a.url, setupOpts{opts: Options{ReplicaID: "replica-b"}})
+	require.Eventually(t, func() bool { _, p := lockStatus(t, bb, "one"); return p }, 10*time.Second, 50*time.Millisecond, "B took over and verified the key")
+	var from time.Time
+	require.NoError(t, pg.QueryRow(ctx, &db.Query{Name: "test", Text: `SELECT (detail->>'from')::timestamptz FROM strata.audit_log
+		WHERE target = 'p/one' AND action = 'state.lock.protected' ORDER BY id DESC LIMIT 1`}).Scan(&from))
+	require.False(t, from.After(lostAt), "the gap starts no later than the key was lost (%v), not when B noticed: %v", lostAt, from)
+	require.True(t, from.After(lostAt.Add(-3*a.svc.opts.HeartbeatInterval)), "the gap starts at A's last heartbeat before the loss (%v): %v", lostAt, from)
+}

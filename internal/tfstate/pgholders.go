@@ -162,7 +162,7 @@ func (s *Service) terminatePGHolders(ctx context.Context, tx *db.Tx, project, wo
 		var ok bool
 		if err := tx.QueryRow(ctx, q.Get("LockTerminate"), h.PID).Scan(&ok); err != nil {
 			if errors.Is(err, db.ErrPermission) {
-				return nil, fault.Wrap(fault.KindForbidden, err, "strata's database role may not terminate backend %d (grant it pg_signal_backend)", h.PID)
+				return nil, s.terminateRefused(ctx, h.PID, err)
 			}
 			return nil, err
 		}
@@ -172,4 +172,24 @@ func (s *Service) terminatePGHolders(ctx context.Context, tx *db.Tx, project, wo
 		}
 	}
 	return ended, nil
+}
+
+// terminateRefused explains a force-unlock that PostgreSQL refused to end backend pid: the
+// role lacks pg_signal_backend (grant it), or the backend is a superuser's, which no role but
+// a superuser may end — there the grant is not the answer, and saying so sent an operator who
+// had granted it in circles (issue 28). PostgreSQL's own words come with it. The reasons are
+// read on a pool connection: the transaction of the refused statement is aborted.
+func (s *Service) terminateRefused(ctx context.Context, pid int, err error) error {
+	var member, super bool
+	var user string
+	if qerr := s.db.QueryRow(ctx, q.Get("LockTerminateRefusal"), int32(pid)).Scan(&member, &user, &super); qerr != nil {
+		return fault.Wrap(fault.KindForbidden, err, "strata's database role may not terminate backend %d: PostgreSQL refused: %s", pid, db.ServerMessage(err))
+	}
+	switch {
+	case !member:
+		return fault.Wrap(fault.KindForbidden, err, "strata's database role may not terminate backend %d of role %q (grant it pg_signal_backend): PostgreSQL refused: %s", pid, user, db.ServerMessage(err))
+	case super:
+		return fault.Wrap(fault.KindForbidden, err, "backend %d, which holds the lock, is of the superuser role %q, and PostgreSQL lets only a superuser end a superuser's backend (pg_signal_backend, which strata's role has, is not enough): have that client let go, or end it as a superuser with SELECT pg_terminate_backend(%d). PostgreSQL refused: %s", pid, user, pid, db.ServerMessage(err))
+	}
+	return fault.Wrap(fault.KindForbidden, err, "strata's database role may not terminate backend %d of role %q: PostgreSQL refused: %s", pid, user, db.ServerMessage(err))
 }

@@ -377,10 +377,7 @@ func (s *Service) ProjectCredentials(ctx context.Context, actor Actor, name stri
 		}
 		var roleCreated bool
 		if err := tx.QueryRow(ctx, q.Get("ProjectRoleApply"), name, role, verifier).Scan(&roleCreated); err != nil {
-			if errors.Is(err, db.ErrPermission) {
-				return fault.Wrap(fault.KindForbidden, err, "strata's database role cannot create roles (it needs CREATEROLE)")
-			}
-			return err
+			return db.LoginRoleFault(role, err)
 		}
 		if p.CredentialsRole == "" && !roleCreated {
 			return fault.Conflict("a database role %q exists that strata did not make; drop or rename it", role)

@@ -28,18 +28,24 @@ WHERE k.replica = $1
 -- so their keys are held again: the lock rows outlive the replica that made them. Their keys
 -- were free since that backend ended, so they are marked unprotected until this keeper has
 -- taken and verified them. SKIP LOCKED: a row an UNLOCK is deleting is left to it.
+-- The gap starts when the key was lost, not when this replica noticed (up to a reconcile
+-- interval later, or much later when no other replica ran): the dead keeper's last heartbeat
+-- is the last moment its session (which held the key) is known alive, so the gap starts there
+-- — at most one heartbeat early, never late — or when the lock was made, if that was later.
+-- An owner without a keeper row (none ever ran) gives now(), all that is known.
 WITH gone AS (
-	SELECT l.project, l.workspace, l.owner
+	SELECT l.project, l.workspace, l.owner,
+		coalesce((SELECT least(now(), greatest(k.heartbeat_at, l.created_at)) FROM {{schema}}.tf_keepers k WHERE k.replica = l.owner), now()) AS lost_at
 	FROM {{schema}}.tf_locks l
 	WHERE l.owner <> $1
 	  AND NOT EXISTS (
 		SELECT 1 FROM {{schema}}.tf_keepers k
 		JOIN pg_stat_activity a ON a.pid = k.backend_pid AND a.backend_start = k.backend_start
 		WHERE k.replica = l.owner)
-	FOR UPDATE SKIP LOCKED
+	FOR UPDATE OF l SKIP LOCKED
 )
 UPDATE {{schema}}.tf_locks l
-SET owner = $1, unprotected_since = coalesce(l.unprotected_since, now())
+SET owner = $1, unprotected_since = coalesce(l.unprotected_since, g.lost_at)
 FROM gone g
 WHERE l.project = g.project AND l.workspace = g.workspace
 RETURNING l.project, l.workspace, g.owner, l.unprotected_since

@@ -68,6 +68,14 @@ SELECT EXISTS (
 -- name: LockTerminate
 SELECT pg_terminate_backend($1)
 
+-- name: LockTerminateRefusal
+-- Why pg_terminate_backend($1) was refused: whether strata's role is a member of
+-- pg_signal_backend, and the backend's role and whether it is a superuser's (which only a
+-- superuser may end, pg_signal_backend or not). pg_stat_activity shows every backend's role.
+SELECT pg_has_role('pg_signal_backend', 'MEMBER'),
+	coalesce((SELECT r.rolname FROM pg_stat_activity a JOIN pg_roles r ON r.oid = a.usesysid WHERE a.pid = $1), ''),
+	coalesce((SELECT r.rolsuper FROM pg_stat_activity a JOIN pg_roles r ON r.oid = a.usesysid WHERE a.pid = $1), false)
+
 
 -- name: LockCounts
 -- HTTP locks held in the database, those marked unprotected, and the age in seconds of the
