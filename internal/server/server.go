@@ -269,6 +269,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 
+	// Reload requests (SIGHUP) are taken from the start, so one sent while the database is
+	// being opened does not stop the process; it is carried out once the replica serves.
+	var reloads <-chan struct{}
+	if r := reloaderFrom(ctx); r != nil {
+		var release func()
+		reloads, release = r.listen()
+		defer release()
+	}
+
 	// Listen first: while the database is being waited for, /healthz answers and every other
 	// request (and /readyz) a 503, so a supervisor sees the process alive and a balancer
 	// sends nothing yet. "strata serving" is logged once the API serves.
@@ -288,8 +297,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	var certs *certReloader
 	if cfg.TLSCert != "" {
-		certs, err := newCertReloader(cfg.TLSCert, cfg.TLSKey, logger)
+		certs, err = newCertReloader(cfg.TLSCert, cfg.TLSKey, logger)
 		if err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("load TLS certificate: %w", err)
@@ -538,6 +548,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	logger.Info("strata serving", "addr", ln.Addr().String(), "tls", cfg.TLSCert != "", "schema", cfg.Schema, "version", cfg.Version)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
+	}
+	if reloads != nil {
+		go reloadLoop(ctx, reloads, func() {
+			logger.Info("reload requested: re-reading the TLS pair and the encryption keys (flags and environment need a restart)")
+			if certs != nil {
+				_ = certs.Reload() // logged by Reload
+			}
+			_ = ReloadKeys(ctx, cfg, keys, logger) // logged by ReloadKeys
+		})
 	}
 
 	select {
