@@ -9,6 +9,7 @@ import (
 	"net/http"
 	neturl "net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,9 +62,12 @@ func TestReadOnlyDatabaseIsA503(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond, "a write on a read-only database: %+v", w)
 	require.Equal(t, 503, w.status, w.body)
 	require.Equal(t, "10", w.retry)
+	// Issue 28, item 6: a read-only database failed /readyz on every replica, so a balancer
+	// drained replicas that could still serve every read. It fails /readyz?writes=true only;
+	// plain /readyz is 200 naming the reason, and the metrics follow the same table.
 	var ready answer
 	require.Eventually(t, func() bool {
-		ready = call("GET", "/readyz", "")
+		ready = call("GET", "/readyz?writes=true", "")
 		return ready.status == 503
 	}, 30*time.Second, 100*time.Millisecond)
 	require.Equal(t, "read-only", ready.reason, ready.body)
@@ -71,6 +75,15 @@ func TestReadOnlyDatabaseIsA503(t *testing.T) {
 	for _, secret := range []string{"user=", "host=", "5432", "strata@"} {
 		require.NotContains(t, ready.body, secret, "readiness says nothing of the database's address or role")
 	}
+	reads := call("GET", "/readyz", "")
+	require.Equal(t, 200, reads.status, "reads are still served: %s", reads.body)
+	require.Contains(t, reads.body, `"writes":"read-only"`)
+	metrics := call("GET", "/metrics", "")
+	require.Contains(t, metrics.body, `strata_ready{reason=""} 1`)
+	require.Contains(t, metrics.body, `strata_ready_writes{reason="read-only"} 0`)
+	bad := call("GET", "/readyz?writes=maybe", "")
+	require.Equal(t, 400, bad.status, bad.body)
+	require.Contains(t, bad.body, `"field":"writes"`)
 	require.Eventually(t, func() bool { return call("GET", "/v1/orgs/acme", "").status == 200 }, 30*time.Second, 100*time.Millisecond,
 		"reads still work")
 
@@ -80,7 +93,7 @@ func TestReadOnlyDatabaseIsA503(t *testing.T) {
 		if back.status != 201 {
 			back = call("POST", "/v1/orgs", `{"metadata":{"name":"web"}}`)
 		}
-		readyAgain = call("GET", "/readyz", "")
+		readyAgain = call("GET", "/readyz?writes=true", "")
 		return back.status == 201 && readyAgain.status == 200
 	}, 30*time.Second, 100*time.Millisecond, "writes and readiness come back: %+v %+v", back, readyAgain)
 }
@@ -119,6 +132,35 @@ func TestServeWaitsForItsDatabase(t *testing.T) {
 		"serves once the database is there:\n%s", s.stderr.String())
 	st, _ = get("/v1/orgs")
 	require.Equal(t, 200, st)
+
+	// The database goes away again (issue 28, item 6): the lock series stay (last known, here
+	// zero) instead of vanishing — an alert on them neither resolves nor restarts its `for:` —
+	// and strata_ready says why it is 0 with the reason /readyz gives.
+	metric := func(body, name string) (string, bool) {
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
+				return line, true
+			}
+		}
+		return "", false
+	}
+	st, body = get("/metrics")
+	require.Equal(t, 200, st)
+	for _, m := range []string{"strata_tf_locks_held", "strata_tf_locks_unprotected", "strata_tf_lock_unprotected_seconds"} {
+		_, ok := metric(body, m)
+		require.True(t, ok, "%s while the database is up", m)
+	}
+	proxy.shut()
+	require.Eventually(t, func() bool { st, _ := get("/readyz"); return st == 503 }, 30*time.Second, 100*time.Millisecond)
+	st, body = get("/metrics")
+	require.Equal(t, 200, st)
+	for _, m := range []string{"strata_tf_locks_held", "strata_tf_locks_unprotected", "strata_tf_lock_unprotected_seconds"} {
+		line, ok := metric(body, m)
+		require.True(t, ok, "%s while the database is down:\n%s", m, body)
+		require.Equal(t, m+" 0", line)
+	}
+	line, _ := metric(body, "strata_ready")
+	require.Equal(t, `strata_ready{reason="unavailable"} 0`, line)
 }
 
 // pgTarget is where a test database lives, taken apart from its connection string.
@@ -172,10 +214,13 @@ func pgconnParse(conn string) (pgTarget, error) {
 }
 
 // gateProxy accepts TCP connections and closes them at once until open is called, then
-// relays them to the database.
+// relays them to the database; shut closes the gate again and cuts every relayed connection
+// (the database gone, as far as strata can tell).
 type gateProxy struct {
 	addr   string
 	isOpen atomic.Bool
+	mu     sync.Mutex
+	conns  []net.Conn
 }
 
 func newGateProxy(t *testing.T, dial func() (net.Conn, error)) *gateProxy {
@@ -193,6 +238,9 @@ func newGateProxy(t *testing.T, dial func() (net.Conn, error)) *gateProxy {
 				c.Close()
 				continue
 			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c)
+			p.mu.Unlock()
 			go func() {
 				defer c.Close()
 				up, err := dial()
@@ -209,6 +257,16 @@ func newGateProxy(t *testing.T, dial func() (net.Conn, error)) *gateProxy {
 }
 
 func (p *gateProxy) open() { p.isOpen.Store(true) }
+
+func (p *gateProxy) shut() {
+	p.isOpen.Store(false)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
 
 // TestDoctorUnderAPlainRole (issue 18, item 6): privileges were discovered at first use. strata
 // doctor, connected as a role with no attributes that owns the database, says what it can
@@ -298,13 +356,17 @@ func TestDiskFullIsA503(t *testing.T) {
 	require.Equal(t, 503, st, body)
 	require.Contains(t, body, `"reason":"disk-full"`)
 	require.Equal(t, "10", retry)
-	st, _, body = call("GET", "/readyz", "")
+	st, _, body = call("GET", "/readyz?writes=true", "")
 	require.Equal(t, 503, st, body)
 	require.Contains(t, body, `"reason":"disk-full"`)
+	// A full disk stops writes only (issue 28, item 6): plain /readyz stays 200, naming it.
+	st, _, body = call("GET", "/readyz", "")
+	require.Equal(t, 200, st, body)
+	require.Contains(t, body, `"writes":"disk-full"`)
 
 	exec(`DROP TRIGGER test_disk_full ON strata.resources`)
 	exec(`DROP TRIGGER test_disk_full ON strata.health_probe`)
-	st, _, body = call("GET", "/readyz", "")
+	st, _, body = call("GET", "/readyz?writes=true", "")
 	require.Equal(t, 200, st, "ready once a write succeeds again: %s", body)
 	st, _, body = call("POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`)
 	require.Equal(t, 201, st, body)

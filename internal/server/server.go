@@ -474,17 +474,27 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	replicaName, _ := os.Hostname()
 	replicaName = fmt.Sprintf("%s/%d", replicaName, os.Getpid())
-	readiness := func(ctx context.Context) ([]string, error) {
+	// The readiness check: an error fails /readyz, except one whose reason only stops writes
+	// (read-only, disk-full), which fails /readyz?writes=true alone (httpapi.WritesOnly); it
+	// is returned last, so any reason that fails reads is reported before it.
+	check := func(ctx context.Context) ([]string, error) {
 		if err := d.Ping(ctx); err != nil {
 			return nil, fmt.Errorf("database: %w", err)
 		}
+		var writesErr error
 		if err := d.CheckWritable(ctx); err != nil {
-			return nil, fmt.Errorf("database: %w", err)
+			if !httpapi.WritesOnly(httpapi.ReadyReason(err)) {
+				return nil, fmt.Errorf("database: %w", err)
+			}
+			writesErr = fmt.Errorf("database: %w", err)
 		}
 		// After a write failed for want of disk, only a write tells when space is back.
-		if !db.DiskFullSince().IsZero() {
+		if writesErr == nil && !db.DiskFullSince().IsZero() {
 			if err := d.ProbeWrite(ctx, replicaName); err != nil {
-				return nil, fmt.Errorf("database: %w", err)
+				if !httpapi.WritesOnly(httpapi.ReadyReason(err)) {
+					return nil, fmt.Errorf("database: %w", err)
+				}
+				writesErr = fmt.Errorf("database: %w", err)
 			}
 		}
 		warnings, err := SchemaReadiness(ctx, d, latest)
@@ -505,8 +515,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 				return warnings, err
 			}
 		}
-		return warnings, nil
+		return warnings, writesErr
 	}
+	readiness := newReadinessGate(check, logger).Check
 	registerOpsMetrics(reg, state, hub, resources, pillarCache, d, readiness)
 	api := httpapi.New(httpapi.Options{
 		Logger:       logger,
