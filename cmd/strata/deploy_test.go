@@ -38,6 +38,14 @@ func TestDeployKit(t *testing.T) {
 	for _, f := range []string{"./usr/bin/strata", "./lib/systemd/system/strata.service", "./etc/strata/strata.env"} {
 		require.Contains(t, string(files), f)
 	}
+	// Every directory entry, the root ("./") first, is drwxr-xr-x root/root (issue 28, item 6:
+	// the root entry was drwx------, mktemp's mode).
+	for _, line := range strings.Split(strings.TrimSpace(string(files)), "\n") {
+		if f := strings.Fields(line); len(f) >= 6 && strings.HasPrefix(f[0], "d") {
+			require.Equal(t, "drwxr-xr-x root/root", f[0]+" "+f[1], "directory entry %s", f[len(f)-1])
+		}
+	}
+	require.Regexp(t, `^drwxr-xr-x root/root .* \./$`, strings.SplitN(string(files), "\n", 2)[0], "the package's root entry")
 	unpacked := t.TempDir()
 	require.NoError(t, exec.Command("dpkg-deb", "-x", deb, unpacked).Run())
 	bin := filepath.Join(unpacked, "usr", "bin", "strata")
@@ -67,4 +75,69 @@ func TestDeployKit(t *testing.T) {
 		require.Regexp(t, regexp.MustCompile(re), string(docker))
 	}
 	require.NotContains(t, string(docker), ":latest", "base images are pinned to a release")
+}
+
+// TestDebVersionsSort (issue 28, item 6): package versions were 0.0.0+<hash> — or the bare
+// hash when it started with a digit, so 5f56e8c sorted after 0.0.0+e83ce32 whatever the
+// commits' order — and apt could not tell an upgrade from a downgrade. deploy/build-deb.sh now
+// derives 0.0.0~git<commit time UTC>.<hash> (or the tag, or <tag>+git<time>.<hash> after one);
+// here it runs in a scratch repository on consecutive commits and dpkg --compare-versions
+// orders them as committed, tagged releases after their snapshots.
+func TestDebVersionsSort(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	repo := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(repo, "deploy"), 0o755))
+	script, err := os.ReadFile(filepath.Join(root, "deploy", "build-deb.sh"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "deploy", "build-deb.sh"), script, 0o755))
+	run := func(env []string, name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = repo
+		cmd.Env = append(append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@localhost", "GIT_COMMITTER_NAME=t",
+			"GIT_COMMITTER_EMAIL=t@localhost", "GIT_CONFIG_GLOBAL=/dev/null", "TZ=Europe/Berlin"), env...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s %v: %s", name, args, out)
+		return strings.TrimSpace(string(out))
+	}
+	run(nil, "git", "init", "-q")
+	commit := func(when string) string {
+		t.Helper()
+		require.NoError(t, os.WriteFile(filepath.Join(repo, "change"), []byte(when), 0o644))
+		run(nil, "git", "add", "-A")
+		run([]string{"GIT_AUTHOR_DATE=" + when, "GIT_COMMITTER_DATE=" + when}, "git", "commit", "-q", "-m", when)
+		return run(nil, "bash", "deploy/build-deb.sh", "--print-version")
+	}
+	less := func(a, b string) {
+		t.Helper()
+		require.NoError(t, exec.Command("dpkg", "--compare-versions", a, "lt", b).Run(), "dpkg orders %s before %s", a, b)
+	}
+	// A whole day of commits one second apart would be slow; consecutive seconds, a day
+	// boundary in UTC (not in the committer's zone), and a month apart are the cases.
+	var versions []string
+	for _, when := range []string{"2026-11-25T23:59:58Z", "2026-11-25T23:59:59Z", "2026-11-26T00:00:00Z", "2026-12-26T09:30:00+01:00"} {
+		versions = append(versions, commit(when))
+	}
+	require.Regexp(t, `^0\.0\.0~git20261125235958\.[0-9a-f]{12}$`, versions[0])
+	require.Regexp(t, `^0\.0\.0~git20261226083000\.[0-9a-f]{12}$`, versions[3], "the commit time in UTC")
+	for i := 1; i < len(versions); i++ {
+		less(versions[i-1], versions[i])
+	}
+	run(nil, "git", "tag", "v1.0.0")
+	tagged := run(nil, "bash", "deploy/build-deb.sh", "--print-version")
+	require.Equal(t, "1.0.0", tagged)
+	less(versions[len(versions)-1], tagged)
+	after := commit("2026-12-27T00:00:00Z")
+	require.Regexp(t, `^1\.0\.0\+git20261227000000\.[0-9a-f]{12}$`, after)
+	less(tagged, after)
+	less(after, "1.0.1")
+
+	cmd := exec.Command("bash", "deploy/build-deb.sh", "--print-version")
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "VERSION=dev")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "a version that does not start with a digit is refused, not mangled")
+	require.Contains(t, string(out), "does not start with a digit")
 }
