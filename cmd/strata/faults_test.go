@@ -396,3 +396,21 @@ func callAs(t *testing.T, base, token, method, path, body string) answer {
 	_ = json.Unmarshal(b, &p)
 	return answer{resp.StatusCode, resp.Header.Get("Retry-After"), p.Reason, string(b)}
 }
+
+// TestWaitForDatabaseWaitsAsLong (issue 28): `--wait-for-database 3s` gave up after 1.8 s —
+// it stopped as soon as the next pause of its growing backoff would have overshot the bound.
+// Now the last pause is cut to the bound and one more attempt is made at it, so the command
+// waits the whole time it was given (and not much longer) before it fails, naming the flag.
+func TestWaitForDatabaseWaitsAsLong(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgconnParse(pgtest.NewDatabaseURL(t))
+	require.NoError(t, err)
+	proxy := newGateProxy(t, cfg.dial) // never opened: every connection is refused at once
+	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=2", cfg.user, proxy.addr, cfg.database)
+	start := time.Now()
+	_, err = cli(t, nil, "migrate", "status", "--database-url", url, "--wait-for-database", "3s")
+	took := time.Since(start)
+	require.ErrorContains(t, err, "--wait-for-database")
+	require.GreaterOrEqual(t, took, 3*time.Second, "waited the whole bound")
+	require.Less(t, took, 5*time.Second, "and not much longer")
+}

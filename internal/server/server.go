@@ -211,8 +211,15 @@ func openWaiting(ctx context.Context, cfg Config, opts db.Options, wait bool) (*
 		if err == nil || !wait || cfg.WaitForDatabase < 0 || !errors.Is(err, db.ErrUnavailable) || ctx.Err() != nil {
 			return d, err
 		}
-		if cfg.WaitForDatabase > 0 && time.Since(start)+pause > cfg.WaitForDatabase {
-			return nil, fmt.Errorf("the database did not become reachable within %v (--wait-for-database): %w", cfg.WaitForDatabase, err)
+		if cfg.WaitForDatabase > 0 {
+			// The whole bound is waited: the last pause is cut to what is left of it and one
+			// more attempt is made at its end (giving up when the next pause would overshoot
+			// gave up after 1.8 s of a 3 s bound).
+			left := cfg.WaitForDatabase - time.Since(start)
+			if left <= 0 {
+				return nil, fmt.Errorf("the database did not become reachable within %v (--wait-for-database): %w", cfg.WaitForDatabase, err)
+			}
+			pause = min(pause, left)
 		}
 		cfg.Logger.Warn("waiting for the database", "attempt", attempt, "retry_in", pause.String(), "err", err)
 		select {
