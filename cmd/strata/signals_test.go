@@ -121,3 +121,33 @@ func copyFile(t *testing.T, from, to string) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(to, b, 0o600))
 }
+
+// TestCredentialsDirectory (issue 28, item 6): under the unit's DynamicUser= strata cannot
+// read root's files in /etc/strata, so the unit hands the TLS pair and the key files over as
+// systemd credentials (LoadCredential=, copied into $CREDENTIALS_DIRECTORY). With nothing
+// given by flag or environment, serve takes them from there by their names.
+func TestCredentialsDirectory(t *testing.T) {
+	t.Parallel()
+	creds := t.TempDir()
+	writeSelfSigned(t, filepath.Join(creds, "strata-tls-cert"), filepath.Join(creds, "strata-tls-key"))
+	var keys [2]struct{ ID string }
+	for i, name := range []string{"strata-encryption-key", "strata-encryption-key-previous"} {
+		out, err := cli(t, nil, "keys", "generate", filepath.Join(creds, name), "-o", "json")
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal([]byte(out), &keys[i]))
+	}
+	dir := dataDir(t)
+	s := startServerWaiting(t, "strata serving", false, []string{"CREDENTIALS_DIRECTORY=" + creds}, "--data-dir", dir)
+	s.url = strings.Replace(s.url, "http://", "https://", 1)
+	want, err := os.ReadFile(filepath.Join(creds, "strata-tls-cert"))
+	require.NoError(t, err)
+	require.Equal(t, string(want), servedCert(t, s.url), "the credential's certificate is served")
+	out, err := cli(t, []string{"STRATA_SERVER=" + s.url}, "keys", "status", "--data-dir", dir, "--ca-cert", filepath.Join(creds, "strata-tls-cert"), "-o", "json")
+	require.NoError(t, err)
+	var st client.KeyStatus
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.Equal(t, keys[0].ID, st.Primary, "the credential key encrypts")
+	require.Equal(t, []string{keys[0].ID, keys[1].ID}, st.Keys, "the previous key decrypts")
+	_, err = os.Stat(filepath.Join(dir, "encryption-key"))
+	require.True(t, os.IsNotExist(err), "no key is minted in the data dir when the credentials hold keys")
+}
