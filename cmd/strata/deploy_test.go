@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -216,4 +218,70 @@ func TestDockerKit(t *testing.T) {
 			require.Greater(t, n, 2*30, "%s exceeds twice the 30 s --shutdown-timeout", m[0])
 		}
 	}
+}
+
+// TestPatroniDaemonsStop (issue 28): deploy/patroni/failover.sh collected the pid of the
+// `runuser` wrapper it started etcd and Patroni through (as root) and signalled only that, so
+// the daemons outlived the script and the next run failed ("No Patroni leader"). Its daemons
+// now start through deploy/patroni/daemons.sh, in process groups of their own that are
+// stopped whole; here a daemon that forks, started as failover.sh starts etcd and Patroni
+// (through runuser when the test runs as root) and as it starts strata, leaves nothing behind.
+func TestPatroniDaemonsStop(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	script, err := os.ReadFile(filepath.Join(root, "deploy", "patroni", "failover.sh"))
+	require.NoError(t, err)
+	require.NotContains(t, string(script), "pids+=($!)", "no daemon is tracked by its wrapper's pid")
+	for _, d := range []string{"start_daemon_as_pg \"$work/etcd.log\" etcd", "start_daemon_as_pg \"$work/$m.log\" patroni", "start_daemon \"$work/strata-$r.log\" \"$work/strata\" serve"} {
+		require.Contains(t, string(script), d)
+	}
+
+	mark := 40000 + os.Getpid()%20000 // sleep durations no other process uses
+	markers := regexp.MustCompile(fmt.Sprintf(`^sleep (%d|%d|%d|%d)$`, mark, mark+1, mark+2, mark+3))
+	logs := t.TempDir()
+	require.NoError(t, os.Chmod(logs, 0o777))
+	sh := fmt.Sprintf(`set -euo pipefail
+. deploy/patroni/daemons.sh
+start_daemon_as_pg %[1]s/a.log sh -c 'sleep %[2]d & exec sleep %[3]d'
+start_daemon %[1]s/b.log sh -c 'echo "token=$STRATA_BOOTSTRAP_TOKEN"; sleep %[4]d & exec sleep %[5]d'
+echo started
+read -r _
+stop_daemons
+`, logs, mark, mark+1, mark+2, mark+3)
+	cmd := exec.Command("bash", "-c", sh)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "STRATA_BOOTSTRAP_TOKEN=passed-on")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool { return len(processesMatching(markers)) == 4 }, 10*time.Second, 50*time.Millisecond,
+		"the daemons and their children run: %s", out.String())
+	_, err = stdin.Write([]byte("stop\n"))
+	require.NoError(t, err)
+	require.NoError(t, cmd.Wait(), "%s", out.String())
+	require.Empty(t, processesMatching(markers), "no process of the daemons is left")
+	b, err := os.ReadFile(filepath.Join(logs, "b.log"))
+	require.NoError(t, err)
+	require.Contains(t, string(b), "token=passed-on", "the environment reaches the daemon")
+}
+
+// processesMatching lists the live processes whose command line matches re.
+func processesMatching(re *regexp.Regexp) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && re.MatchString(strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))) && processAlive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
