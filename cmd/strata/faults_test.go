@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	neturl "net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -413,4 +414,91 @@ func TestWaitForDatabaseWaitsAsLong(t *testing.T) {
 	require.ErrorContains(t, err, "--wait-for-database")
 	require.GreaterOrEqual(t, took, 3*time.Second, "waited the whole bound")
 	require.Less(t, took, 5*time.Second, "and not much longer")
+}
+
+// TestConnectionExhaustionReadiness (issue 28, item 6): with the database out of connections
+// /readyz flapped 200/503 (a check that found a pooled connection passed, one that needed a
+// new one failed), draining and re-adding replicas and resetting StrataNotReady's `for:`. The
+// replica runs as a plain role; the role's connections are then refused (CONNECTION LIMIT 0,
+// SQLSTATE 53300) and its sessions ended, so every check fails for want of a connection:
+// /readyz stays 200, with a warning, through the 30 s grace, then turns 503 "connections"
+// and stays so; once connections are allowed again it stays 503 through the 10 s recovery
+// and then 200 for good.
+func TestConnectionExhaustionReadiness(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabaseURL(t)
+	target, err := pgconnParse(url)
+	require.NoError(t, err)
+	ctx := context.Background()
+	admin, err := db.Open(ctx, db.Options{URL: url, MaxConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(admin.Close)
+	suffix := fmt.Sprintf("%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
+	role, dbName := "exhaust_"+suffix, "exhaust_"+suffix
+	exec := func(sql string) {
+		t.Helper()
+		_, err := admin.Exec(ctx, &db.Query{Name: "t", Text: sql})
+		require.NoError(t, err, sql)
+	}
+	exec(`CREATE ROLE "` + role + `" LOGIN`)
+	exec(`CREATE DATABASE "` + dbName + `" OWNER "` + role + `"`)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), &db.Query{Name: "t", Text: `DROP DATABASE IF EXISTS "` + dbName + `" WITH (FORCE)`})
+		_, _ = admin.Exec(context.Background(), &db.Query{Name: "t", Text: `DROP ROLE IF EXISTS "` + role + `"`})
+	})
+	roleURL := fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable", target.host, target.port, role, dbName)
+	token := "strata_" + strings.Repeat("exhaustTokenXYZ", 3)
+	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", roleURL, "--session-database-url", "off", "--data-dir", dataDir(t))
+	ready := func() answer { return callAs(t, s.url, token, "GET", "/readyz", "") }
+	require.Equal(t, 200, ready().status)
+
+	exec(`ALTER ROLE "` + role + `" CONNECTION LIMIT 0`)
+	exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '` + role + `'`)
+	start := time.Now()
+	var warned bool
+	var first503 time.Duration
+	for first503 == 0 {
+		a := ready()
+		elapsed := time.Since(start)
+		switch a.status {
+		case 200:
+			warned = warned || strings.Contains(a.body, "connections")
+		case 503:
+			require.Equal(t, "connections", a.reason, "%s\n%s", a.body, s.stderr.String())
+			first503 = elapsed
+		default:
+			t.Fatalf("/readyz answered %d: %s", a.status, a.body)
+		}
+		require.Less(t, elapsed, 60*time.Second, "not ready within a minute of no connections: %+v", a)
+		time.Sleep(250 * time.Millisecond)
+	}
+	require.True(t, warned, "during the grace /readyz warns about the connections")
+	require.GreaterOrEqual(t, first503, 29*time.Second, "ready (with a warning) through the grace period")
+	metrics := callAs(t, s.url, token, "GET", "/metrics", "")
+	require.Contains(t, metrics.body, `strata_ready{reason="connections"} 0`)
+	for range 8 { // no flapping back while connections are refused
+		a := ready()
+		require.Equal(t, 503, a.status, a.body)
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	exec(`ALTER ROLE "` + role + `" CONNECTION LIMIT -1`)
+	restored := time.Now()
+	var first200 time.Duration
+	for first200 == 0 {
+		a := ready()
+		if a.status == 200 {
+			first200 = time.Since(restored)
+		} else {
+			require.Equal(t, 503, a.status, a.body)
+		}
+		require.Less(t, time.Since(restored), 60*time.Second, "ready again within a minute: %+v", a)
+		time.Sleep(250 * time.Millisecond)
+	}
+	require.GreaterOrEqual(t, first200, 9*time.Second, "not ready through the recovery period")
+	for range 8 {
+		a := ready()
+		require.Equal(t, 200, a.status, a.body)
+		time.Sleep(250 * time.Millisecond)
+	}
 }

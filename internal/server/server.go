@@ -20,6 +20,7 @@ import (
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/db/migrations"
+	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/kind"
 	"github.com/stratahq/strata/internal/pgembed"
@@ -485,7 +486,18 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// (read-only, disk-full), which fails /readyz?writes=true alone (httpapi.WritesOnly); it
 	// is returned last, so any reason that fails reads is reported before it.
 	check := func(ctx context.Context) ([]string, error) {
-		if err := d.Ping(ctx); err != nil {
+		// A pooled connection that died (a failover, a terminated backend) fails once and is
+		// discarded: try again while idle connections remain, each possibly as stale, so dead
+		// connections do not flip readiness (the next check would pass — a flap). What still
+		// fails on a fresh connection is the database's state (refused, out of connections).
+		err := d.Ping(ctx)
+		for try := 0; try < 32 && err != nil && httpapi.ReadyReason(err) == fault.ReasonUnavailable && d.PoolStats().Idle > 0 && ctx.Err() == nil; try++ {
+			err = d.Ping(ctx)
+		}
+		if err != nil && httpapi.ReadyReason(err) == fault.ReasonUnavailable && ctx.Err() == nil {
+			err = d.Ping(ctx) // the last idle one was stale: once more, on a new connection
+		}
+		if err != nil {
 			return nil, fmt.Errorf("database: %w", err)
 		}
 		var writesErr error
