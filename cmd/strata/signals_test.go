@@ -151,3 +151,32 @@ func TestCredentialsDirectory(t *testing.T) {
 	_, err = os.Stat(filepath.Join(dir, "encryption-key"))
 	require.True(t, os.IsNotExist(err), "no key is minted in the data dir when the credentials hold keys")
 }
+
+// TestSignalsNeverOrphanPostgres (issue 28, item 1): a signal that ended strata without its
+// shutdown left the embedded PostgreSQL running with PPID 1. SIGUSR1/SIGUSR2 are ignored (the
+// replica serves on), SIGQUIT (and SIGINT, SIGTERM) go through the graceful shutdown: the
+// process exits 0 and its PostgreSQL with it.
+func TestSignalsNeverOrphanPostgres(t *testing.T) {
+	t.Parallel()
+	dir := dataDir(t)
+	s := startServer(t, nil, "--data-dir", dir)
+	pgPid := postmasterPID(t, dir)
+	for _, sig := range []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR2} {
+		require.NoError(t, s.cmd.Process.Signal(sig))
+	}
+	time.Sleep(500 * time.Millisecond)
+	resp, err := http.Get(s.url + "/readyz")
+	require.NoError(t, err, "still serving after SIGUSR1/SIGUSR2:\n%s", s.stderr.String())
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.True(t, processAlive(pgPid))
+
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGQUIT))
+	select {
+	case err := <-s.done:
+		require.NoError(t, err, "SIGQUIT is a clean shutdown:\n%s", s.stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("strata did not stop on SIGQUIT:\n%s", s.stderr.String())
+	}
+	require.False(t, processAlive(pgPid), "its PostgreSQL stopped with it")
+}
