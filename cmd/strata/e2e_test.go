@@ -44,6 +44,9 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(mdweExecEnv) != "" {
+		mdweExec() // never returns: this process becomes the command under MDWE
+	}
 	dir, err := os.MkdirTemp("", "strata-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	neturl "net/url"
+	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,9 +63,12 @@ func TestReadOnlyDatabaseIsA503(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond, "a write on a read-only database: %+v", w)
 	require.Equal(t, 503, w.status, w.body)
 	require.Equal(t, "10", w.retry)
+	// Issue 28, item 6: a read-only database failed /readyz on every replica, so a balancer
+	// drained replicas that could still serve every read. It fails /readyz?writes=true only;
+	// plain /readyz is 200 naming the reason, and the metrics follow the same table.
 	var ready answer
 	require.Eventually(t, func() bool {
-		ready = call("GET", "/readyz", "")
+		ready = call("GET", "/readyz?writes=true", "")
 		return ready.status == 503
 	}, 30*time.Second, 100*time.Millisecond)
 	require.Equal(t, "read-only", ready.reason, ready.body)
@@ -71,6 +76,15 @@ func TestReadOnlyDatabaseIsA503(t *testing.T) {
 	for _, secret := range []string{"user=", "host=", "5432", "strata@"} {
 		require.NotContains(t, ready.body, secret, "readiness says nothing of the database's address or role")
 	}
+	reads := call("GET", "/readyz", "")
+	require.Equal(t, 200, reads.status, "reads are still served: %s", reads.body)
+	require.Contains(t, reads.body, `"writes":"read-only"`)
+	metrics := call("GET", "/metrics", "")
+	require.Contains(t, metrics.body, `strata_ready{reason=""} 1`)
+	require.Contains(t, metrics.body, `strata_ready_writes{reason="read-only"} 0`)
+	bad := call("GET", "/readyz?writes=maybe", "")
+	require.Equal(t, 400, bad.status, bad.body)
+	require.Contains(t, bad.body, `"field":"writes"`)
 	require.Eventually(t, func() bool { return call("GET", "/v1/orgs/acme", "").status == 200 }, 30*time.Second, 100*time.Millisecond,
 		"reads still work")
 
@@ -80,7 +94,7 @@ func TestReadOnlyDatabaseIsA503(t *testing.T) {
 		if back.status != 201 {
 			back = call("POST", "/v1/orgs", `{"metadata":{"name":"web"}}`)
 		}
-		readyAgain = call("GET", "/readyz", "")
+		readyAgain = call("GET", "/readyz?writes=true", "")
 		return back.status == 201 && readyAgain.status == 200
 	}, 30*time.Second, 100*time.Millisecond, "writes and readiness come back: %+v %+v", back, readyAgain)
 }
@@ -119,6 +133,35 @@ func TestServeWaitsForItsDatabase(t *testing.T) {
 		"serves once the database is there:\n%s", s.stderr.String())
 	st, _ = get("/v1/orgs")
 	require.Equal(t, 200, st)
+
+	// The database goes away again (issue 28, item 6): the lock series stay (last known, here
+	// zero) instead of vanishing — an alert on them neither resolves nor restarts its `for:` —
+	// and strata_ready says why it is 0 with the reason /readyz gives.
+	metric := func(body, name string) (string, bool) {
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
+				return line, true
+			}
+		}
+		return "", false
+	}
+	st, body = get("/metrics")
+	require.Equal(t, 200, st)
+	for _, m := range []string{"strata_tf_locks_held", "strata_tf_locks_unprotected", "strata_tf_lock_unprotected_seconds"} {
+		_, ok := metric(body, m)
+		require.True(t, ok, "%s while the database is up", m)
+	}
+	proxy.shut()
+	require.Eventually(t, func() bool { st, _ := get("/readyz"); return st == 503 }, 30*time.Second, 100*time.Millisecond)
+	st, body = get("/metrics")
+	require.Equal(t, 200, st)
+	for _, m := range []string{"strata_tf_locks_held", "strata_tf_locks_unprotected", "strata_tf_lock_unprotected_seconds"} {
+		line, ok := metric(body, m)
+		require.True(t, ok, "%s while the database is down:\n%s", m, body)
+		require.Equal(t, m+" 0", line)
+	}
+	line, _ := metric(body, "strata_ready")
+	require.Equal(t, `strata_ready{reason="unavailable"} 0`, line)
 }
 
 // pgTarget is where a test database lives, taken apart from its connection string.
@@ -172,10 +215,13 @@ func pgconnParse(conn string) (pgTarget, error) {
 }
 
 // gateProxy accepts TCP connections and closes them at once until open is called, then
-// relays them to the database.
+// relays them to the database; shut closes the gate again and cuts every relayed connection
+// (the database gone, as far as strata can tell).
 type gateProxy struct {
 	addr   string
 	isOpen atomic.Bool
+	mu     sync.Mutex
+	conns  []net.Conn
 }
 
 func newGateProxy(t *testing.T, dial func() (net.Conn, error)) *gateProxy {
@@ -193,6 +239,9 @@ func newGateProxy(t *testing.T, dial func() (net.Conn, error)) *gateProxy {
 				c.Close()
 				continue
 			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c)
+			p.mu.Unlock()
 			go func() {
 				defer c.Close()
 				up, err := dial()
@@ -209,6 +258,16 @@ func newGateProxy(t *testing.T, dial func() (net.Conn, error)) *gateProxy {
 }
 
 func (p *gateProxy) open() { p.isOpen.Store(true) }
+
+func (p *gateProxy) shut() {
+	p.isOpen.Store(false)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
 
 // TestDoctorUnderAPlainRole (issue 18, item 6): privileges were discovered at first use. strata
 // doctor, connected as a role with no attributes that owns the database, says what it can
@@ -298,13 +357,17 @@ func TestDiskFullIsA503(t *testing.T) {
 	require.Equal(t, 503, st, body)
 	require.Contains(t, body, `"reason":"disk-full"`)
 	require.Equal(t, "10", retry)
-	st, _, body = call("GET", "/readyz", "")
+	st, _, body = call("GET", "/readyz?writes=true", "")
 	require.Equal(t, 503, st, body)
 	require.Contains(t, body, `"reason":"disk-full"`)
+	// A full disk stops writes only (issue 28, item 6): plain /readyz stays 200, naming it.
+	st, _, body = call("GET", "/readyz", "")
+	require.Equal(t, 200, st, body)
+	require.Contains(t, body, `"writes":"disk-full"`)
 
 	exec(`DROP TRIGGER test_disk_full ON strata.resources`)
 	exec(`DROP TRIGGER test_disk_full ON strata.health_probe`)
-	st, _, body = call("GET", "/readyz", "")
+	st, _, body = call("GET", "/readyz?writes=true", "")
 	require.Equal(t, 200, st, "ready once a write succeeds again: %s", body)
 	st, _, body = call("POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`)
 	require.Equal(t, 201, st, body)
@@ -333,4 +396,109 @@ func callAs(t *testing.T, base, token, method, path, body string) answer {
 	}
 	_ = json.Unmarshal(b, &p)
 	return answer{resp.StatusCode, resp.Header.Get("Retry-After"), p.Reason, string(b)}
+}
+
+// TestWaitForDatabaseWaitsAsLong (issue 28): `--wait-for-database 3s` gave up after 1.8 s —
+// it stopped as soon as the next pause of its growing backoff would have overshot the bound.
+// Now the last pause is cut to the bound and one more attempt is made at it, so the command
+// waits the whole time it was given (and not much longer) before it fails, naming the flag.
+func TestWaitForDatabaseWaitsAsLong(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgconnParse(pgtest.NewDatabaseURL(t))
+	require.NoError(t, err)
+	proxy := newGateProxy(t, cfg.dial) // never opened: every connection is refused at once
+	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=2", cfg.user, proxy.addr, cfg.database)
+	start := time.Now()
+	_, err = cli(t, nil, "migrate", "status", "--database-url", url, "--wait-for-database", "3s")
+	took := time.Since(start)
+	require.ErrorContains(t, err, "--wait-for-database")
+	require.GreaterOrEqual(t, took, 3*time.Second, "waited the whole bound")
+	require.Less(t, took, 5*time.Second, "and not much longer")
+}
+
+// TestConnectionExhaustionReadiness (issue 28, item 6): with the database out of connections
+// /readyz flapped 200/503 (a check that found a pooled connection passed, one that needed a
+// new one failed), draining and re-adding replicas and resetting StrataNotReady's `for:`. The
+// replica runs as a plain role; the role's connections are then refused (CONNECTION LIMIT 0,
+// SQLSTATE 53300) and its sessions ended, so every check fails for want of a connection:
+// /readyz stays 200, with a warning, through the 30 s grace, then turns 503 "connections"
+// and stays so; once connections are allowed again it stays 503 through the 10 s recovery
+// and then 200 for good.
+func TestConnectionExhaustionReadiness(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabaseURL(t)
+	target, err := pgconnParse(url)
+	require.NoError(t, err)
+	ctx := context.Background()
+	admin, err := db.Open(ctx, db.Options{URL: url, MaxConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(admin.Close)
+	suffix := fmt.Sprintf("%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
+	role, dbName := "exhaust_"+suffix, "exhaust_"+suffix
+	exec := func(sql string) {
+		t.Helper()
+		_, err := admin.Exec(ctx, &db.Query{Name: "t", Text: sql})
+		require.NoError(t, err, sql)
+	}
+	exec(`CREATE ROLE "` + role + `" LOGIN`)
+	exec(`CREATE DATABASE "` + dbName + `" OWNER "` + role + `"`)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), &db.Query{Name: "t", Text: `DROP DATABASE IF EXISTS "` + dbName + `" WITH (FORCE)`})
+		_, _ = admin.Exec(context.Background(), &db.Query{Name: "t", Text: `DROP ROLE IF EXISTS "` + role + `"`})
+	})
+	roleURL := fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable", target.host, target.port, role, dbName)
+	token := "strata_" + strings.Repeat("exhaustTokenXYZ", 3)
+	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", roleURL, "--session-database-url", "off", "--data-dir", dataDir(t))
+	ready := func() answer { return callAs(t, s.url, token, "GET", "/readyz", "") }
+	require.Equal(t, 200, ready().status)
+
+	exec(`ALTER ROLE "` + role + `" CONNECTION LIMIT 0`)
+	exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '` + role + `'`)
+	start := time.Now()
+	var warned bool
+	var first503 time.Duration
+	for first503 == 0 {
+		a := ready()
+		elapsed := time.Since(start)
+		switch a.status {
+		case 200:
+			warned = warned || strings.Contains(a.body, "connections")
+		case 503:
+			require.Equal(t, "connections", a.reason, "%s\n%s", a.body, s.stderr.String())
+			first503 = elapsed
+		default:
+			t.Fatalf("/readyz answered %d: %s", a.status, a.body)
+		}
+		require.Less(t, elapsed, 60*time.Second, "not ready within a minute of no connections: %+v", a)
+		time.Sleep(250 * time.Millisecond)
+	}
+	require.True(t, warned, "during the grace /readyz warns about the connections")
+	require.GreaterOrEqual(t, first503, 29*time.Second, "ready (with a warning) through the grace period")
+	metrics := callAs(t, s.url, token, "GET", "/metrics", "")
+	require.Contains(t, metrics.body, `strata_ready{reason="connections"} 0`)
+	for range 8 { // no flapping back while connections are refused
+		a := ready()
+		require.Equal(t, 503, a.status, a.body)
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	exec(`ALTER ROLE "` + role + `" CONNECTION LIMIT -1`)
+	restored := time.Now()
+	var first200 time.Duration
+	for first200 == 0 {
+		a := ready()
+		if a.status == 200 {
+			first200 = time.Since(restored)
+		} else {
+			require.Equal(t, 503, a.status, a.body)
+		}
+		require.Less(t, time.Since(restored), 60*time.Second, "ready again within a minute: %+v", a)
+		time.Sleep(250 * time.Millisecond)
+	}
+	require.GreaterOrEqual(t, first200, 9*time.Second, "not ready through the recovery period")
+	for range 8 {
+		a := ready()
+		require.Equal(t, 200, a.status, a.body)
+		time.Sleep(250 * time.Millisecond)
+	}
 }

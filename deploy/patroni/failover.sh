@@ -18,22 +18,22 @@ work=$(mktemp -d /tmp/strata-patroni-XXXXXX)
 chmod 755 "$work"
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 [ "$(id -u)" = 0 ] && chown postgres "$work"
-pids=()
+# shellcheck source=deploy/patroni/daemons.sh
+. deploy/patroni/daemons.sh
 cleanup() {
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	sleep 2
-	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+	# strata replicas, Patroni (which stops its PostgreSQL) and etcd, each with whatever it
+	# forked; then any PostgreSQL left behind.
+	stop_daemons
 	for m in m1 m2; do [ -f "$work/$m/postmaster.pid" ] && as_pg "$bin/pg_ctl" -D "$work/$m" -m immediate stop >/dev/null 2>&1 || true; done
 	rm -rf "$work"
 }
 trap cleanup EXIT
 free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 etcd_port=$(free) etcd_peer=$(free)
-as_pg etcd --name e1 --data-dir "$work/etcd" --enable-v2=true \
+start_daemon_as_pg "$work/etcd.log" etcd --name e1 --data-dir "$work/etcd" --enable-v2=true \
 	--listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
 	--listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
-	--initial-cluster "e1=http://127.0.0.1:$etcd_peer" >"$work/etcd.log" 2>&1 &
-pids+=($!)
+	--initial-cluster "e1=http://127.0.0.1:$etcd_peer"
 declare -A pg rest
 for m in m1 m2; do
 	pg[$m]=$(free); rest[$m]=$(free)
@@ -41,8 +41,7 @@ for m in m1 m2; do
 		deploy/patroni/member.yml.in >"$work/$m.yml"
 done
 for m in m1 m2; do
-	as_pg patroni "$work/$m.yml" >"$work/$m.log" 2>&1 &
-	pids+=($!)
+	start_daemon_as_pg "$work/$m.log" patroni "$work/$m.yml"
 	sleep 3
 done
 leader() { for m in m1 m2; do curl -sf "http://127.0.0.1:${rest[$m]}/primary" >/dev/null 2>&1 && { echo $m; return; }; done; echo ""; }
@@ -59,10 +58,10 @@ go build -o "$work/strata" ./cmd/strata
 go build -o "$work/failover" ./bench/failover
 url="postgres://postgres:postgres@127.0.0.1:${pg[m1]},127.0.0.1:${pg[m2]}/postgres?target_session_attrs=read-write&sslmode=disable&connect_timeout=2"
 token="strata_$(head -c 64 /dev/urandom | base64 | tr -dc A-Za-z0-9 | head -c 43)"
+export STRATA_BOOTSTRAP_TOKEN=$token
 urls=()
 for r in a b; do
-	STRATA_BOOTSTRAP_TOKEN=$token "$work/strata" serve --database-url "$url" --data-dir "$work/data-$r" --listen 127.0.0.1:0 2>"$work/strata-$r.log" &
-	pids+=($!)
+	start_daemon "$work/strata-$r.log" "$work/strata" serve --database-url "$url" --data-dir "$work/data-$r" --listen 127.0.0.1:0
 	a=
 	for _ in $(seq 1 300); do
 		a=$(grep -o '"msg":"strata serving","addr":"[^"]*"' "$work/strata-$r.log" | sed 's/.*"addr":"//; s/"$//' || true)

@@ -23,6 +23,8 @@ func TestHelpHidesSecrets(t *testing.T) {
 		"STRATA_DATABASE_URL":         "postgres://strata:dbSECRET@db.example:5432/strata?sslmode=require",
 		"STRATA_SESSION_DATABASE_URL": "host=db.example user=strata password='sessSECRET x' dbname=strata",
 		"STRATA_SERVER":               "https://admin:srvSECRET@strata.example:8443",
+		// A key command may carry a KMS token on its command line (issue 28).
+		"STRATA_ENCRYPTION_KEY_COMMAND": "vault kv get -field=key -token=kmsSECRET secret/strata",
 	}
 	for k, v := range secrets {
 		t.Setenv(k, v)
@@ -65,4 +67,23 @@ func TestHelpHidesSecrets(t *testing.T) {
 	// The control: the masked forms are what help shows, so the search above looked where
 	// the secrets would have been.
 	require.Len(t, shown, 5, "masked defaults seen: %v", shown)
+}
+
+// TestServeHelpPlaceholders (issue 28): pflag takes a usage's first back-quoted word as the
+// flag's placeholder, so --encryption-key-file showed as "--encryption-key-file strata keys
+// generate FILE". Every serve flag's placeholder is a single word.
+func TestServeHelpPlaceholders(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, Main(context.Background(), []string{"serve", "--help"}, &out, &errb), errb.String())
+	require.Contains(t, out.String(), "--encryption-key-file FILE ")
+	require.Contains(t, out.String(), "--encryption-key-command COMMAND ")
+	for _, line := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && strings.HasPrefix(f[0], "--") && f[1] != "" && strings.ToLower(f[1]) == f[1] && !strings.ContainsAny(f[1], "0123456789") {
+			// "--flag type  usage": the second word is a one-word type or placeholder, never
+			// part of a sentence.
+			require.Contains(t, []string{"string", "int", "int64", "duration", "stringArray", "bool", "strings"}, f[1], "placeholder of %s", f[0])
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -105,6 +106,49 @@ func newLogger(level string) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
+// Credential names strata looks for in systemd's $CREDENTIALS_DIRECTORY: the unit's
+// LoadCredential= lines copy them from /etc/credstore/ (root's, mode 0600) at start, readable
+// by the unit's dynamic user, which cannot read root's files under /etc itself.
+const (
+	credTLSCert     = "strata-tls-cert"
+	credTLSKey      = "strata-tls-key"
+	credKey         = "strata-encryption-key"
+	credKeyPrevious = "strata-encryption-key-previous"
+)
+
+// credentialDefaults fills what flags and environment left empty from the credentials
+// directory: the TLS pair when both files are there, the key files when no key file and no
+// key command is given (the primary, then the previous one during a rotation). What is given
+// explicitly always wins.
+func credentialDefaults(cfg *server.Config, dir string, logger *slog.Logger) {
+	if dir == "" {
+		return
+	}
+	exists := func(name string) (string, bool) {
+		p := filepath.Join(dir, name)
+		st, err := os.Stat(p)
+		return p, err == nil && st.Mode().IsRegular()
+	}
+	if cfg.TLSCert == "" && cfg.TLSKey == "" {
+		cert, okCert := exists(credTLSCert)
+		key, okKey := exists(credTLSKey)
+		if okCert && okKey {
+			cfg.TLSCert, cfg.TLSKey = cert, key
+			logger.Info("TLS pair from systemd credentials", "cert", cert, "key", key)
+		}
+	}
+	if len(cfg.EncryptionKeyFiles) == 0 && len(cfg.EncryptionKeyCommands) == 0 {
+		for _, name := range []string{credKey, credKeyPrevious} {
+			if p, ok := exists(name); ok {
+				cfg.EncryptionKeyFiles = append(cfg.EncryptionKeyFiles, p)
+			}
+		}
+		if len(cfg.EncryptionKeyFiles) > 0 {
+			logger.Info("encryption key files from systemd credentials", "files", cfg.EncryptionKeyFiles)
+		}
+	}
+}
+
 func newServeCmd(g *globals) *cobra.Command {
 	var (
 		dbf      dbFlags
@@ -146,6 +190,7 @@ With --database-url it uses that database; several replicas may share one.`,
 			cfg.BootstrapToken = os.Getenv("STRATA_BOOTSTRAP_TOKEN")
 			cfg.ShutdownTimeout = shutdown
 			cfg.WaitForDatabase = waitDB // 0: forever
+			credentialDefaults(&cfg, os.Getenv("CREDENTIALS_DIRECTORY"), logger)
 			return server.Run(cmd.Context(), cfg)
 		},
 	}
@@ -155,8 +200,8 @@ With --database-url it uses that database; several replicas may share one.`,
 	f.StringVar(&cfg.SessionDatabaseURL, "session-database-url", os.Getenv("STRATA_SESSION_DATABASE_URL"), "direct or session-mode PostgreSQL URL for session features (pg-client lock exclusion, LISTEN) when --database-url is a transaction-mode pooler; \"off\" disables them (env STRATA_SESSION_DATABASE_URL)")
 	hideDefault(f, "session-database-url", server.Redact)
 	f.StringVar(&cfg.EmbeddedListen, "embedded-listen", os.Getenv("STRATA_EMBEDDED_LISTEN"), "also let the embedded PostgreSQL listen on this TCP address (password in <data-dir>/pg-password), e.g. for pg backend clients (env STRATA_EMBEDDED_LISTEN)")
-	f.StringVar(&cfg.TLSCert, "tls-cert", os.Getenv("STRATA_TLS_CERT"), "TLS certificate file (env STRATA_TLS_CERT)")
-	f.StringVar(&cfg.TLSKey, "tls-key", os.Getenv("STRATA_TLS_KEY"), "TLS key file (env STRATA_TLS_KEY)")
+	f.StringVar(&cfg.TLSCert, "tls-cert", os.Getenv("STRATA_TLS_CERT"), "TLS certificate file, re-read when it changes and on SIGHUP; default under systemd: $CREDENTIALS_DIRECTORY/strata-tls-cert when that exists (env STRATA_TLS_CERT)")
+	f.StringVar(&cfg.TLSKey, "tls-key", os.Getenv("STRATA_TLS_KEY"), "TLS key file, re-read with the certificate; default under systemd: $CREDENTIALS_DIRECTORY/strata-tls-key when that exists (env STRATA_TLS_KEY)")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", envInt("STRATA_MAX_BODY_BYTES", server.DefaultMaxBodyBytes), "request body limit in bytes; larger bodies get 413 (env STRATA_MAX_BODY_BYTES)")
 	f.Int64Var(&cfg.RenderCacheBytes, "render-cache-bytes", envInt("STRATA_RENDER_CACHE_BYTES", server.DefaultRenderCacheBytes), "bound of this replica's pillar render cache; the least recently used renders are evicted (env STRATA_RENDER_CACHE_BYTES)")
 	f.Int64Var(&cfg.BulkBufferBytes, "bulk-buffer-bytes", envInt("STRATA_BULK_BUFFER_BYTES", server.DefaultBulkBufferBytes), "input one bulk apply (POST /v1/nodes:apply) may hold before it is written; past it the body is not read until lines are applied (env STRATA_BULK_BUFFER_BYTES)")
@@ -166,8 +211,11 @@ With --database-url it uses that database; several replicas may share one.`,
 	f.DurationVar(&cfg.AuditRetention, "audit-retention", envDuration("STRATA_AUDIT_RETENTION", server.DefaultAuditRetention), "how long audit log entries are kept, 0 keeps them forever (env STRATA_AUDIT_RETENTION)")
 	f.StringVar(&cfg.TrustedProxies, "trusted-proxies", os.Getenv("STRATA_TRUSTED_PROXIES"), "addresses or CIDR prefixes (comma-separated) of load balancers and reverse proxies whose X-Forwarded-For or Forwarded header names the client in the audit log and the request log; from any other peer the headers are ignored (env STRATA_TRUSTED_PROXIES)")
 	f.StringVar(&cfg.SaltLegacyClients, "salt-legacy-clients", os.Getenv("STRATA_SALT_LEGACY_CLIENTS"), "addresses or CIDR prefixes (comma-separated) that may render pillars at /v1/salt/pillar without a token, for Salt 3005 and older; empty: none (env STRATA_SALT_LEGACY_CLIENTS)")
-	f.StringArrayVar(&cfg.EncryptionKeyFiles, "encryption-key-file", envList("STRATA_ENCRYPTION_KEY_FILE"), "file holding a key-encryption key (32 random bytes, base64; `strata keys generate FILE`); repeat it to give several: the first encrypts new values, all decrypt. Default with the embedded cluster: <data-dir>/encryption-key, created on first start (env STRATA_ENCRYPTION_KEY_FILE, comma-separated)")
-	f.StringArrayVar(&cfg.EncryptionKeyCommands, "encryption-key-command", envCommand("STRATA_ENCRYPTION_KEY_COMMAND"), "shell command printing a key-encryption key (base64 of 32 bytes) on stdout, run once at start: a key kept in a KMS or secret manager; repeatable; these keys come before the key files' (env STRATA_ENCRYPTION_KEY_COMMAND: one command)")
+	// pflag shows a usage's first back-quoted word as the flag's placeholder: one word each.
+	f.StringArrayVar(&cfg.EncryptionKeyFiles, "encryption-key-file", envList("STRATA_ENCRYPTION_KEY_FILE"), "`FILE` holding a key-encryption key (32 random bytes, base64, as strata keys generate FILE writes), re-read on SIGHUP; repeat it to give several: the first encrypts new values, all decrypt. Default under systemd: $CREDENTIALS_DIRECTORY/strata-encryption-key and …-previous when they exist; else with the embedded cluster: <data-dir>/encryption-key, created on first start (env STRATA_ENCRYPTION_KEY_FILE, comma-separated)")
+	f.StringArrayVar(&cfg.EncryptionKeyCommands, "encryption-key-command", envCommand("STRATA_ENCRYPTION_KEY_COMMAND"), "shell `COMMAND` printing a key-encryption key (base64 of 32 bytes) on stdout, run at start and on SIGHUP: a key kept in a KMS or secret manager; repeatable; these keys come before the key files' (env STRATA_ENCRYPTION_KEY_COMMAND: one command)")
+	// A key command may carry a token on its command line: help does not print it.
+	hideDefault(f, "encryption-key-command", maskAll)
 	f.DurationVar(&cfg.SaltRenderTimeout, "salt-render-timeout", envDuration("STRATA_SALT_RENDER_TIMEOUT", 10*time.Second), "longest Salt-facing pillar render; past it Salt gets an _errors text it shows and refuses states over (env STRATA_SALT_RENDER_TIMEOUT)")
 	f.DurationVar(&cfg.WatchBookmarkInterval, "watch-bookmark-interval", envDuration("STRATA_WATCH_BOOKMARK_INTERVAL", 30*time.Second), "how often a watch stream sends a BOOKMARK event carrying the resourceVersion it is complete through (env STRATA_WATCH_BOOKMARK_INTERVAL)")
 	f.DurationVar(&cfg.WatchMaxDuration, "watch-max-duration", envDuration("STRATA_WATCH_MAX_DURATION", server.DefaultWatchMaxDuration), "the shortest lifetime of a watch stream: each ends cleanly after a random duration in [d, 2d) and its client resumes from its last resourceVersion (env STRATA_WATCH_MAX_DURATION)")

@@ -16,8 +16,17 @@ func (a *API) healthz(w http.ResponseWriter, _ *http.Request) error {
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz answers 200 only when the database is reachable and its schema is current.
+// readyz answers 200 when this replica can serve reads: the database reachable, its schema
+// one this release runs on, and whatever else the readiness check requires. A database that
+// refuses writes (read-only, a standby, a full disk) fails only /readyz?writes=true: every
+// replica shares that database, so draining them all from a balancer would refuse the reads
+// they could still serve. Plain /readyz then answers 200 with "writes" naming the reason and
+// a warning (docs/operations.md, "Readiness", is the one table of reasons).
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) error {
+	writes, err := boolParam(r, "writes")
+	if err != nil {
+		return err
+	}
 	if a.ready == nil {
 		return writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
 	}
@@ -25,19 +34,15 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	warnings, err := a.ready(ctx)
 	if err != nil {
+		reason := ReadyReason(err)
+		if !writes && WritesOnly(reason) {
+			return writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "writes": reason,
+				"warnings": append(warnings, readyReasonDetail[reason]+"; writes answer 503 (/readyz?writes=true fails)")})
+		}
 		// Unauthenticated callers learn the reason, not the database's address or role:
 		// the details go to the log.
 		a.logger.WarnContext(r.Context(), "not ready", "err", err)
-		f := classify(err)
-		reason := fault.ReasonOf(f)
-		if reason == "" {
-			reason = fault.ReasonUnavailable
-		}
-		detail := map[string]string{
-			fault.ReasonReadOnly:    "not ready: the database refuses writes (read-only or a standby)",
-			fault.ReasonDiskFull:    "not ready: the database's disk is full",
-			fault.ReasonConnections: "not ready: the database has no connection to spare",
-		}[reason]
+		detail := readyReasonDetail[reason]
 		if detail == "" {
 			detail = "not ready: " + readyDetail(err)
 		}
@@ -48,6 +53,28 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) error {
 		body["warnings"] = warnings
 	}
 	return writeJSON(w, http.StatusOK, body)
+}
+
+var readyReasonDetail = map[string]string{
+	fault.ReasonReadOnly:    "not ready: the database refuses writes (read-only or a standby)",
+	fault.ReasonDiskFull:    "not ready: the database's disk is full",
+	fault.ReasonConnections: "not ready: the database has no connection to spare",
+}
+
+// ReadyReason is the reason a readiness error is reported under, by /readyz and by the
+// strata_ready metrics alike: a fault's reason (read-only, disk-full, connections,
+// unavailable, or a reason of its own) or "unavailable" for anything else.
+func ReadyReason(err error) string {
+	if reason := fault.ReasonOf(classify(err)); reason != "" {
+		return reason
+	}
+	return fault.ReasonUnavailable
+}
+
+// WritesOnly reports whether a readiness reason stops only writes (a database that refuses
+// them), so that it fails /readyz?writes=true and not /readyz.
+func WritesOnly(reason string) bool {
+	return reason == fault.ReasonReadOnly || reason == fault.ReasonDiskFull
 }
 
 func (a *API) versionInfo(w http.ResponseWriter, _ *http.Request) error {

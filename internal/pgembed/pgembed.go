@@ -248,6 +248,12 @@ func start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"unix_socket_permissions": "0700",
 		"hba_file":                hbaPath,
 		"cluster_name":            "strata",
+		// JIT compiles queries to machine code at run time; strata.service's
+		// MemoryDenyWriteExecute=yes forbids writable-executable memory, so any statement
+		// planned above jit_above_cost (large scans of the audit log, change log, state
+		// versions) would fail with "failed to look up symbol". strata's queries gain little
+		// from it anyway.
+		"jit": "off",
 	}
 	for k, v := range opts.Settings {
 		settings[k] = v

@@ -98,10 +98,14 @@ func TestLifecycle(t *testing.T) {
 	d := open(t, c1.URL())
 	_, err := d.Exec(ctx, q("CREATE TABLE kept (x int); INSERT INTO kept VALUES (1)"))
 	require.NoError(t, err)
-	var listen, user string
+	var listen, user, jit string
 	require.NoError(t, d.QueryRow(ctx, q("SELECT current_setting('listen_addresses'), current_user")).Scan(&listen, &user))
 	require.Equal(t, "", listen)
 	require.Equal(t, "strata", user)
+	// JIT compiles code at run time, which the unit's MemoryDenyWriteExecute=yes forbids
+	// (issue 28, item 6): the embedded cluster runs without it.
+	require.NoError(t, d.QueryRow(ctx, q("SHOW jit")).Scan(&jit))
+	require.Equal(t, "off", jit)
 	d.Close()
 
 	st, err := os.Stat(c1.sockDir)

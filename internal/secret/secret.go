@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 )
 
 // KeySize is the size of a key-encryption key: 32 random bytes (AES-256).
@@ -114,8 +115,27 @@ func parseKey(text string) (Key, error) {
 }
 
 // Keyring is the key-encryption keys a replica has: the first encrypts, all decrypt.
+// Its keys can be replaced in place (Replace, on SIGHUP) while every service holding the ring
+// keeps using it.
 type Keyring struct {
-	keys []Key
+	mu   sync.RWMutex
+	keys []Key // never modified once stored: Replace stores a new slice
+}
+
+// list returns the current keys; the slice is never modified afterwards.
+func (r *Keyring) list() []Key {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.keys
+}
+
+// Replace makes r hold next's keys: what SIGHUP does after re-reading the key files and
+// key commands, so the services holding r see the new keys at their next operation.
+func (r *Keyring) Replace(next *Keyring) {
+	keys := next.list()
+	r.mu.Lock()
+	r.keys = keys
+	r.mu.Unlock()
 }
 
 // NewKeyring makes a keyring; the first key encrypts new values. Two keys with one id are one
@@ -136,19 +156,20 @@ func NewKeyring(keys ...Key) (*Keyring, error) {
 }
 
 // Primary is the id of the key new values are encrypted with.
-func (r *Keyring) Primary() string { return r.keys[0].ID }
+func (r *Keyring) Primary() string { return r.list()[0].ID }
 
 // IDs are the ids of every key the ring holds, the primary first.
 func (r *Keyring) IDs() []string {
-	out := make([]string, len(r.keys))
-	for i, k := range r.keys {
+	keys := r.list()
+	out := make([]string, len(keys))
+	for i, k := range keys {
 		out[i] = k.ID
 	}
 	return out
 }
 
 func (r *Keyring) key(id string) (Key, bool) {
-	for _, k := range r.keys {
+	for _, k := range r.list() {
 		if k.ID == id {
 			return k, true
 		}
@@ -183,7 +204,7 @@ func wrapAAD(id []byte, aad []byte) []byte {
 // Seal encrypts plaintext bound to aad (the value's logical identity) with a fresh data key
 // wrapped by the primary key.
 func (r *Keyring) Seal(plaintext, aad []byte) ([]byte, error) {
-	kek := r.keys[0]
+	kek := r.list()[0]
 	id, _ := hex.DecodeString(kek.ID)
 	dek := make([]byte, KeySize)
 	wrapNonce := make([]byte, nonceLen)
@@ -263,7 +284,7 @@ func (r *Keyring) Rewrap(sealed, aad []byte) ([]byte, error) {
 	if err != nil {
 		return nil, ErrTampered
 	}
-	kek := r.keys[0]
+	kek := r.list()[0]
 	newID, _ := hex.DecodeString(kek.ID)
 	wrapNonce := make([]byte, nonceLen)
 	if _, err := rand.Read(wrapNonce); err != nil {

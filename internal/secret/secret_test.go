@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -219,4 +220,56 @@ func TestKeyFromCommand(t *testing.T) {
 	ring, err := secret.LoadKeys(context.Background(), []string{cmd}, []string{file})
 	require.NoError(t, err)
 	require.Equal(t, []string{want.ID, fk.ID}, ring.IDs(), "the command's key is the primary")
+}
+
+// TestReplaceUnderLoad (issue 28, item 1): SIGHUP swaps a running replica's keys in place
+// (Keyring.Replace) while requests seal and open with the same ring; under the race detector
+// nothing races, values sealed before stay readable when the new ring holds their key, and
+// new values are sealed under the new primary.
+func TestReplaceUnderLoad(t *testing.T) {
+	t.Parallel()
+	kOld, kNew := newKey(t), newKey(t)
+	ring, err := secret.NewKeyring(kOld)
+	require.NoError(t, err)
+	before, err := ring.Seal([]byte("v"), []byte("row"))
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				sealed, err := ring.Seal([]byte("x"), []byte("aad"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := ring.Open(sealed, []byte("aad")); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	next, err := secret.NewKeyring(kNew, kOld)
+	require.NoError(t, err)
+	ring.Replace(next)
+	close(stop)
+	wg.Wait()
+	require.Equal(t, kNew.ID, ring.Primary())
+	require.Equal(t, []string{kNew.ID, kOld.ID}, ring.IDs())
+	plain, err := ring.Open(before, []byte("row"))
+	require.NoError(t, err)
+	require.Equal(t, "v", string(plain))
+	after, err := ring.Seal([]byte("w"), []byte("row"))
+	require.NoError(t, err)
+	id, err := secret.KeyID(after)
+	require.NoError(t, err)
+	require.Equal(t, kNew.ID, id)
 }

@@ -40,16 +40,18 @@ func TestAlertRulesAndDashboard(t *testing.T) {
 			}
 		}
 	}
-	for _, m := range []string{"strata_ready", "strata_tf_locks_held", "strata_tf_locks_unprotected", "strata_tf_lock_unprotected_seconds",
+	for _, m := range []string{"strata_ready", "strata_ready_writes", "strata_tf_locks_held", "strata_tf_locks_unprotected", "strata_tf_lock_unprotected_seconds",
 		"strata_tf_keeper_up", "strata_watch_subscribers", "strata_watch_lag_versions", "strata_watch_events_total", "strata_watch_cutoffs_total",
 		"strata_pillar_cache_invalidations_total", "strata_schema_version", "strata_build_info"} {
 		require.True(t, exported[m], "a replica exports %s", m)
 	}
 	metricRE := regexp.MustCompile(`\bstrata_[a-z_]+`)
+	// Prometheus's own series about the scrape: what sees a replica that exports nothing.
+	scrapeRE := regexp.MustCompile(`\bup\{job="strata"\}`)
 	check := func(where, expr string) {
 		t.Helper()
 		ms := metricRE.FindAllString(expr, -1)
-		require.NotEmpty(t, ms, "%s names a strata metric", where)
+		require.True(t, len(ms) > 0 || scrapeRE.MatchString(expr), "%s names a strata metric or the strata job's up", where)
 		for _, m := range ms {
 			require.True(t, exported[m], "%s names %s, which no replica exports", where, m)
 		}
@@ -74,9 +76,11 @@ func TestAlertRulesAndDashboard(t *testing.T) {
 	require.NoError(t, dec.Decode(&rules))
 	require.NotEmpty(t, rules.Groups)
 	n := 0
+	exprs := map[string]string{}
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
 			n++
+			exprs[r.Alert] = r.Expr
 			require.NotEmpty(t, r.Alert)
 			require.Contains(t, []string{"page", "warn"}, r.Labels["severity"], r.Alert)
 			require.NotEmpty(t, r.Annotations["summary"], r.Alert)
@@ -84,6 +88,19 @@ func TestAlertRulesAndDashboard(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, n, 5)
+	// A dead replica exports nothing (issue 28, item 6): one rule watches the scrape's up
+	// (the replica down) and one the absence of any replica up, and they page.
+	var down, absent bool
+	for _, expr := range exprs {
+		down = down || regexp.MustCompile(`^up\{job="strata"\} == 0$`).MatchString(expr)
+		absent = absent || regexp.MustCompile(`^absent\(up\{job="strata"\}.*\)$`).MatchString(expr)
+	}
+	require.True(t, down, "a rule fires on up{job=\"strata\"} == 0")
+	require.True(t, absent, "a rule fires when no strata replica is up (absent)")
+	// The rules follow the readiness table (docs/operations.md, Readiness): not ready is
+	// strata_ready (plain /readyz), a database refusing writes is strata_ready_writes.
+	require.Contains(t, exprs["StrataNotReady"], "strata_ready)")
+	require.Contains(t, exprs["StrataDatabaseRefusesWrites"], `strata_ready_writes{reason=~"read-only|disk-full"}`)
 
 	raw, err = os.ReadFile("../../deploy/grafana-dashboard.json")
 	require.NoError(t, err)

@@ -2,13 +2,13 @@ package server
 
 import (
 	"context"
-	"errors"
 	"github.com/stratahq/strata/internal/db/migrations"
-	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/resource"
 	"github.com/stratahq/strata/internal/tfstate"
 	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -99,6 +99,14 @@ type opsCollector struct {
 	cache     *pillar.Cache
 	d         *db.DB
 	readiness func(context.Context) ([]string, error)
+
+	// The lock counts last read: while the database cannot be asked, the lock series carry
+	// them (zero before any read) instead of vanishing, so alerts on them neither resolve nor
+	// lose their `for:`; an unprotected lock's age keeps growing from its last reading.
+	mu                   sync.Mutex
+	lastHeld, lastUnprot int64
+	lastAge              float64
+	lastRead             time.Time
 }
 
 var (
@@ -113,12 +121,13 @@ var (
 	descWatchCutoffs     = prometheus.NewDesc("strata_watch_cutoffs_total", "Watch streams ended by the server: behind (fell more than the buffer behind) or gone (history pruned).", []string{"reason"}, nil)
 	descInvalidations    = prometheus.NewDesc("strata_pillar_cache_invalidations_total", "Render-cache invalidations received, by scope: node, org, or all.", []string{"scope"}, nil)
 	descSchemaVersion    = prometheus.NewDesc("strata_schema_version", "The database's applied schema version.", nil, nil)
-	descReady            = prometheus.NewDesc("strata_ready", "1 when /readyz would answer 200; when 0, reason says why (read-only, disk-full, connections, unavailable, other).", []string{"reason"}, nil)
+	descReady            = prometheus.NewDesc("strata_ready", "1 when /readyz would answer 200; when 0, reason says why, as /readyz does (connections, unavailable, keys, …; docs/operations.md, Readiness).", []string{"reason"}, nil)
+	descReadyWrites      = prometheus.NewDesc("strata_ready_writes", "1 when /readyz?writes=true would answer 200; when 0, reason says why (read-only, disk-full, or any reason strata_ready has).", []string{"reason"}, nil)
 )
 
 func (c *opsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLocksHeld, descLocksUnprotected, descLockUnprotAge, descKeeperUp, descWatchSubs, descWatchHead, descWatchLag,
-		descWatchEvents, descWatchCutoffs, descInvalidations, descSchemaVersion, descReady} {
+		descWatchEvents, descWatchCutoffs, descInvalidations, descSchemaVersion, descReady, descReadyWrites} {
 		ch <- d
 	}
 }
@@ -126,11 +135,20 @@ func (c *opsCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *opsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if held, unprot, age, err := c.state.LockCounts(ctx); err == nil {
-		ch <- prometheus.MustNewConstMetric(descLocksHeld, prometheus.GaugeValue, float64(held))
-		ch <- prometheus.MustNewConstMetric(descLocksUnprotected, prometheus.GaugeValue, float64(unprot))
-		ch <- prometheus.MustNewConstMetric(descLockUnprotAge, prometheus.GaugeValue, age)
+	held, unprot, age, err := c.state.LockCounts(ctx)
+	c.mu.Lock()
+	if err == nil {
+		c.lastHeld, c.lastUnprot, c.lastAge, c.lastRead = held, unprot, age, time.Now()
+	} else {
+		held, unprot, age = c.lastHeld, c.lastUnprot, c.lastAge
+		if c.lastUnprot > 0 {
+			age += time.Since(c.lastRead).Seconds()
+		}
 	}
+	c.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(descLocksHeld, prometheus.GaugeValue, float64(held))
+	ch <- prometheus.MustNewConstMetric(descLocksUnprotected, prometheus.GaugeValue, float64(unprot))
+	ch <- prometheus.MustNewConstMetric(descLockUnprotAge, prometheus.GaugeValue, age)
 	up := 0.0
 	if c.state.Readiness(ctx).PGClientsExcluded {
 		up = 1
@@ -156,16 +174,15 @@ func (c *opsCollector) Collect(ch chan<- prometheus.Metric) {
 	if v, err := c.d.SchemaVersion(ctx); err == nil {
 		ch <- prometheus.MustNewConstMetric(descSchemaVersion, prometheus.GaugeValue, float64(v))
 	}
-	ready, reason := 1.0, ""
+	// Both series follow /readyz's one table of reasons (httpapi.ReadyReason, WritesOnly).
+	ready, reason, writes, writesReason := 1.0, "", 1.0, ""
 	if _, err := c.readiness(ctx); err != nil {
-		ready, reason = 0, "other"
-		var fr fault.Faulter
-		if errors.As(err, &fr) {
-			if f := fr.Fault(); f != nil && fault.ReasonOf(f) != "" {
-				reason = fault.ReasonOf(f)
-			}
+		writes, writesReason = 0, httpapi.ReadyReason(err)
+		if !httpapi.WritesOnly(writesReason) {
+			ready, reason = 0, writesReason
 		}
 	}
+	ch <- prometheus.MustNewConstMetric(descReadyWrites, prometheus.GaugeValue, writes, writesReason)
 	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready, reason)
 }
 

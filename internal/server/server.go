@@ -20,6 +20,7 @@ import (
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/db/migrations"
+	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/kind"
 	"github.com/stratahq/strata/internal/pgembed"
@@ -211,8 +212,15 @@ func openWaiting(ctx context.Context, cfg Config, opts db.Options, wait bool) (*
 		if err == nil || !wait || cfg.WaitForDatabase < 0 || !errors.Is(err, db.ErrUnavailable) || ctx.Err() != nil {
 			return d, err
 		}
-		if cfg.WaitForDatabase > 0 && time.Since(start)+pause > cfg.WaitForDatabase {
-			return nil, fmt.Errorf("the database did not become reachable within %v (--wait-for-database): %w", cfg.WaitForDatabase, err)
+		if cfg.WaitForDatabase > 0 {
+			// The whole bound is waited: the last pause is cut to what is left of it and one
+			// more attempt is made at its end (giving up when the next pause would overshoot
+			// gave up after 1.8 s of a 3 s bound).
+			left := cfg.WaitForDatabase - time.Since(start)
+			if left <= 0 {
+				return nil, fmt.Errorf("the database did not become reachable within %v (--wait-for-database): %w", cfg.WaitForDatabase, err)
+			}
+			pause = min(pause, left)
 		}
 		cfg.Logger.Warn("waiting for the database", "attempt", attempt, "retry_in", pause.String(), "err", err)
 		select {
@@ -269,6 +277,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 
+	// Reload requests (SIGHUP) are taken from the start, so one sent while the database is
+	// being opened does not stop the process; it is carried out once the replica serves.
+	var reloads <-chan struct{}
+	if r := reloaderFrom(ctx); r != nil {
+		var release func()
+		reloads, release = r.listen()
+		defer release()
+	}
+
 	// Listen first: while the database is being waited for, /healthz answers and every other
 	// request (and /readyz) a 503, so a supervisor sees the process alive and a balancer
 	// sends nothing yet. "strata serving" is logged once the API serves.
@@ -288,8 +305,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	var certs *certReloader
 	if cfg.TLSCert != "" {
-		certs, err := newCertReloader(cfg.TLSCert, cfg.TLSKey, logger)
+		certs, err = newCertReloader(cfg.TLSCert, cfg.TLSKey, logger)
 		if err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("load TLS certificate: %w", err)
@@ -464,17 +482,38 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	replicaName, _ := os.Hostname()
 	replicaName = fmt.Sprintf("%s/%d", replicaName, os.Getpid())
-	readiness := func(ctx context.Context) ([]string, error) {
-		if err := d.Ping(ctx); err != nil {
+	// The readiness check: an error fails /readyz, except one whose reason only stops writes
+	// (read-only, disk-full), which fails /readyz?writes=true alone (httpapi.WritesOnly); it
+	// is returned last, so any reason that fails reads is reported before it.
+	check := func(ctx context.Context) ([]string, error) {
+		// A pooled connection that died (a failover, a terminated backend) fails once and is
+		// discarded: try again while idle connections remain, each possibly as stale, so dead
+		// connections do not flip readiness (the next check would pass — a flap). What still
+		// fails on a fresh connection is the database's state (refused, out of connections).
+		err := d.Ping(ctx)
+		for try := 0; try < 32 && err != nil && httpapi.ReadyReason(err) == fault.ReasonUnavailable && d.PoolStats().Idle > 0 && ctx.Err() == nil; try++ {
+			err = d.Ping(ctx)
+		}
+		if err != nil && httpapi.ReadyReason(err) == fault.ReasonUnavailable && ctx.Err() == nil {
+			err = d.Ping(ctx) // the last idle one was stale: once more, on a new connection
+		}
+		if err != nil {
 			return nil, fmt.Errorf("database: %w", err)
 		}
+		var writesErr error
 		if err := d.CheckWritable(ctx); err != nil {
-			return nil, fmt.Errorf("database: %w", err)
+			if !httpapi.WritesOnly(httpapi.ReadyReason(err)) {
+				return nil, fmt.Errorf("database: %w", err)
+			}
+			writesErr = fmt.Errorf("database: %w", err)
 		}
 		// After a write failed for want of disk, only a write tells when space is back.
-		if !db.DiskFullSince().IsZero() {
+		if writesErr == nil && !db.DiskFullSince().IsZero() {
 			if err := d.ProbeWrite(ctx, replicaName); err != nil {
-				return nil, fmt.Errorf("database: %w", err)
+				if !httpapi.WritesOnly(httpapi.ReadyReason(err)) {
+					return nil, fmt.Errorf("database: %w", err)
+				}
+				writesErr = fmt.Errorf("database: %w", err)
 			}
 		}
 		warnings, err := SchemaReadiness(ctx, d, latest)
@@ -495,8 +534,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 				return warnings, err
 			}
 		}
-		return warnings, nil
+		return warnings, writesErr
 	}
+	readiness := newReadinessGate(check, logger).Check
 	registerOpsMetrics(reg, state, hub, resources, pillarCache, d, readiness)
 	api := httpapi.New(httpapi.Options{
 		Logger:       logger,
@@ -538,6 +578,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	logger.Info("strata serving", "addr", ln.Addr().String(), "tls", cfg.TLSCert != "", "schema", cfg.Schema, "version", cfg.Version)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
+	}
+	if reloads != nil {
+		go reloadLoop(ctx, reloads, func() {
+			logger.Info("reload requested: re-reading the TLS pair and the encryption keys (flags and environment need a restart)")
+			if certs != nil {
+				_ = certs.Reload() // logged by Reload
+			}
+			_ = ReloadKeys(ctx, cfg, keys, logger) // logged by ReloadKeys
+		})
 	}
 
 	select {

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -60,4 +63,29 @@ func (r *certReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 		}
 	}
 	return r.cert, nil
+}
+
+// Reload loads the pair again whatever the files' times say (SIGHUP): a pair that loads
+// replaces the served one, and the log says whether the certificate changed and what it now
+// is; one that does not load is logged and the served certificate kept.
+func (r *certReloader) Reload() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checked, r.stamp = time.Now(), r.stamps()
+	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		r.logger.Warn("reload: the TLS certificate does not load; serving the previous one", "cert", r.certFile, "key", r.keyFile, "err", err)
+		return fmt.Errorf("TLS certificate: %w", err)
+	}
+	if len(cert.Certificate) > 0 && len(r.cert.Certificate) > 0 && bytes.Equal(cert.Certificate[0], r.cert.Certificate[0]) {
+		r.logger.Info("reload: TLS certificate unchanged", "cert", r.certFile)
+		return nil
+	}
+	attrs := []any{"cert", r.certFile}
+	if leaf, err := x509.ParseCertificate(cert.Certificate[0]); err == nil {
+		attrs = append(attrs, "subject", leaf.Subject.String(), "serial", leaf.SerialNumber.String(), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	r.cert = &cert
+	r.logger.Info("reload: TLS certificate changed", attrs...)
+	return nil
 }
