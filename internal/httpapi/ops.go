@@ -28,11 +28,7 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) error {
 		// Unauthenticated callers learn the reason, not the database's address or role:
 		// the details go to the log.
 		a.logger.WarnContext(r.Context(), "not ready", "err", err)
-		f := classify(err)
-		reason := fault.ReasonOf(f)
-		if reason == "" {
-			reason = fault.ReasonUnavailable
-		}
+		reason := ReadinessReason(err)
 		detail := map[string]string{
 			fault.ReasonReadOnly:    "not ready: the database refuses writes (read-only or a standby)",
 			fault.ReasonDiskFull:    "not ready: the database's disk is full",
@@ -48,6 +44,20 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) error {
 		body["warnings"] = warnings
 	}
 	return writeJSON(w, http.StatusOK, body)
+}
+
+// ReadinessReason is the reason a readiness error gives: the "reason" of /readyz's 503 and
+// the label of the strata_ready metric, one function so the two never disagree (issue 28).
+// A 503 fault gives its own (read-only, disk-full, connections, keys, …); anything else —
+// a schema strata cannot run on, an unsubscribed render cache — is "unavailable".
+func ReadinessReason(err error) string {
+	if err == nil {
+		return ""
+	}
+	if reason := fault.ReasonOf(classify(err)); reason != "" {
+		return reason
+	}
+	return fault.ReasonUnavailable
 }
 
 func (a *API) versionInfo(w http.ResponseWriter, _ *http.Request) error {

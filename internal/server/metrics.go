@@ -2,9 +2,8 @@ package server
 
 import (
 	"context"
-	"errors"
 	"github.com/stratahq/strata/internal/db/migrations"
-	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/resource"
 	"github.com/stratahq/strata/internal/tfstate"
 	"runtime"
@@ -113,7 +112,7 @@ var (
 	descWatchCutoffs     = prometheus.NewDesc("strata_watch_cutoffs_total", "Watch streams ended by the server: behind (fell more than the buffer behind) or gone (history pruned).", []string{"reason"}, nil)
 	descInvalidations    = prometheus.NewDesc("strata_pillar_cache_invalidations_total", "Render-cache invalidations received, by scope: node, org, or all.", []string{"scope"}, nil)
 	descSchemaVersion    = prometheus.NewDesc("strata_schema_version", "The database's applied schema version.", nil, nil)
-	descReady            = prometheus.NewDesc("strata_ready", "1 when /readyz would answer 200; when 0, reason says why (read-only, disk-full, connections, unavailable, other).", []string{"reason"}, nil)
+	descReady            = prometheus.NewDesc("strata_ready", "1 when /readyz would answer 200; when 0, reason is /readyz's reason (read-only, disk-full, connections, keys, unavailable).", []string{"reason"}, nil)
 )
 
 func (c *opsCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -158,13 +157,8 @@ func (c *opsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ready, reason := 1.0, ""
 	if _, err := c.readiness(ctx); err != nil {
-		ready, reason = 0, "other"
-		var fr fault.Faulter
-		if errors.As(err, &fr) {
-			if f := fr.Fault(); f != nil && fault.ReasonOf(f) != "" {
-				reason = fault.ReasonOf(f)
-			}
-		}
+		// The reason /readyz gives, by the same function.
+		ready, reason = 0, httpapi.ReadinessReason(err)
 	}
 	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready, reason)
 }

@@ -328,14 +328,20 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("migrate: %w", err)
 	}
 
-	keys, err := loadKeys(ctx, cfg)
+	keys, err := loadKeys(ctx, cfg, d)
 	if err != nil {
 		return err
 	}
-	if keys != nil {
+	if keys.Primary() != "" {
 		logger.Info("encryption keys loaded", "primary", keys.Primary(), "keys", keys.IDs())
 	} else {
 		logger.Info("no encryption key: secret pillar categories and encrypted projects are refused (--encryption-key-file)")
+	}
+	// A replica lacking a key the database references serves, but is not ready and refuses
+	// every secret read and write (503 naming the ids) until restarted with it.
+	if err := CheckKeys(ctx, d, keys); err != nil {
+		logger.Error("not ready: the database references encryption keys this replica lacks; secret reads and writes are refused until it is restarted with them",
+			"missing", keys.Missing(), "held", keys.IDs())
 	}
 
 	tokens := auth.NewService(d)
@@ -432,6 +438,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	defer stopSweep()
 	go retentionLoop(sweepCtx, d, cfg, logger)
 	go selectorSyncLoop(sweepCtx, d, logger)
+	go keyCheckLoop(sweepCtx, d, keys, logger)
 
 	// One change poller per replica serves every watch of it. It LISTENs for changes when
 	// sessions are available and polls once a second regardless. Its context ends with the
@@ -481,6 +488,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := CheckKeys(ctx, d, keys); err != nil {
+			return warnings, err
+		}
 		warnings = append(warnings, doctorWarnings...)
 		if st := state.Readiness(ctx); !st.PGClientsExcluded || st.UnprotectedLocks > 0 {
 			warnings = append(warnings, "terraform state: "+st.Detail)
@@ -514,6 +524,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Kinds:             kinds,
 		Pillars:           pillars,
 		Keys:              keys,
+		KeyRecord:         keyRecord{d: d, keys: keys},
 		State:             state,
 		SaltLegacyClients: saltLegacy,
 		TrustedProxies:    trusted,
