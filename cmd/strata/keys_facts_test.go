@@ -2,7 +2,11 @@ package main_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -14,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/db/migrations"
 	"github.com/stratahq/strata/internal/pgtest"
 )
 
@@ -253,4 +259,111 @@ func TestRestoreIntoNewDataDirDoesNotMintKey(t *testing.T) {
 	out, err = cli(t, []string{"STRATA_SERVER=" + r.url, "STRATA_TOKEN=" + token}, "pillar", "get", "creds", "--node", "web01")
 	require.NoError(t, err)
 	require.Contains(t, out, "S3cr3t-restored")
+}
+
+// doctorRun runs strata doctor -o json and returns its checks by feature, stderr and error.
+func doctorRun(t *testing.T, env []string, args ...string) (map[string]map[string]any, string, error) {
+	t.Helper()
+	out, errOut, err := cliStreams(t, env, append([]string{"doctor", "-o", "json"}, args...)...)
+	var list struct {
+		Items []map[string]any `json:"items"`
+	}
+	byFeature := map[string]map[string]any{}
+	if json.Unmarshal([]byte(out), &list) == nil {
+		for _, c := range list.Items {
+			byFeature[c["feature"].(string)] = c
+		}
+	}
+	return byFeature, errOut, err
+}
+
+const keysFeature = "encryption keys (secret pillars, encrypted projects)"
+
+// TestDoctorBesideEmbeddedServerChecksKeys (issue 28): strata doctor runs beside a running
+// strata on the embedded cluster (through its socket, as backup create does), checks the
+// keys — the data dir's own key passes, another key file fails naming the id — and says so.
+func TestDoctorBesideEmbeddedServerChecksKeys(t *testing.T) {
+	t.Parallel()
+	dir := dataDir(t)
+	token := "strata_" + strings.Repeat("keysFactsTok3", 3)
+	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--data-dir", dir)
+	env := []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + token}
+	for _, args := range [][]string{{"org", "create", "acme"}, {"node", "create", "web01", "--org", "acme"}, {"pillar", "category", "set", "creds", "--secret"}} {
+		_, err := cli(t, env, args...)
+		require.NoError(t, err)
+	}
+	file := filepath.Join(t.TempDir(), "creds.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"db": {"password": "S3cr3t-doctor"}}`), 0o600))
+	_, err := cli(t, env, "pillar", "set", "creds", "--node", "web01", "-f", file)
+	require.NoError(t, err)
+
+	checks, errOut, err := doctorRun(t, nil, "--data-dir", dir)
+	require.NoError(t, err, errOut)
+	require.Equal(t, true, checks[keysFeature]["ok"], checks)
+	require.Equal(t, true, checks["serve (schema "+fmt.Sprint(migrations.Latest())+")"]["ok"], checks)
+
+	other, otherID := genKey(t, t.TempDir(), "other.key")
+	_, own := genKeyID(t, filepath.Join(dir, "encryption-key"))
+	checks, errOut, err = doctorRun(t, nil, "--data-dir", dir, "--encryption-key-file", other)
+	require.Error(t, err, "a replica with another key would not be ready")
+	require.Equal(t, false, checks[keysFeature]["ok"], checks)
+	require.Contains(t, checks[keysFeature]["needs"], own)
+	require.NotContains(t, checks[keysFeature]["needs"], otherID)
+	require.Contains(t, errOut, "--encryption-key-file")
+	// The server was never disturbed.
+	waitReadyz(t, s, 200)
+}
+
+// genKeyID returns a key file's id through strata doctor's sibling, keys generate's format:
+// the key id is the first 8 bytes of the key's SHA-256.
+func genKeyID(t *testing.T, path string) (string, string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	sum := sha256.Sum256(raw)
+	return path, hex.EncodeToString(sum[:8])
+}
+
+// TestDoctorFreshDatabase (issue 28): on a fresh database strata doctor passes (serve creates
+// the schema and migrates at start) and says so.
+func TestDoctorFreshDatabase(t *testing.T) {
+	t.Parallel()
+	fresh := pgtest.NewEmptyDatabaseURL(t)
+	checks, errOut, err := doctorRun(t, nil, "--database-url", fresh)
+	require.NoError(t, err, errOut)
+	serve := checks["serve (schema "+fmt.Sprint(migrations.Latest())+")"]
+	require.Equal(t, true, serve["ok"], checks)
+	require.Contains(t, serve["note"], "migrations")
+}
+
+// TestDoctorRoleWithoutRights (issue 28): for a role that may not use strata's schema strata
+// doctor fails naming the schema's owner and the grant, not only PostgreSQL's "permission
+// denied for schema".
+func TestDoctorRoleWithoutRights(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabaseURL(t)
+	target, err := pgconnParse(url)
+	require.NoError(t, err)
+	ctx := context.Background()
+	admin, err := db.Open(ctx, db.Options{URL: url, MaxConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(admin.Close)
+	var owner string
+	require.NoError(t, admin.QueryRow(ctx, &db.Query{Name: "owner", Text: "SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = 'strata'"}).Scan(&owner))
+	role := fmt.Sprintf("norights_%s_%d", strings.TrimPrefix(target.database, "t_"), time.Now().UnixNano()%1_000_000)
+	_, err = admin.Exec(ctx, &db.Query{Name: "role", Text: `DO $$ BEGIN EXECUTE format('CREATE ROLE %I LOGIN', '` + role + `'); END $$`})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), &db.Query{Name: "drop", Text: `DO $$ BEGIN EXECUTE format('DROP OWNED BY %I', '` + role + `'); EXECUTE format('DROP ROLE %I', '` + role + `'); END $$`})
+	})
+	checks, errOut, err := doctorRun(t, nil, "--database-url", target.as(role))
+	require.Error(t, err)
+	serve := checks["serve (schema "+fmt.Sprint(migrations.Latest())+")"]
+	require.Equal(t, false, serve["ok"], checks)
+	for _, want := range []string{"schema strata", owner, "GRANT " + owner + " TO " + role} {
+		require.Contains(t, serve["needs"], want)
+		require.Contains(t, errOut, want)
+	}
 }

@@ -539,6 +539,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			if err != nil {
 				return nil, err
 			}
+			kc, err := DoctorKeys(ctx, d, keys)
+			if err != nil {
+				return nil, err
+			}
+			checks = append(checks, kc)
 			return map[string]any{"version": cfg.Version, "schemaVersion": migrations.Latest(), "schema": cfg.Schema, "checks": checks}, nil
 		},
 		Ready: readiness,
