@@ -339,7 +339,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	// A replica lacking a key the database references serves, but is not ready and refuses
 	// every secret read and write (503 naming the ids) until restarted with it.
-	if err := CheckKeys(ctx, d, keys); err != nil {
+	if err := CheckKeys(ctx, d, keys); err != nil && len(keys.Missing()) == 0 {
+		logger.Warn("cannot check the encryption keys against the database yet; /readyz checks again", "err", err)
+	} else if err != nil {
 		logger.Error("not ready: the database references encryption keys this replica lacks; secret reads and writes are refused until it is restarted with them",
 			"missing", keys.Missing(), "held", keys.IDs())
 	}
