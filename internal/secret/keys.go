@@ -19,11 +19,11 @@ import (
 var ErrNoKey = errors.New("this strata server has no encryption key: start every replica with --encryption-key-file FILE (env STRATA_ENCRYPTION_KEY_FILE; docs/security.md)")
 
 // Fault turns the package's errors into the API's: keys the database references and this
-// replica lacks are a 503 with reason "keys" naming them (the replica is not ready either), no
-// key is a 409 (the server's
-// configuration conflicts with the request), a missing key a 503 naming the key id (another
-// replica, or this one restarted with the key file, can serve it), a value that does not
-// open a 500 (an integrity failure: logged, never shown). Other errors pass unchanged.
+// replica lacks are a 503 with reason "keys" naming them (the replica is not ready either);
+// no key is a 409 (the server's configuration conflicts with the request); a missing key a
+// 503 naming the key id (another replica, or this one restarted with the key file, can
+// serve it); a value that does not open a 500 (an integrity failure: logged, never shown).
+// Other errors pass unchanged.
 func Fault(err error) error {
 	var missing *MissingKeysError
 	switch {
