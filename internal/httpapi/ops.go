@@ -28,7 +28,7 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) error {
 		// Unauthenticated callers learn the reason, not the database's address or role:
 		// the details go to the log.
 		a.logger.WarnContext(r.Context(), "not ready", "err", err)
-		reason := ReadinessReason(err)
+		reason := ReadyReason(err)
 		detail := map[string]string{
 			fault.ReasonReadOnly:    "not ready: the database refuses writes (read-only or a standby)",
 			fault.ReasonDiskFull:    "not ready: the database's disk is full",
@@ -46,11 +46,11 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, body)
 }
 
-// ReadinessReason is the reason a readiness error gives: the "reason" of /readyz's 503 and
+// ReadyReason is the reason a readiness error gives: the "reason" of /readyz's 503 and
 // the label of the strata_ready metric, one function so the two never disagree (issue 28).
 // A 503 fault gives its own (read-only, disk-full, connections, keys, …); anything else —
 // a schema strata cannot run on, an unsubscribed render cache — is "unavailable".
-func ReadinessReason(err error) string {
+func ReadyReason(err error) string {
 	if err == nil {
 		return ""
 	}

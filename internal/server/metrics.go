@@ -158,7 +158,7 @@ func (c *opsCollector) Collect(ch chan<- prometheus.Metric) {
 	ready, reason := 1.0, ""
 	if _, err := c.readiness(ctx); err != nil {
 		// The reason /readyz gives, by the same function.
-		ready, reason = 0, httpapi.ReadinessReason(err)
+		ready, reason = 0, httpapi.ReadyReason(err)
 	}
 	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready, reason)
 }

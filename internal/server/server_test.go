@@ -157,11 +157,11 @@ func TestStartMigratesLegacyScopes(t *testing.T) {
 	require.Equal(t, 1, n)
 }
 
-// TestReadinessReasonSameInMetric (issue 28): the reason /readyz gives and the strata_ready
+// TestReadyReasonSameInMetric (issue 28): the reason /readyz gives and the strata_ready
 // metric's label come from one function, so an alert and a balancer agree — here for a schema
 // this release can no longer run on (the metric said "other" where /readyz said
 // "unavailable").
-func TestReadinessReasonSameInMetric(t *testing.T) {
+func TestReadyReasonSameInMetric(t *testing.T) {
 	t.Parallel()
 	latest := migrations.Latest()
 	url, d := futureSchema(t, latest)
