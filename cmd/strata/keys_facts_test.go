@@ -154,11 +154,25 @@ func TestKeysDivergentReplicaNotReady(t *testing.T) {
 	run(env, "node", "create", "web01", "--org", "acme")
 	run(env, "pillar", "category", "set", "creds", "--secret")
 	run(env, "pillar", "set", "creds", "--node", "web01", "-f", file)
+	stateFile := filepath.Join(dir, "state.json")
+	require.NoError(t, os.WriteFile(stateFile, []byte(`{"version":4,"terraform_version":"1.11.4","serial":1,"lineage":"l-1","outputs":{"pw":{"value":"S3cr3t-state","type":"string"}},"resources":[]}`), 0o600))
+	run(env, "project", "create", "net", "--encrypt")
+	run(env, "state", "push", "net", "default", stateFile)
+	run(env, "project", "create", "plainnet")
+	run(env, "state", "push", "plainnet", "default", stateFile)
 
 	// Another key file: not ready, and nothing sealed under B.
 	other := start(false, keyB)
 	requireKeysRefusal(t, other, token, idA)
 	otherEnv := []string{"STRATA_SERVER=" + other.url, "STRATA_TOKEN=" + token}
+	// An encrypted project's state is a secret too: pull and push are refused naming A; a
+	// plain project's state is served.
+	for _, args := range [][]string{{"state", "pull", "net", "default"}, {"state", "push", "net", "default", stateFile}} {
+		_, errOut, err := cliStreams(t, otherEnv, args...)
+		require.Error(t, err, args)
+		require.Contains(t, errOut, idA, args)
+	}
+	require.Contains(t, run(otherEnv, "state", "pull", "plainnet", "default"), "S3cr3t-state")
 	out := run(otherEnv, "keys", "status")
 	require.Contains(t, out, "missing: start this replica with the key file holding "+idA)
 	require.NotContains(t, out, "strata keys rotate")
