@@ -116,22 +116,29 @@ func keyCheckLoop(ctx context.Context, d *db.DB, keys *secret.Keyring, logger *s
 // rotation use it (httpapi.KeyRecord): a prune re-runs the key check at once, so a replica
 // waiting for an old key to be retired is ready as soon as no value needs it.
 type keyRecord struct {
-	d    *db.DB
-	keys *secret.Keyring
+	d      *db.DB
+	keys   *secret.Keyring
+	logger *slog.Logger
 }
 
 func (k keyRecord) Referenced(ctx context.Context) ([]string, error) {
 	return keyref.Referenced(ctx, k.d)
 }
 
+// Prune tidies the record. A prune that cannot run now — writers of secret values held the
+// record past keyref.PruneLockTimeout, or the database refuses writes (a standby) — prunes
+// nothing rather than fail the key status: the key then still shows referenced, and the next
+// `strata keys status` tries again.
 func (k keyRecord) Prune(ctx context.Context) ([]string, error) {
 	removed, err := keyref.Prune(ctx, k.d)
-	if errors.Is(err, keyref.ErrPruneBusy) {
-		return nil, fault.Unavailable(fault.ReasonUnavailable, err, "%s", err.Error())
+	if errors.Is(err, keyref.ErrPruneBusy) || errors.Is(err, db.ErrReadOnly) {
+		k.logger.WarnContext(ctx, "the record of referenced encryption keys was not tidied now", "err", err)
+		return nil, nil
 	}
 	if err != nil || len(removed) == 0 {
 		return removed, err
 	}
+	k.logger.InfoContext(ctx, "no value references these encryption keys any more; dropped from the record", "keys", removed)
 	_ = CheckKeys(ctx, k.d, k.keys)
 	return removed, nil
 }

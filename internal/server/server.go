@@ -526,7 +526,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Kinds:             kinds,
 		Pillars:           pillars,
 		Keys:              keys,
-		KeyRecord:         keyRecord{d: d, keys: keys},
+		KeyRecord:         keyRecord{d: d, keys: keys, logger: logger},
 		State:             state,
 		SaltLegacyClients: saltLegacy,
 		TrustedProxies:    trusted,
