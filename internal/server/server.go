@@ -477,6 +477,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		if err := d.Ping(ctx); err != nil {
 			return nil, fmt.Errorf("database: %w", err)
 		}
+		// Keys before writability: a replica lacking a key the data needs serves no secret
+		// read either, so this must fail readiness even while the database refuses writes.
+		if err := CheckKeys(ctx, d, keys); err != nil {
+			return nil, err
+		}
 		if err := d.CheckWritable(ctx); err != nil {
 			return nil, fmt.Errorf("database: %w", err)
 		}
@@ -489,9 +494,6 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		warnings, err := SchemaReadiness(ctx, d, latest)
 		if err != nil {
 			return nil, err
-		}
-		if err := CheckKeys(ctx, d, keys); err != nil {
-			return warnings, err
 		}
 		warnings = append(warnings, doctorWarnings...)
 		if st := state.Readiness(ctx); !st.PGClientsExcluded || st.UnprotectedLocks > 0 {
