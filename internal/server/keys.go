@@ -85,8 +85,10 @@ func CheckKeys(ctx context.Context, d *db.DB, keys *secret.Keyring) error {
 }
 
 // keyCheckInterval is how often a replica re-checks its keys against the database when no
-// readiness probe does it more often.
-const keyCheckInterval = 5 * time.Second
+// readiness probe does it more often: one read of a table with a row per key, cheap enough
+// to keep the window in which another replica's first value under a new key goes unnoticed
+// to a second.
+const keyCheckInterval = time.Second
 
 // keyCheckLoop re-runs CheckKeys until ctx ends, logging each change of what is missing.
 func keyCheckLoop(ctx context.Context, d *db.DB, keys *secret.Keyring, logger *slog.Logger) {
