@@ -400,7 +400,12 @@ type KeyStatus struct {
 	Keys      []string         `json:"keys"`
 	Sealed    map[string]int64 `json:"sealed"`
 	Retirable []string         `json:"retirable"`
-	Missing   []string         `json:"missing"`
+	// Missing are the keys values need that the answering replica lacks: it is not ready,
+	// and `strata keys rotate` cannot re-wrap them; start it with the key files holding them.
+	Missing []string `json:"missing"`
+	// Referenced are the key ids the database records its sealed values under (issue 28):
+	// a replica must hold every one of them to be ready.
+	Referenced []string `json:"referenced"`
 	// Remaining counts the values not yet wrapped by the primary key (what a rotation has
 	// left to do).
 	Remaining int64 `json:"remaining"`

@@ -309,10 +309,10 @@ func TestDoctorUnderAPlainRole(t *testing.T) {
 		return byFeature
 	}
 	plain := doctor(target.as(role))
-	require.Len(t, plain, 6)
+	require.Len(t, plain, 7, "six features and the keys")
 	for f, c := range plain {
 		switch {
-		case strings.HasPrefix(f, "serve"), f == "writes", strings.HasPrefix(f, "Terraform projects"):
+		case strings.HasPrefix(f, "serve"), f == "writes", strings.HasPrefix(f, "Terraform projects"), strings.HasPrefix(f, "encryption keys"):
 			require.Equal(t, true, c["ok"], "%s: %v", f, c)
 		default:
 			require.Equal(t, false, c["ok"], "%s: %v", f, c)

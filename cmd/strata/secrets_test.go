@@ -64,8 +64,9 @@ func TestSecretsEndToEnd(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte(`{"version":4,"terraform_version":"1.11.4","serial":1,"lineage":"l-1","outputs":{"pw":{"value":"S3cr3t-state-out","type":"string"}},"resources":[]}`), 0o600))
 	run(env, "state", "push", "net", "default", file)
 
-	// A replica sharing the database without a key refuses, naming the flag.
-	keyless := start()
+	// A replica sharing the database without a key refuses, naming the flag (it is not
+	// ready: the database references key A, issue 28).
+	keyless := startServerWaiting(t, "strata serving", false, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t))
 	_, errOut, err := cliStreams(t, []string{"STRATA_SERVER=" + keyless.url, "STRATA_TOKEN=" + token}, "pillar", "category", "set", "creds", "--secret")
 	require.Error(t, err)
 	require.Contains(t, errOut, "--encryption-key-file")

@@ -46,7 +46,7 @@ func newKeysCmd(g *globals) *cobra.Command {
 					return
 				}
 				seen[id] = true
-				held, state := "no", "missing: values need it, this replica lacks it"
+				held, state := "no", "missing: start this replica with the key file holding "+id
 				for _, k := range st.Keys {
 					if k == id {
 						held, state = "yes", "old: rotate, then retire"
@@ -69,6 +69,13 @@ func newKeysCmd(g *globals) *cobra.Command {
 			if err := tw.flush(); err != nil {
 				return err
 			}
+			if len(st.Missing) > 0 {
+				// Not a rotation's business: a rotation re-wraps with keys the replica holds.
+				_, err := fmt.Fprintf(w, "missing: the database holds values sealed under key %s, which this replica lacks, so it is not ready and refuses secret reads and writes: "+
+					"start it with the key file holding %s (--encryption-key-file FILE, or --encryption-key-command CMD), as every replica\n",
+					strings.Join(st.Missing, ", "), strings.Join(st.Missing, ", "))
+				return err
+			}
 			if st.Remaining > 0 {
 				_, err := fmt.Fprintf(w, "%d values are not under the primary key: run `strata keys rotate`\n", st.Remaining)
 				return err
@@ -81,7 +88,9 @@ func newKeysCmd(g *globals) *cobra.Command {
 		Short: "Show the keys the server holds and how many stored values each key wraps",
 		Long: "Show the keys the answering replica holds (the primary encrypts new values), how many stored\n" +
 			"values (secret pillar rows and their history, encrypted state versions) each key wraps, and\n" +
-			"which keys may be retired: an old key is retirable once no value references it.",
+			"which keys may be retired: an old key is retirable once no value references it. A key the\n" +
+			"database references that the replica lacks is \"missing\": start the replica with the key file\n" +
+			"holding it (a rotation cannot help). It also tidies the database's record of referenced keys.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
@@ -138,7 +147,10 @@ func newKeysCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if st.Remaining > 0 {
-				return fmt.Errorf("%d values are still under other keys (held by a writer meanwhile, or under keys this replica lacks: %s); run `strata keys rotate` again", st.Remaining, strings.Join(st.Missing, ", "))
+				if len(st.Missing) > 0 {
+					return fmt.Errorf("%d values are still under other keys, some under key %s, which this replica lacks: start it with the key file holding it (--encryption-key-file), then run `strata keys rotate` again", st.Remaining, strings.Join(st.Missing, ", "))
+				}
+				return fmt.Errorf("%d values are still under other keys (written by a replica meanwhile); run `strata keys rotate` again", st.Remaining)
 			}
 			fmt.Fprintf(g.stderr, "%d values re-wrapped with key %s\n", done, st.Primary)
 			return showStatus(st)

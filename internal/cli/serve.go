@@ -328,8 +328,10 @@ func newVersionCmd(g *globals) *cobra.Command {
 
 func newDoctorCmd(g *globals) *cobra.Command {
 	var (
-		dbf    dbFlags
-		waitDB time.Duration
+		dbf         dbFlags
+		waitDB      time.Duration
+		keyFiles    []string
+		keyCommands []string
 	)
 	cmd := &cobra.Command{
 		Use:   "doctor",
@@ -339,12 +341,26 @@ feature and whether strata's role can serve it: the schema at this release's ver
 database that accepts writes, and the privileges of the optional features (CREATE on the
 database for Terraform projects, CREATEROLE for project and Salt credentials,
 pg_signal_backend for force-unlocking pg clients, pg_read_all_stats for lock holders'
-details). Exits 1 when strata could not serve at all. strata serve runs the same checks at
-start (log, /readyz warnings, GET /v1/status).`,
+details), and whether the encryption keys given (--encryption-key-file,
+--encryption-key-command, the same flags and environment as strata serve; with the embedded
+cluster its <data-dir>/encryption-key) hold every key the database's sealed values need. A
+fresh database passes: serve creates the schema and migrates at start. Beside a running
+strata on the embedded cluster it connects through the cluster's socket. Exits 1 when strata
+could not serve at all, or would not be ready for want of a key. strata serve runs the same
+checks at start (log, /readyz warnings, GET /v1/status).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkEnv(); err != nil {
+				return err
+			}
 			logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			d, err := server.OpenDatabase(cmd.Context(), server.Config{DatabaseURL: dbf.databaseURL, Schema: dbf.schema, DataDir: g.dataDir, Logger: logger, WaitForDatabase: waitDB}, nil)
+			cfg := server.Config{DatabaseURL: dbf.databaseURL, Schema: dbf.schema, DataDir: g.dataDir, Logger: logger, WaitForDatabase: waitDB,
+				EncryptionKeyFiles: keyFiles, EncryptionKeyCommands: keyCommands}
+			keys, err := server.KeysForCheck(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			d, err := server.OpenBeside(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -353,14 +369,21 @@ start (log, /readyz warnings, GET /v1/status).`,
 			if err != nil {
 				return err
 			}
+			kc, err := server.DoctorKeys(cmd.Context(), d.DB, keys)
+			if err != nil {
+				return err
+			}
+			checks = append(checks, kc)
 			if err := g.printList(checks, func(w io.Writer) error {
 				tw := newTable(w, "FEATURE", "OK", "NEEDS")
 				for _, c := range checks {
-					ok := "yes"
+					ok, text := "yes", c.Needs
 					if !c.OK {
 						ok = "no"
+					} else if c.Note != "" {
+						text = "(" + c.Note + ")"
 					}
-					tw.row(c.Feature, ok, c.Needs)
+					tw.row(c.Feature, ok, text)
 				}
 				return tw.flush()
 			}); err != nil {
@@ -369,10 +392,16 @@ start (log, /readyz warnings, GET /v1/status).`,
 			if !checks[0].OK {
 				return fmt.Errorf("strata cannot serve this database: %s", checks[0].Needs)
 			}
+			if !kc.OK {
+				return fmt.Errorf("strata would not be ready on this database: %s", kc.Needs)
+			}
 			return nil
 		},
 	}
 	dbf.register(cmd.Flags())
+	cmd.Flags().StringArrayVar(&keyFiles, "encryption-key-file", envList("STRATA_ENCRYPTION_KEY_FILE"), "a key file strata serve is given, as for serve (env STRATA_ENCRYPTION_KEY_FILE, comma-separated)")
+	cmd.Flags().StringArrayVar(&keyCommands, "encryption-key-command", envCommand("STRATA_ENCRYPTION_KEY_COMMAND"), "a key command strata serve is given, as for serve (env STRATA_ENCRYPTION_KEY_COMMAND)")
+	hideDefault(cmd.Flags(), "encryption-key-command", func(string) string { return "[]" }) // a command may hold a secret
 	cmd.Flags().DurationVar(&waitDB, "wait-for-database", envDuration("STRATA_WAIT_FOR_DATABASE", 30*time.Second), "how long to wait, retrying, for a database that cannot be reached (env STRATA_WAIT_FOR_DATABASE)")
 	return cmd
 }

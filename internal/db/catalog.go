@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -53,4 +54,31 @@ func (d *DB) BackupScope(ctx context.Context) (projects []string, tables int, er
 	}
 	err = d.pool.QueryRow(ctx, tableCountSQL, append([]string{d.schema}, projects...)).Scan(&tables)
 	return projects, tables, interpretError(err)
+}
+
+// schemaAccessSQL reads, from catalogs any role may read, whether strata's schema exists,
+// who owns it, and whether the connected role may use it and create in it.
+const schemaAccessSQL = `SELECT pg_get_userbyid(n.nspowner), has_schema_privilege(n.oid, 'USAGE'), has_schema_privilege(n.oid, 'CREATE')
+	FROM pg_namespace n WHERE n.nspname = $1`
+
+// SchemaAccess is what the connected role may do in strata's schema.
+type SchemaAccess struct {
+	Exists        bool
+	Owner         string
+	Usage, Create bool
+}
+
+// SchemaAccess reads the connected role's access to strata's schema, so strata doctor can say
+// what a role without it needs instead of PostgreSQL's bare "permission denied for schema".
+func (d *DB) SchemaAccess(ctx context.Context) (SchemaAccess, error) {
+	var a SchemaAccess
+	err := d.pool.QueryRow(ctx, schemaAccessSQL, d.schema).Scan(&a.Owner, &a.Usage, &a.Create)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, nil
+	}
+	if err != nil {
+		return a, interpretError(err)
+	}
+	a.Exists = true
+	return a, nil
 }

@@ -67,6 +67,10 @@ const (
 	ReasonDiskFull    = "disk-full"
 	ReasonConnections = "connections"
 	ReasonUnavailable = "unavailable"
+	// ReasonKeys: the database holds values sealed under keys this replica lacks (it is not
+	// ready, and its secret reads and writes are refused) — a restart with the key files
+	// mends it, another replica may serve meanwhile.
+	ReasonKeys = "keys"
 )
 
 // Unavailable is a 503 with a reason (one of the Reason constants).

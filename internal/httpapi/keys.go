@@ -30,11 +30,36 @@ func (a *API) sealers() []sealer {
 	return out
 }
 
-// keyStatus adds up what every sealer's values reference.
+// KeyRecord is the database's record of the key ids its sealed values are wrapped with
+// (package keyref, kept by triggers in the writing transactions): what a replica must hold to
+// be ready. Prune drops the ids no value references any more, so an old key becomes
+// retirable once a rotation has re-wrapped everything.
+type KeyRecord interface {
+	Referenced(ctx context.Context) ([]string, error)
+	Prune(ctx context.Context) ([]string, error)
+}
+
+// keyStatus adds up what every sealer's values reference, after tidying the database's record
+// of referenced keys: Referenced is that record, and a key it names that the replica lacks is
+// Missing (as one a counted value needs is); a held key is retirable only once neither the
+// record nor any value names it.
 func (a *API) keyStatus(ctx context.Context) (client.KeyStatus, error) {
-	st := client.KeyStatus{Keys: []string{}, Sealed: map[string]int64{}, Retirable: []string{}, Missing: []string{}}
-	if a.keys != nil {
-		st.Primary, st.Keys = a.keys.Primary(), a.keys.IDs()
+	st := client.KeyStatus{Keys: []string{}, Sealed: map[string]int64{}, Retirable: []string{}, Missing: []string{}, Referenced: []string{}}
+	st.Primary, st.Keys = a.keys.Primary(), a.keys.IDs()
+	if a.keyRecord != nil {
+		if _, err := a.keyRecord.Prune(ctx); err != nil {
+			return st, err
+		}
+		refs, err := a.keyRecord.Referenced(ctx)
+		if err != nil {
+			return st, err
+		}
+		st.Referenced = refs
+		for _, id := range refs {
+			if !slices.Contains(st.Keys, id) {
+				st.Missing = append(st.Missing, id)
+			}
+		}
 	}
 	for _, s := range a.sealers() {
 		m, err := s.SealedByKey(ctx)
@@ -49,12 +74,12 @@ func (a *API) keyStatus(ctx context.Context) (client.KeyStatus, error) {
 		if id != st.Primary {
 			st.Remaining += n
 		}
-		if !slices.Contains(st.Keys, id) {
+		if !slices.Contains(st.Keys, id) && !slices.Contains(st.Missing, id) {
 			st.Missing = append(st.Missing, id)
 		}
 	}
 	for _, id := range st.Keys {
-		if id != st.Primary && st.Sealed[id] == 0 {
+		if id != st.Primary && st.Sealed[id] == 0 && !slices.Contains(st.Referenced, id) {
 			st.Retirable = append(st.Retirable, id)
 		}
 	}

@@ -65,6 +65,9 @@ var readyReasonDetail = map[string]string{
 // strata_ready metrics alike: a fault's reason (read-only, disk-full, connections,
 // unavailable, or a reason of its own) or "unavailable" for anything else.
 func ReadyReason(err error) string {
+	if err == nil {
+		return ""
+	}
 	if reason := fault.ReasonOf(classify(err)); reason != "" {
 		return reason
 	}

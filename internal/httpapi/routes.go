@@ -55,6 +55,9 @@ type Options struct {
 	Pillars *pillar.Service
 	// Keys are the replica's key-encryption keys, for GET /v1/keys and rotations (nil: none).
 	Keys *secret.Keyring
+	// KeyRecord is the database's record of the keys its values reference (package keyref),
+	// for GET /v1/keys and rotations (nil: the counts alone).
+	KeyRecord KeyRecord
 	// SaltLegacyClients may render pillars through /v1/salt/pillar without a token (Salt
 	// 3005 and older cannot send one); empty by default.
 	SaltLegacyClients []netip.Prefix
@@ -101,6 +104,7 @@ type API struct {
 	pillars    *pillar.Service
 	// keys are the replica's key-encryption keys (nil: none).
 	keys        *secret.Keyring
+	keyRecord   KeyRecord
 	saltLegacy  []netip.Prefix
 	trusted     []netip.Prefix
 	status      func(ctx context.Context) (any, error)
@@ -133,6 +137,7 @@ func New(opts Options) *API {
 		kinds:       opts.Kinds,
 		pillars:     opts.Pillars,
 		keys:        opts.Keys,
+		keyRecord:   opts.KeyRecord,
 		saltLegacy:  opts.SaltLegacyClients,
 		trusted:     opts.TrustedProxies,
 		status:      opts.Status,

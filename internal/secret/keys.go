@@ -18,14 +18,19 @@ import (
 // category, an encrypted project, a sealed value read. It names the flag that fixes it.
 var ErrNoKey = errors.New("this strata server has no encryption key: start every replica with --encryption-key-file FILE (env STRATA_ENCRYPTION_KEY_FILE; docs/security.md)")
 
-// Fault turns the package's errors into the API's: no key is a 409 (the server's
-// configuration conflicts with the request), a missing key a 503 naming the key id (another
-// replica, or this one restarted with the key file, can serve it), a value that does not
-// open a 500 (an integrity failure: logged, never shown). Other errors pass unchanged.
+// Fault turns the package's errors into the API's: keys the database references and this
+// replica lacks are a 503 with reason "keys" naming them (the replica is not ready either);
+// no key is a 409 (the server's configuration conflicts with the request); a missing key a
+// 503 naming the key id (another replica, or this one restarted with the key file, can
+// serve it); a value that does not open a 500 (an integrity failure: logged, never shown).
+// Other errors pass unchanged.
 func Fault(err error) error {
+	var missing *MissingKeysError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &missing):
+		return fault.Unavailable(fault.ReasonKeys, err, "%s", missing.Error())
 	case errors.Is(err, ErrNoKey):
 		return fault.Wrap(fault.KindConflict, err, "%s", ErrNoKey.Error())
 	case errors.Is(err, ErrMissingKey):
@@ -36,9 +41,15 @@ func Fault(err error) error {
 	return err
 }
 
-// Require returns ErrNoKey when r is nil (a server without key files).
+// Require is nil when the ring may seal and open values: a MissingKeysError when the last
+// key check found keys the database references that the ring lacks (checked first: a
+// replica without any key on a database that references keys must say which), ErrNoKey
+// when the ring holds no key (a server without key files).
 func (r *Keyring) Require() error {
-	if r == nil {
+	if ids := r.Missing(); len(ids) > 0 {
+		return &MissingKeysError{IDs: ids}
+	}
+	if len(r.list()) == 0 {
 		return ErrNoKey
 	}
 	return nil

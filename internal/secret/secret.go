@@ -26,8 +26,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // KeySize is the size of a key-encryption key: 32 random bytes (AES-256).
@@ -117,13 +119,22 @@ func parseKey(text string) (Key, error) {
 // Keyring is the key-encryption keys a replica has: the first encrypts, all decrypt.
 // Its keys can be replaced in place (Replace, on SIGHUP) while every service holding the ring
 // keeps using it.
+//
+// It also carries what the last key check found missing (SetMissing): the ids of keys the
+// database's values are sealed under that the ring does not hold. While any is missing,
+// Require fails with a MissingKeysError, so a replica that cannot read every sealed value
+// neither serves secrets nor seals new ones under a key the other replicas may lack.
 type Keyring struct {
-	mu   sync.RWMutex
-	keys []Key // never modified once stored: Replace stores a new slice
+	mu      sync.RWMutex
+	keys    []Key // never modified once stored: Replace stores a new slice
+	missing atomic.Pointer[[]string]
 }
 
 // list returns the current keys; the slice is never modified afterwards.
 func (r *Keyring) list() []Key {
+	if r == nil {
+		return nil
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.keys
@@ -137,6 +148,43 @@ func (r *Keyring) Replace(next *Keyring) {
 	r.keys = keys
 	r.mu.Unlock()
 }
+
+// NoKeys is the keyring of a replica given no key: Require fails with ErrNoKey, or with a
+// MissingKeysError once a key check found keys the database references.
+func NoKeys() *Keyring { return &Keyring{} }
+
+// SetMissing records the ids of keys the database references that the ring lacks (none:
+// nil or empty), as the key check (package server) found them.
+func (r *Keyring) SetMissing(ids []string) {
+	ids = slices.Clone(ids)
+	r.missing.Store(&ids)
+}
+
+// Missing returns the ids the last key check found missing (nil when none).
+func (r *Keyring) Missing() []string {
+	if r == nil {
+		return nil
+	}
+	if m := r.missing.Load(); m != nil && len(*m) > 0 {
+		return slices.Clone(*m)
+	}
+	return nil
+}
+
+// MissingKeysError is a secret read or write on a replica that lacks keys the database's
+// values are sealed under. It names the ids and the flags that give a replica its keys.
+type MissingKeysError struct {
+	IDs []string
+}
+
+func (e *MissingKeysError) Error() string {
+	return fmt.Sprintf("the database holds values sealed under encryption key %s, which this replica does not hold: "+
+		"restart it with --encryption-key-file FILE (or --encryption-key-command CMD) giving every key the data references "+
+		"(strata keys status; docs/operations.md, \"Keys as facts\")", strings.Join(e.IDs, ", "))
+}
+
+// Is makes a MissingKeysError an ErrMissingKey.
+func (e *MissingKeysError) Is(target error) bool { return target == ErrMissingKey }
 
 // NewKeyring makes a keyring; the first key encrypts new values. Two keys with one id are one
 // key given twice.
@@ -155,8 +203,14 @@ func NewKeyring(keys ...Key) (*Keyring, error) {
 	return r, nil
 }
 
-// Primary is the id of the key new values are encrypted with.
-func (r *Keyring) Primary() string { return r.list()[0].ID }
+// Primary is the id of the key new values are encrypted with ("" for a ring without keys).
+func (r *Keyring) Primary() string {
+	keys := r.list()
+	if len(keys) == 0 {
+		return ""
+	}
+	return keys[0].ID
+}
 
 // IDs are the ids of every key the ring holds, the primary first.
 func (r *Keyring) IDs() []string {
@@ -204,6 +258,9 @@ func wrapAAD(id []byte, aad []byte) []byte {
 // Seal encrypts plaintext bound to aad (the value's logical identity) with a fresh data key
 // wrapped by the primary key.
 func (r *Keyring) Seal(plaintext, aad []byte) ([]byte, error) {
+	if err := r.Require(); err != nil {
+		return nil, err
+	}
 	kek := r.list()[0]
 	id, _ := hex.DecodeString(kek.ID)
 	dek := make([]byte, KeySize)

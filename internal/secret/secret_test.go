@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/secret"
 )
 
@@ -272,4 +273,42 @@ func TestReplaceUnderLoad(t *testing.T) {
 	id, err := secret.KeyID(after)
 	require.NoError(t, err)
 	require.Equal(t, kNew.ID, id)
+}
+
+// TestMissingKeysRefuse (issue 28): once the key check records keys the database references
+// that a ring lacks, the ring neither seals nor lets anything be opened through Require: a
+// 503 with reason keys naming the ids — also for a replica with no key at all, which says
+// which keys it needs rather than only that it has none.
+func TestMissingKeysRefuse(t *testing.T) {
+	t.Parallel()
+	k := newKey(t)
+	r, err := secret.NewKeyring(k)
+	require.NoError(t, err)
+	require.NoError(t, r.Require())
+	r.SetMissing([]string{"00000000000000a1", "00000000000000a2"})
+	require.Equal(t, []string{"00000000000000a1", "00000000000000a2"}, r.Missing())
+	for _, err := range []error{r.Require(), func() error { _, err := r.Seal([]byte("x"), nil); return err }()} {
+		var missing *secret.MissingKeysError
+		require.ErrorAs(t, err, &missing)
+		require.ErrorIs(t, err, secret.ErrMissingKey)
+		var f *fault.Error
+		require.ErrorAs(t, secret.Fault(err), &f)
+		require.Equal(t, fault.KindUnavailable, f.Kind)
+		require.Equal(t, fault.ReasonKeys, fault.ReasonOf(f))
+		for _, want := range []string{"00000000000000a1, 00000000000000a2", "--encryption-key-file", "--encryption-key-command"} {
+			require.Contains(t, f.Detail, want)
+		}
+	}
+	r.SetMissing(nil)
+	require.NoError(t, r.Require(), "held again")
+
+	none := secret.NoKeys()
+	require.ErrorIs(t, none.Require(), secret.ErrNoKey)
+	require.Empty(t, none.Primary())
+	require.Empty(t, none.IDs())
+	_, err = none.Seal([]byte("x"), nil)
+	require.ErrorIs(t, err, secret.ErrNoKey)
+	none.SetMissing([]string{k.ID})
+	require.ErrorIs(t, none.Require(), secret.ErrMissingKey)
+	require.Contains(t, none.Require().Error(), k.ID)
 }

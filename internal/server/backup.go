@@ -64,13 +64,7 @@ func runningEmbeddedURL(dataDir string) string {
 // backupTarget resolves the database to dump: the configured URL, the embedded cluster a
 // running strata serves, or the embedded cluster started for the backup (stopped after).
 func backupTarget(ctx context.Context, cfg Config) (*Database, string, error) {
-	cfg.setDefaults()
-	if cfg.DatabaseURL == "" {
-		if u := runningEmbeddedURL(cfg.DataDir); u != "" {
-			cfg.DatabaseURL = u
-		}
-	}
-	d, err := OpenDatabase(ctx, cfg, nil)
+	d, err := OpenBeside(ctx, cfg)
 	if err != nil {
 		return nil, "", err
 	}

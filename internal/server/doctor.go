@@ -2,10 +2,16 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/db/migrations"
+	"github.com/stratahq/strata/internal/keyref"
+	"github.com/stratahq/strata/internal/secret"
 )
 
 // DoctorCheck is one feature and whether the database and strata's role can serve it.
@@ -14,6 +20,8 @@ type DoctorCheck struct {
 	OK      bool   `json:"ok"`
 	// Needs says what is missing (empty when OK).
 	Needs string `json:"needs,omitempty"`
+	// Note says what serve will do about a check that passes (pending migrations it applies).
+	Note string `json:"note,omitempty"`
 }
 
 // Doctor checks, on the open database, what each of strata's features needs: the schema at
@@ -23,16 +31,11 @@ type DoctorCheck struct {
 // the first request that needs it.
 func Doctor(ctx context.Context, d *db.DB) ([]DoctorCheck, error) {
 	var out []DoctorCheck
-	st, err := d.CheckSchema(ctx, migrations.Latest())
+	schema, schemaOK, err := doctorSchema(ctx, d)
 	if err != nil {
 		return nil, err
 	}
-	schemaOK := st.Current >= migrations.Latest() && st.Compatible()
-	schemaNeeds := ""
-	if !schemaOK {
-		schemaNeeds = fmt.Sprintf("the schema is at version %d; run strata migrate up (this release knows %d)", st.Current, migrations.Latest())
-	}
-	out = append(out, DoctorCheck{Feature: "serve (schema " + fmt.Sprint(migrations.Latest()) + ")", OK: schemaOK, Needs: schemaNeeds})
+	out = append(out, schema)
 	werr := d.CheckWritable(ctx)
 	out = append(out, DoctorCheck{Feature: "writes", OK: werr == nil, Needs: needsText(werr)})
 	p, err := d.RolePrivileges(ctx)
@@ -92,4 +95,142 @@ func DoctorWarnings(checks []DoctorCheck) []string {
 		}
 	}
 	return out
+}
+
+// doctorSchema is the first check: whether this release can serve the database's schema. A
+// schema behind this release (a fresh database included) passes — serve applies the pending
+// migrations at start, as strata migrate up does — with a note saying so; a newer schema
+// passes when it declares this release compatible. A role that may not use strata's schema
+// fails naming the grant it needs and the schema's owner, rather than PostgreSQL's bare
+// "permission denied for schema". current says whether the schema is at (or, compatible,
+// past) this release's version: what the checks that use strata's functions need.
+func doctorSchema(ctx context.Context, d *db.DB) (c DoctorCheck, current bool, err error) {
+	latest := migrations.Latest()
+	c = DoctorCheck{Feature: "serve (schema " + fmt.Sprint(latest) + ")"}
+	acc, err := d.SchemaAccess(ctx)
+	if err != nil {
+		return c, false, err
+	}
+	role := "this role"
+	if p, err := d.RolePrivileges(ctx); err == nil {
+		role = p.Role
+		if p.Superuser {
+			acc.Usage, acc.Create = true, true
+		}
+	}
+	switch {
+	case acc.Exists && !acc.Usage:
+		c.Needs = fmt.Sprintf("access to schema %s, which belongs to role %s: run strata as %s (its tables are %s's too), or GRANT %s TO %s",
+			d.Schema(), acc.Owner, acc.Owner, acc.Owner, acc.Owner, role)
+		return c, false, nil
+	case !acc.Exists:
+		p, err := d.RolePrivileges(ctx)
+		if err != nil {
+			return c, false, err
+		}
+		if !p.CreateOnDatabase && !p.Superuser {
+			c.Needs = fmt.Sprintf("schema %s does not exist and %s may not create it: CREATE on the database (GRANT CREATE ON DATABASE … TO %s), or create the schema owned by %s", d.Schema(), p.Role, p.Role, p.Role)
+			return c, false, nil
+		}
+		c.OK = true
+		c.Note = fmt.Sprintf("a new database: strata serve creates schema %s and applies the %d migrations at start (or strata migrate up)", d.Schema(), latest)
+		return c, false, nil
+	}
+	st, err := d.CheckSchema(ctx, latest)
+	if errors.Is(err, db.ErrPermission) {
+		c.Needs = fmt.Sprintf("privileges on the tables of schema %s, which belong to role %s: run strata as %s, or GRANT %s TO %s", d.Schema(), acc.Owner, acc.Owner, acc.Owner, role)
+		return c, false, nil
+	}
+	if err != nil {
+		return c, false, err
+	}
+	switch {
+	case !st.Compatible():
+		c.Needs = fmt.Sprintf("a newer strata: the schema is at version %d and needs a release knowing at least %d (this one knows %d)", st.Current, st.Required, latest)
+	case st.Current < latest:
+		c.OK = true
+		c.Note = fmt.Sprintf("the schema is at version %d: strata serve applies the %d pending migrations at start (or strata migrate up)", st.Current, latest-st.Current)
+	default:
+		c.OK = true
+		c.Note = st.Warning()
+		current = true
+	}
+	return c, current, nil
+}
+
+// DoctorKeys checks the keys: whether keys (what the replica would be started with) hold
+// every key id the database's sealed values are recorded under (CheckKeys' comparison). A
+// replica lacking one is not ready and refuses secrets.
+func DoctorKeys(ctx context.Context, d *db.DB, keys *secret.Keyring) (DoctorCheck, error) {
+	c := DoctorCheck{Feature: "encryption keys (secret pillars, encrypted projects)"}
+	if v, err := d.SchemaVersion(ctx); err != nil {
+		if errors.Is(err, db.ErrPermission) {
+			c.Needs = "access to strata's schema (see the serve check)"
+			return c, nil
+		}
+		return c, err
+	} else if v < keyRefsVersion {
+		c.OK = true
+		c.Note = fmt.Sprintf("the schema (version %d) does not record the keys its values need yet; strata serve records them when it migrates", v)
+		return c, nil
+	}
+	refs, err := keyref.Referenced(ctx, d)
+	if errors.Is(err, db.ErrPermission) {
+		c.Needs = "SELECT on " + d.Schema() + ".key_refs"
+		return c, nil
+	}
+	if err != nil {
+		return c, err
+	}
+	missing := keyref.Missing(refs, keys.IDs())
+	switch {
+	case len(missing) > 0:
+		c.Needs = (&secret.MissingKeysError{IDs: missing}).Error()
+	case len(refs) == 0:
+		c.OK = true
+		c.Note = "no value is sealed yet"
+	default:
+		c.OK = true
+		c.Note = "every key the data references is held: " + strings.Join(refs, ", ")
+	}
+	return c, nil
+}
+
+// keyRefsVersion is the migration that records the keys sealed values reference (0031).
+const keyRefsVersion = 31
+
+// KeysForCheck loads the keys a replica started with cfg would hold, for strata doctor: the
+// key files and commands given, else the embedded default's key file when it exists. It never
+// creates a key. None: secret.NoKeys().
+func KeysForCheck(ctx context.Context, cfg Config) (*secret.Keyring, error) {
+	cfg.setDefaults()
+	files := cfg.EncryptionKeyFiles
+	if len(files) == 0 && len(cfg.EncryptionKeyCommands) == 0 && cfg.DatabaseURL == "" {
+		path := filepath.Join(cfg.DataDir, secret.DefaultKeyFile)
+		if _, err := os.Stat(path); err == nil {
+			files = []string{path}
+		}
+	}
+	keys, err := secret.LoadKeys(ctx, cfg.EncryptionKeyCommands, files)
+	if err != nil {
+		return nil, fmt.Errorf("encryption keys: %w", err)
+	}
+	if keys == nil {
+		keys = secret.NoKeys()
+	}
+	return keys, nil
+}
+
+// OpenBeside opens cfg's database for a command that runs beside a server (strata doctor,
+// strata backup create): with no --database-url, the embedded cluster a running strata serves
+// from the data dir, through its socket, or — when none runs — the cluster started for the
+// command (stopped after). It does not migrate.
+func OpenBeside(ctx context.Context, cfg Config) (*Database, error) {
+	cfg.setDefaults()
+	if cfg.DatabaseURL == "" {
+		if u := runningEmbeddedURL(cfg.DataDir); u != "" {
+			cfg.DatabaseURL = u
+		}
+	}
+	return OpenDatabase(ctx, cfg, nil)
 }

@@ -346,14 +346,22 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("migrate: %w", err)
 	}
 
-	keys, err := loadKeys(ctx, cfg)
+	keys, err := loadKeys(ctx, cfg, d)
 	if err != nil {
 		return err
 	}
-	if keys != nil {
+	if keys.Primary() != "" {
 		logger.Info("encryption keys loaded", "primary", keys.Primary(), "keys", keys.IDs())
 	} else {
 		logger.Info("no encryption key: secret pillar categories and encrypted projects are refused (--encryption-key-file)")
+	}
+	// A replica lacking a key the database references serves, but is not ready and refuses
+	// every secret read and write (503 naming the ids) until restarted with it.
+	if err := CheckKeys(ctx, d, keys); err != nil && len(keys.Missing()) == 0 {
+		logger.Warn("cannot check the encryption keys against the database yet; /readyz checks again", "err", err)
+	} else if err != nil {
+		logger.Error("not ready: the database references encryption keys this replica lacks; secret reads and writes are refused until it is restarted with them",
+			"missing", keys.Missing(), "held", keys.IDs())
 	}
 
 	tokens := auth.NewService(d)
@@ -450,6 +458,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	defer stopSweep()
 	go retentionLoop(sweepCtx, d, cfg, logger)
 	go selectorSyncLoop(sweepCtx, d, logger)
+	go keyCheckLoop(sweepCtx, d, keys, logger)
 
 	// One change poller per replica serves every watch of it. It LISTENs for changes when
 	// sessions are available and polls once a second regardless. Its context ends with the
@@ -499,6 +508,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("database: %w", err)
+		}
+		// Keys before writability: a replica lacking a key the data needs serves no secret
+		// read either, so this must fail readiness even while the database refuses writes.
+		if err := CheckKeys(ctx, d, keys); err != nil {
+			return nil, err
 		}
 		var writesErr error
 		if err := d.CheckWritable(ctx); err != nil {
@@ -554,6 +568,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Kinds:             kinds,
 		Pillars:           pillars,
 		Keys:              keys,
+		KeyRecord:         keyRecord{d: d, keys: keys, logger: logger},
 		State:             state,
 		SaltLegacyClients: saltLegacy,
 		TrustedProxies:    trusted,
@@ -568,6 +583,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			if err != nil {
 				return nil, err
 			}
+			kc, err := DoctorKeys(ctx, d, keys)
+			if err != nil {
+				return nil, err
+			}
+			checks = append(checks, kc)
 			return map[string]any{"version": cfg.Version, "schemaVersion": migrations.Latest(), "schema": cfg.Schema, "checks": checks}, nil
 		},
 		Ready: readiness,
@@ -585,7 +605,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			if certs != nil {
 				_ = certs.Reload() // logged by Reload
 			}
-			_ = ReloadKeys(ctx, cfg, keys, logger) // logged by ReloadKeys
+			if ReloadKeys(ctx, cfg, keys, logger) == nil { // logged by ReloadKeys
+				// The keys just read are checked against the ones the data references now,
+				// not at the next periodic check: readiness and secret requests follow at once.
+				_ = CheckKeys(ctx, d, keys)
+			}
 		})
 	}
 

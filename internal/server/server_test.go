@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,4 +155,34 @@ func TestStartMigratesLegacyScopes(t *testing.T) {
 	var n int
 	require.NoError(t, d.QueryRow(ctx, &db.Query{Name: "audit", Text: `SELECT count(*) FROM {{schema}}.audit_log WHERE action = 'token.scopes.migrate' AND target = 'tok_legacy'`}).Scan(&n))
 	require.Equal(t, 1, n)
+}
+
+// TestReadyReasonSameInMetric (issue 28): the reason /readyz gives and the strata_ready
+// metric's label come from one function, so an alert and a balancer agree — here for a schema
+// this release can no longer run on (the metric said "other" where /readyz said
+// "unavailable").
+func TestReadyReasonSameInMetric(t *testing.T) {
+	t.Parallel()
+	latest := migrations.Latest()
+	url, d := futureSchema(t, latest)
+	base, err := startServer(t, url)
+	require.NoError(t, err)
+	_, err = d.Exec(context.Background(), &db.Query{Name: "Incompatible", Text: "UPDATE {{schema}}.schema_migrations SET compatible_since = version WHERE version = $1"}, latest+1)
+	require.NoError(t, err)
+	status, body := readyz(t, base)
+	require.Equal(t, http.StatusServiceUnavailable, status, body)
+	reason, ok := body["reason"].(string)
+	require.True(t, ok, body)
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var line string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "strata_ready{") {
+			line = l
+		}
+	}
+	require.Equal(t, `strata_ready{reason="`+reason+`"} 0`, line)
 }
