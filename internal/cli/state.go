@@ -403,7 +403,7 @@ func newStateCmd(g *globals) *cobra.Command {
 	}
 	restore.Flags().StringVar(&restoreLock, "lock-id", "", "the lock ID, when the workspace is locked")
 
-	cmd.AddCommand(list, show, pull, push, lock, unlock, versions, restore, newStateDecryptCmd(g))
+	cmd.AddCommand(list, show, pull, push, lock, unlock, versions, restore, newStateDecryptCmd(g), newStateDeleteCmd(g))
 	return cmd
 }
 
