@@ -218,6 +218,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	for _, add := range extraCommands {
 		root.AddCommand(add(g))
 	}
+	addExamples(root)
 	for _, c := range root.Commands() {
 		requireSubcommand(c)
 	}
