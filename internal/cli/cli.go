@@ -204,6 +204,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.caCert, "ca-cert", os.Getenv("STRATA_CA_CERT"), "PEM file of a CA to trust for an https --server (env STRATA_CA_CERT)")
 	pf.StringVar(&g.context, "context", "", "the context (strata config get-contexts) whose server, token file and CA to use; default: the current context")
 	g.flags = pf
+	_ = root.RegisterFlagCompletionFunc("context", completeContexts)
 
 	root.AddCommand(
 		newServeCmd(g),

@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/server"
 )
 
@@ -238,7 +239,7 @@ certificate to trust. Contexts are kept in $XDG_CONFIG_HOME/strata/config.yaml
 Every command uses --context NAME, else the current context (use-context). A flag or an
 environment variable still wins over the context: --server/STRATA_SERVER,
 --token/STRATA_TOKEN, --ca-cert/STRATA_CA_CERT; without any of them the local defaults
-apply (` + "`http://127.0.0.1:8080`" + ` and <data-dir>/admin-token).`,
+apply (` + client.DefaultServer + ` and <data-dir>/admin-token).`,
 	}
 
 	var serverURL, tokenFile, caCert string
@@ -418,6 +419,9 @@ apply (` + "`http://127.0.0.1:8080`" + ` and <data-dir>/admin-token).`,
 			return nil
 		},
 	}
+	for _, c := range []*cobra.Command{set, use, del} {
+		c.ValidArgsFunction = completeContexts
+	}
 	cmd.AddCommand(set, use, get, current, del)
 	return cmd
 }
@@ -430,4 +434,18 @@ func topCommand(cmd *cobra.Command) string {
 		}
 	}
 	return ""
+}
+
+// completeContexts offers the contexts' names to shell completion (use-context,
+// delete-context, set-context and --context).
+func completeContexts(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	cfg, _, err := loadContexts(nil)
+	if err != nil || len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	names := make([]string, 0, len(cfg.Contexts))
+	for _, c := range cfg.Contexts {
+		names = append(names, c.Name+"\t"+server.Redact(c.Server))
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
 }
