@@ -128,3 +128,35 @@ func TestContexts(t *testing.T) {
 	require.Contains(t, out, `"name": "a"`)
 	require.NotContains(t, out, `"name": "b"`)
 }
+
+// TestContextCACert: a context's ca-cert is trusted for its https server, and STRATA_CA_CERT
+// (here a CA that does not match) wins over it, as a flag wins over both.
+func TestContextCACert(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeSelfSigned(t, certFile, keyFile)
+	otherCert, otherKey := filepath.Join(dir, "other.pem"), filepath.Join(dir, "other-key.pem")
+	writeSelfSigned(t, otherCert, otherKey)
+	token := "strata_" + strings.Repeat("ctxTLSToken0000", 3)
+	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", pgtest.NewDatabaseURL(t),
+		"--data-dir", dataDir(t), "--tls-cert", certFile, "--tls-key", keyFile)
+	tokenFile := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(token), 0o600))
+	env := []string{"XDG_CONFIG_HOME=" + filepath.Join(dir, "xdg"), "STRATA_SERVER=", "STRATA_TOKEN=", "STRATA_CA_CERT="}
+
+	_, err := cli(t, env, "config", "set-context", "tls", "--server", s.url, "--token-file", tokenFile)
+	require.NoError(t, err)
+	_, err = cli(t, env, "--context", "tls", "org", "list")
+	require.ErrorContains(t, err, "certificate", "without the context's CA the server is not trusted")
+	_, err = cli(t, env, "config", "set-context", "tls", "--ca-cert", certFile)
+	require.NoError(t, err)
+	out, err := cli(t, env, "--context", "tls", "org", "list", "-o", "json")
+	require.NoError(t, err)
+	require.Contains(t, out, `"items"`)
+
+	_, err = cli(t, append(env, "STRATA_CA_CERT="+otherCert), "--context", "tls", "org", "list")
+	require.ErrorContains(t, err, "certificate", "the environment's CA wins over the context's")
+	_, err = cli(t, append(env, "STRATA_CA_CERT="+otherCert), "--context", "tls", "--ca-cert", certFile, "org", "list")
+	require.NoError(t, err, "and the flag over the environment")
+}
