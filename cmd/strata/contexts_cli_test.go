@@ -107,6 +107,9 @@ func TestContexts(t *testing.T) {
 	_, err = cli(t, env, "config", "set-context", "local", "--server", a.url)
 	require.NoError(t, err)
 	require.Equal(t, "a", reached(nil, "--context", "local", "--data-dir", data))
+	out, err = cli(t, env, "--context", "local", "project", "backend-config", "net", "default")
+	require.NoError(t, err)
+	require.Contains(t, out, `"`+a.url+`/v1/state/net/default"`, "backend-config names the context's server")
 
 	_, err = cli(t, env, "--context", "nosuch", "org", "list")
 	requireFailsWith(t, err, `--context "nosuch" is not in `+path+` (contexts: a, b, local)`)
@@ -115,6 +118,10 @@ func TestContexts(t *testing.T) {
 	require.NoError(t, os.Chmod(path, 0o664))
 	_, err = cli(t, env, "org", "list")
 	requireFailsWith(t, err, "is writable by others (mode 0664)")
+	_, err = cli(t, env, "project", "backend-config", "net", "default")
+	requireFailsWith(t, err, "is writable by others (mode 0664)", "printing a context's server is using it")
+	_, err = cli(t, env, "docs", "man", t.TempDir())
+	require.NoError(t, err, "a command that uses no server does not read the contexts")
 	require.NoError(t, os.Chmod(path, 0o600))
 
 	// Deleting the current context leaves none; the commands then use the defaults again.

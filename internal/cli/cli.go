@@ -7,6 +7,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -98,6 +99,7 @@ type globals struct {
 	serverFrom  string
 	resolved    bool
 	resolveErr  error
+	resolveWarn bytes.Buffer      // the contexts file's warnings, shown by serverSettings
 	annotations map[string]string // the root's, for explain
 }
 
@@ -233,17 +235,15 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	})
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		g.output = strings.ToLower(g.output)
+		// Settle the server now, so what reads g.server before building a client sees the
+		// context's; a bad contexts file matters only to commands that use the server
+		// (serverSettings reports it there), never to serve, migrate or config.
+		_ = g.resolve()
 		switch g.output {
 		case "table", "json", "yaml":
-		default:
-			return fmt.Errorf("-o %q: use table, json or yaml", g.output)
-		}
-		// The config commands repair the contexts file, so they must run when its current
-		// context is gone; every other command sees the server its context names.
-		if topCommand(cmd) == "config" {
 			return nil
 		}
-		return g.resolve()
+		return fmt.Errorf("-o %q: use table, json or yaml", g.output)
 	}
 	return root
 }
@@ -273,7 +273,7 @@ func envOr(name, def string) string {
 // client builds an API client from the global flags, finding the token in --token,
 // STRATA_TOKEN, the context's token file, or the data dir's admin-token file.
 func (g *globals) client() (*client.Client, error) {
-	if err := g.resolve(); err != nil {
+	if err := g.serverSettings(); err != nil {
 		return nil, err
 	}
 	tok, err := g.contextToken()

@@ -164,6 +164,16 @@ func (g *globals) resolve() error {
 	return g.resolveErr
 }
 
+// serverSettings is resolve for a command that uses the server: it reports what resolve
+// found wrong with the contexts file, and its warnings, once.
+func (g *globals) serverSettings() error {
+	err := g.resolve()
+	if g.resolveWarn.Len() > 0 {
+		_, _ = g.resolveWarn.WriteTo(g.stderr)
+	}
+	return err
+}
+
 func (g *globals) resolveContext() error {
 	g.serverFrom = "--server"
 	if !g.flags.Changed("server") {
@@ -172,7 +182,7 @@ func (g *globals) resolveContext() error {
 			g.serverFrom = "the default"
 		}
 	}
-	cfg, path, err := loadContexts(g.stderr)
+	cfg, path, err := loadContexts(&g.resolveWarn)
 	if err != nil {
 		return err
 	}
@@ -424,16 +434,6 @@ apply (` + client.DefaultServer + ` and <data-dir>/admin-token).`,
 	}
 	cmd.AddCommand(set, use, get, current, del)
 	return cmd
-}
-
-// topCommand is the name of cmd's ancestor just below the root ("" for the root itself).
-func topCommand(cmd *cobra.Command) string {
-	for ; cmd.HasParent(); cmd = cmd.Parent() {
-		if !cmd.Parent().HasParent() {
-			return cmd.Name()
-		}
-	}
-	return ""
 }
 
 // completeContexts offers the contexts' names to shell completion (use-context,
