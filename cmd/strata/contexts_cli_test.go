@@ -111,6 +111,15 @@ func TestContexts(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, `"`+a.url+`/v1/state/net/default"`, "backend-config names the context's server")
 
+	// An unreachable server says which context named it.
+	_, err = cli(t, env, "config", "set-context", "gone", "--server", "http://127.0.0.1:1", "--token-file", fileA)
+	require.NoError(t, err)
+	_, err = cli(t, env, "--context", "gone", "org", "list")
+	requireFailsWith(t, err, `cannot reach a strata server at http://127.0.0.1:1`)
+	require.ErrorContains(t, err, `the server of context "gone"`)
+	_, err = cli(t, env, "config", "delete-context", "gone")
+	require.NoError(t, err)
+
 	_, err = cli(t, env, "--context", "nosuch", "org", "list")
 	requireFailsWith(t, err, `--context "nosuch" is not in `+path+` (contexts: a, b, local)`)
 
