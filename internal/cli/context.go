@@ -150,7 +150,7 @@ func (cfg *contextConfig) names() string {
 	return "contexts: " + strings.Join(n, ", ")
 }
 
-// resolve settles the server, CA certificate and token file each command uses, once:
+// resolve settles the server, CA certificate and context each command uses, once:
 // a flag wins, then the environment (STRATA_SERVER, STRATA_TOKEN, STRATA_CA_CERT), then the
 // context (--context, else the file's current context), then the built-in defaults (the
 // local server and <data-dir>/admin-token). Without a contexts file or --context it changes
@@ -174,6 +174,9 @@ func (g *globals) serverSettings() error {
 	return err
 }
 
+// resolveContext records where the server came from (for messages), and lets the context in
+// effect fill the server and CA that neither a flag nor the environment set; the token is
+// read later, by contextToken, and only for a command that sends one.
 func (g *globals) resolveContext() error {
 	g.serverFrom = "--server"
 	if !g.flags.Changed("server") {
