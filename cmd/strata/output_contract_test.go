@@ -49,6 +49,8 @@ func TestOutputContract(t *testing.T) {
 	run("apply", "-f", write("o.yaml", "kind: Database\nmetadata: {name: main, org: acme}\nspec: {size: 1}\n"))
 	run("project", "create", "net")
 	run("state", "push", "net", "default", write("s.json", `{"version":4,"terraform_version":"1.11.4","serial":1,"lineage":"l-1","outputs":{},"resources":[]}`))
+	c.env = append(c.env, "XDG_CONFIG_HOME="+t.TempDir()) // contexts of this test's own
+	run("config", "set-context", "here", "--server", c.s.url)
 
 	lists := map[string][]string{
 		"org list":             {"org", "list"},
@@ -68,6 +70,7 @@ func TestOutputContract(t *testing.T) {
 		"audit":                {"audit"},
 		"migrate status":       {"migrate", "status", "--database-url", url},
 		"doctor":               {"doctor", "--database-url", url},
+		"config get-contexts":  {"config", "get-contexts"},
 	}
 	singles := map[string][]string{
 		"org get":             {"org", "get", "acme"},
@@ -91,6 +94,9 @@ func TestOutputContract(t *testing.T) {
 		"pillar category delete", "pillar category set", "pillar delete", "pillar export", "pillar import", "pillar set", "pillar settings set", "project backend-config",
 		"project create", "project credentials", "project delete", "project encrypt", "salt credentials", "serve", "state lock",
 		"state decrypt", "state pull", "state push", "state restore", "state unlock", "token create", "token revoke", "watch"}
+	// Contexts (current-context prints a name, as kubectl's), man pages, state delete.
+	others = append(others, "config current-context", "config delete-context", "config set-context", "config use-context",
+		"docs man", "state delete")
 	for _, p := range commandPaths(t, nil) {
 		name := strings.Join(p, " ")
 		_, isList := lists[name]

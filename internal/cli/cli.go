@@ -7,6 +7,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -90,6 +91,16 @@ type globals struct {
 	caCert  string
 	stdout  io.Writer
 	stderr  io.Writer
+
+	// context is --context; the rest is what resolve (context.go) settled from it.
+	context     string
+	flags       *pflag.FlagSet
+	ctx         *namedContext
+	serverFrom  string
+	resolved    bool
+	resolveErr  error
+	resolveWarn bytes.Buffer      // the contexts file's warnings, shown by serverSettings
+	annotations map[string]string // the root's, for explain
 }
 
 // Main runs the CLI with args and returns the process exit code. Errors are printed once.
@@ -110,6 +121,10 @@ func explain(err error, root *cobra.Command) string {
 	var oe *net.OpError
 	if errors.As(err, &ue) && errors.As(err, &oe) && (oe.Op == "dial" || errors.Is(err, syscall.ECONNREFUSED)) {
 		addr, _ := root.PersistentFlags().GetString("server")
+		if from := root.Annotations[serverFromKey]; from != "" {
+			return fmt.Sprintf("cannot reach a strata server at %s (%v), the server of %s.\n"+
+				"Check that it runs, or fix the context with strata config set-context; --server URL or STRATA_SERVER override it.", server.Redact(addr), oe.Err, from)
+		}
 		return fmt.Sprintf("cannot reach a strata server at %s (%v).\n"+
 			"Start one with `strata serve`, or point at yours with --server URL or STRATA_SERVER.", server.Redact(addr), oe.Err)
 	}
@@ -173,12 +188,14 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "strata",
 		Short:         "strata keeps infrastructure control-plane data in PostgreSQL",
-		Long:          "strata keeps labelled resources, layered configuration (pillars), Terraform/OpenTofu state and evolving kinds in PostgreSQL.\n\n'strata serve' runs the server; the other commands are its clients (server: --server or STRATA_SERVER; token: --token, STRATA_TOKEN, or <data-dir>/admin-token).",
+		Long:          "strata keeps labelled resources, layered configuration (pillars), Terraform/OpenTofu state and evolving kinds in PostgreSQL.\n\n'strata serve' runs the server; the other commands are its clients (server: --server, STRATA_SERVER or the context; token: --token, STRATA_TOKEN, the context's token file, or <data-dir>/admin-token; contexts: strata config).",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.Annotations = map[string]string{}
+	g.annotations = root.Annotations
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.server, "server", envOr("STRATA_SERVER", client.DefaultServer), "strata server URL (env STRATA_SERVER)")
 	hideDefault(pf, "server", server.Redact)
@@ -187,6 +204,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.dataDir, "data-dir", envOr("STRATA_DATA_DIR", pgembed.DefaultDataDir()), "data directory: embedded PostgreSQL and the admin-token file (env STRATA_DATA_DIR)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
 	pf.StringVar(&g.caCert, "ca-cert", os.Getenv("STRATA_CA_CERT"), "PEM file of a CA to trust for an https --server (env STRATA_CA_CERT)")
+	pf.StringVar(&g.context, "context", "", "the context (strata config get-contexts) whose server, token file and CA to use; default: the current context")
+	g.flags = pf
+	_ = root.RegisterFlagCompletionFunc("context", completeContexts)
 
 	root.AddCommand(
 		newServeCmd(g),
@@ -201,6 +221,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	for _, add := range extraCommands {
 		root.AddCommand(add(g))
 	}
+	addExamples(root)
 	for _, c := range root.Commands() {
 		requireSubcommand(c)
 	}
@@ -214,6 +235,10 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	})
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		g.output = strings.ToLower(g.output)
+		// Settle the server now, so what reads g.server before building a client sees the
+		// context's; a bad contexts file matters only to commands that use the server
+		// (serverSettings reports it there), never to serve, migrate or config.
+		_ = g.resolve()
 		switch g.output {
 		case "table", "json", "yaml":
 			return nil
@@ -246,9 +271,15 @@ func envOr(name, def string) string {
 }
 
 // client builds an API client from the global flags, finding the token in --token,
-// STRATA_TOKEN, or the data dir's admin-token file.
+// STRATA_TOKEN, the context's token file, or the data dir's admin-token file.
 func (g *globals) client() (*client.Client, error) {
-	tok := g.token
+	if err := g.serverSettings(); err != nil {
+		return nil, err
+	}
+	tok, err := g.contextToken()
+	if err != nil {
+		return nil, err
+	}
 	if tok == "" {
 		path := filepath.Join(g.dataDir, "admin-token")
 		b, err := os.ReadFile(path)
@@ -256,7 +287,7 @@ func (g *globals) client() (*client.Client, error) {
 		case err == nil:
 			tok = strings.TrimSpace(string(b))
 		case errors.Is(err, os.ErrNotExist):
-			return nil, fmt.Errorf("no API token: pass --token, set STRATA_TOKEN, or point --data-dir/STRATA_DATA_DIR at the server's data dir (%s does not exist)", path)
+			return nil, fmt.Errorf("no API token: pass --token, set STRATA_TOKEN, use a context with a token file (strata config set-context), or point --data-dir/STRATA_DATA_DIR at the server's data dir (%s does not exist)", path)
 		default:
 			return nil, fmt.Errorf("read token file: %w", err)
 		}

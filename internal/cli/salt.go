@@ -68,6 +68,9 @@ func newSaltConfigCmd(g *globals) *cobra.Command {
 			"creates its database role and prints its block.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := g.serverSettings(); err != nil { // the context's server, when it names one
+				return err
+			}
 			server := strings.TrimRight(g.server, "/")
 			block := fmt.Sprintf(`ext_pillar:
   - http_json:

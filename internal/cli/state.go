@@ -151,6 +151,9 @@ run it again to resume an interrupted conversion.`,
 		Short: `Print a ready backend "http" block for a workspace (and the backend "pg" alternative)`,
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.serverSettings(); err != nil { // the context's server, when it names one
+				return err
+			}
 			fmt.Fprint(g.stdout, backendBlock(g.server, args[0], args[1]))
 			return nil
 		},
@@ -403,7 +406,7 @@ func newStateCmd(g *globals) *cobra.Command {
 	}
 	restore.Flags().StringVar(&restoreLock, "lock-id", "", "the lock ID, when the workspace is locked")
 
-	cmd.AddCommand(list, show, pull, push, lock, unlock, versions, restore, newStateDecryptCmd(g))
+	cmd.AddCommand(list, show, pull, push, lock, unlock, versions, restore, newStateDecryptCmd(g), newStateDeleteCmd(g))
 	return cmd
 }
 
