@@ -369,17 +369,21 @@ func editDistance(a, b string) int {
 }
 
 func newGetCmd(g *globals) *cobra.Command {
-	var org, selector string
+	var orgs orgListFlags
+	var selector string
 	cmd := &cobra.Command{
 		Use:   "get KIND [NAME]",
 		Short: "Read one object of any kind, or list them",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 && orgs.all {
+				return errors.New("-A/--all-orgs lists; an object named by NAME is read as it is: drop -A")
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			res, _, err := objectsFor(cmd.Context(), c, args[0], org)
+			res, kind, inOrg, err := resolveList(cmd.Context(), c, args[0], orgs)
 			if err != nil {
 				return err
 			}
@@ -388,17 +392,22 @@ func newGetCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return g.print(obj, func(w io.Writer) error { return objectTable(w, obj) })
+				if err := checkInOrg(obj, kind, inOrg); err != nil {
+					return err
+				}
+				return g.print(obj, func(w io.Writer) error { return g.objectTable(w, kind, obj) })
 			}
-			list, err := res.ListAll(cmd.Context(), client.ListOptions{LabelSelector: selector})
+			list, err := res.ListAll(cmd.Context(), client.ListOptions{LabelSelector: selector, Org: inOrg})
 			if err != nil {
 				return err
 			}
-			return g.print(list, func(w io.Writer) error { return objectTable(w, list.Items...) })
+			return g.print(list, func(w io.Writer) error { return g.objectTable(w, kind, list.Items...) })
 		},
 	}
-	cmd.Flags().StringVar(&org, "org", "", "the org, for kinds that live in orgs")
+	cmd.Flags().StringVar(&orgs.org, "org", "", "the org: of kinds that live in orgs, or whose objects belong to one (node)")
+	orgs.addAllOrgs(cmd.Flags())
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. env=prod,tier in (web,db)")
+	allowWide(cmd)
 	return cmd
 }
 
