@@ -477,17 +477,30 @@ func newDeleteCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, kind, err := objectsFor(cmd.Context(), c, args[0], org)
+			res, kind, inOrg, err := resolveList(cmd.Context(), c, args[0], orgListFlags{org: org})
 			if err != nil {
 				return err
 			}
-			if err := res.Delete(cmd.Context(), args[1], client.DeleteOptions{}); err != nil {
+			var opts client.DeleteOptions
+			if inOrg != "" {
+				// A node named with --org: deleted only if it is in that org, and still at the
+				// version read (a move meanwhile is a 409, not a deletion in another org).
+				obj, err := res.Get(cmd.Context(), args[1])
+				if err != nil {
+					return err
+				}
+				if err := checkInOrg(obj, kind, inOrg); err != nil {
+					return err
+				}
+				opts.ResourceVersion = obj.Metadata.ResourceVersion
+			}
+			if err := res.Delete(cmd.Context(), args[1], opts); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s deleted\n", kind, args[1])
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&org, "org", "", "the org, for kinds that live in orgs")
+	cmd.Flags().StringVar(&org, "org", "", "the org: of kinds that live in orgs, or the node's (checked before it is deleted)")
 	return cmd
 }
