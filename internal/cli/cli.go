@@ -214,6 +214,10 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	})
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		g.output = strings.ToLower(g.output)
+		switch g.output {
+		case "table", "json", "yaml":
+			return nil
+		}
 		return checkOutput(cmd, g.output)
 	}
 	return root
