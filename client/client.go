@@ -228,6 +228,9 @@ type ListOptions struct {
 	// LabelSelector keeps the objects whose labels match it (Kubernetes syntax, e.g.
 	// "env=prod,tier in (web,db),!retired").
 	LabelSelector string
+	// Org keeps the objects of a global kind that belong to this org through their org
+	// reference (a node's spec.org); a kind with none refuses it (400).
+	Org string
 }
 
 // TokenCreate creates a token; the answer's Secret is shown only this once.

@@ -345,11 +345,11 @@ type PillarExport struct {
 // rows, as a Salt pillar tree.
 func (c *Client) PillarExport(ctx context.Context, org string) (PillarExport, error) {
 	var out PillarExport
-	path := "/v1/pillars:export"
+	var q url.Values
 	if org != "" {
-		path += "?org=" + url.QueryEscape(org)
+		q = url.Values{"org": {org}} // in Query: a "?" in Path would be escaped into the path
 	}
-	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: path}, &out)
+	_, err := c.Do(ctx, Request{Method: http.MethodGet, Path: "/v1/pillars:export", Query: q}, &out)
 	return out, err
 }
 

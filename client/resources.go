@@ -161,6 +161,9 @@ func (o ListOptions) values() url.Values {
 	if o.LabelSelector != "" {
 		v.Set("labelSelector", o.LabelSelector)
 	}
+	if o.Org != "" {
+		v.Set("org", o.Org)
+	}
 	return v
 }
 

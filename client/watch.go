@@ -35,6 +35,9 @@ type WatchOptions struct {
 	// LabelSelector restricts the watch; an object that stops matching arrives as DELETED,
 	// one that starts matching as ADDED.
 	LabelSelector string
+	// Org restricts the watch to the objects of one org, as ListOptions.Org; a node that
+	// moves out of it arrives as DELETED, one that moves in as ADDED.
+	Org string
 }
 
 // Watcher reads one watch stream. Call Close when done.
@@ -57,6 +60,9 @@ func (r *Resources) Watch(ctx context.Context, opts WatchOptions) (*Watcher, err
 	}
 	if opts.LabelSelector != "" {
 		q.Set("labelSelector", opts.LabelSelector)
+	}
+	if opts.Org != "" {
+		q.Set("org", opts.Org)
 	}
 	// The same client without its overall timeout, which would cut a long-lived stream.
 	c := *r.c

@@ -242,6 +242,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	// A pillar category page: JSON with its history, side by side.
 	b.do(chromedp.Navigate(base+"/ui/pillar?target=node%2Fweb01&category=app"), visible("#pillar-data"))
 	b.screenshot("pillar")
+	// The history's diff keeps the JSON's indentation as rendered (issue 29, finding 10).
+	require.Equal(t, `  "debug": true`, b.text(`section.change table.diff tbody tr:nth-child(2) td:nth-child(2)`))
 	b.do(chromedp.Navigate(base+"/ui/kinds/Node"), visible("section.change"))
 	b.screenshot("kind")
 	b.do(chromedp.Navigate(base+"/ui/audit"), visible("main table"))

@@ -202,7 +202,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.token, "token", os.Getenv("STRATA_TOKEN"), "API token (env STRATA_TOKEN; default: <data-dir>/admin-token)")
 	hideDefault(pf, "token", maskAll)
 	pf.StringVar(&g.dataDir, "data-dir", envOr("STRATA_DATA_DIR", pgembed.DefaultDataDir()), "data directory: embedded PostgreSQL and the admin-token file (env STRATA_DATA_DIR)")
-	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml (wide: object tables with more columns)")
 	pf.StringVar(&g.caCert, "ca-cert", os.Getenv("STRATA_CA_CERT"), "PEM file of a CA to trust for an https --server (env STRATA_CA_CERT)")
 	pf.StringVar(&g.context, "context", "", "the context (strata config get-contexts) whose server, token file and CA to use; default: the current context")
 	g.flags = pf
@@ -243,7 +243,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		case "table", "json", "yaml":
 			return nil
 		}
-		return fmt.Errorf("-o %q: use table, json or yaml", g.output)
+		return checkOutput(cmd, g.output)
 	}
 	return root
 }
@@ -363,7 +363,7 @@ func (g *globals) print(v any, table func(w io.Writer) error) error {
 		}
 		_, err = g.stdout.Write(y)
 		return err
-	case "table", "":
+	case "table", "wide", "":
 		return table(g.stdout)
 	}
 	return fmt.Errorf("unknown output format %q: use table, json or yaml", g.output)

@@ -369,17 +369,21 @@ func editDistance(a, b string) int {
 }
 
 func newGetCmd(g *globals) *cobra.Command {
-	var org, selector string
+	var orgs orgListFlags
+	var selector string
 	cmd := &cobra.Command{
 		Use:   "get KIND [NAME]",
 		Short: "Read one object of any kind, or list them",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 && orgs.all {
+				return errors.New("-A/--all-orgs lists; an object named by NAME is read as it is: drop -A")
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			res, _, err := objectsFor(cmd.Context(), c, args[0], org)
+			res, kind, inOrg, err := resolveList(cmd.Context(), c, args[0], orgs)
 			if err != nil {
 				return err
 			}
@@ -388,17 +392,22 @@ func newGetCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return g.print(obj, func(w io.Writer) error { return objectTable(w, obj) })
+				if err := checkInOrg(obj, kind, inOrg); err != nil {
+					return err
+				}
+				return g.print(obj, func(w io.Writer) error { return g.objectTable(w, kind, obj) })
 			}
-			list, err := res.ListAll(cmd.Context(), client.ListOptions{LabelSelector: selector})
+			list, err := res.ListAll(cmd.Context(), client.ListOptions{LabelSelector: selector, Org: inOrg})
 			if err != nil {
 				return err
 			}
-			return g.print(list, func(w io.Writer) error { return objectTable(w, list.Items...) })
+			return g.print(list, func(w io.Writer) error { return g.objectTable(w, kind, list.Items...) })
 		},
 	}
-	cmd.Flags().StringVar(&org, "org", "", "the org, for kinds that live in orgs")
+	cmd.Flags().StringVar(&orgs.org, "org", "", "the org: of kinds that live in orgs, or whose objects belong to one (node)")
+	orgs.addAllOrgs(cmd.Flags())
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. env=prod,tier in (web,db)")
+	allowWide(cmd)
 	return cmd
 }
 
@@ -468,17 +477,30 @@ func newDeleteCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, kind, err := objectsFor(cmd.Context(), c, args[0], org)
+			res, kind, inOrg, err := resolveList(cmd.Context(), c, args[0], orgListFlags{org: org})
 			if err != nil {
 				return err
 			}
-			if err := res.Delete(cmd.Context(), args[1], client.DeleteOptions{}); err != nil {
+			var opts client.DeleteOptions
+			if inOrg != "" {
+				// A node named with --org: deleted only if it is in that org, and still at the
+				// version read (a move meanwhile is a 409, not a deletion in another org).
+				obj, err := res.Get(cmd.Context(), args[1])
+				if err != nil {
+					return err
+				}
+				if err := checkInOrg(obj, kind, inOrg); err != nil {
+					return err
+				}
+				opts.ResourceVersion = obj.Metadata.ResourceVersion
+			}
+			if err := res.Delete(cmd.Context(), args[1], opts); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s deleted\n", kind, args[1])
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&org, "org", "", "the org, for kinds that live in orgs")
+	cmd.Flags().StringVar(&org, "org", "", "the org: of kinds that live in orgs, or the node's (checked before it is deleted)")
 	return cmd
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -77,18 +76,6 @@ func formatMap(m map[string]string) string {
 	return strings.Join(parts, ",")
 }
 
-func objectTable(w io.Writer, objs ...client.Object) error {
-	t := newTable(w, "NAME", "LABELS", "RESOURCE VERSION", "AGE")
-	for _, o := range objs {
-		age := ""
-		if o.Metadata.CreatedAt != nil {
-			age = time.Since(*o.Metadata.CreatedAt).Truncate(time.Second).String()
-		}
-		t.row(o.Metadata.Name, formatMap(o.Metadata.Labels), o.Metadata.ResourceVersion, age)
-	}
-	return t.flush()
-}
-
 func newKindCmd(g *globals, k kindCLI) *cobra.Command {
 	cmd := &cobra.Command{Use: k.noun, Short: "Manage " + k.plural}
 	var org string
@@ -104,7 +91,7 @@ func newKindCmd(g *globals, k kindCLI) *cobra.Command {
 		return c.Resources(k.plural, org), nil
 	}
 	show := func(out client.Object) error {
-		return g.print(out, func(w io.Writer) error { return objectTable(w, out) })
+		return g.print(out, func(w io.Writer) error { return g.objectTable(w, k.kind, out) })
 	}
 
 	var labels, annotations []string
@@ -182,23 +169,32 @@ func newKindCmd(g *globals, k kindCLI) *cobra.Command {
 	}
 
 	var selector string
+	var orgs orgListFlags
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List " + k.plural,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			inOrg, err := orgs.options()
+			if err != nil {
+				return err
+			}
 			r, err := res()
 			if err != nil {
 				return err
 			}
-			all, err := r.ListAll(cmd.Context(), client.ListOptions{LabelSelector: selector})
+			all, err := r.ListAll(cmd.Context(), client.ListOptions{LabelSelector: selector, Org: inOrg})
 			if err != nil {
 				return err
 			}
-			return g.print(all, func(w io.Writer) error { return objectTable(w, all.Items...) })
+			return g.print(all, func(w io.Writer) error { return g.objectTable(w, k.kind, all.Items...) })
 		},
 	}
 	list.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. 'env=prod,tier in (web,db),!retired'")
+	if orgReferences[k.kind] != "" {
+		list.Flags().StringVar(&orgs.org, "org", "", "list the "+k.plural+" of this org only")
+		orgs.addAllOrgs(list.Flags())
+	}
 
 	var rv string
 	var cascade bool
@@ -252,6 +248,7 @@ func newKindCmd(g *globals, k kindCLI) *cobra.Command {
 	label, annotate := edit("labels"), edit("annotations")
 	annotate.Use = "annotate NAME KEY=VALUE|KEY- ..."
 
+	allowWide(create, get, list, label, annotate)
 	cmd.AddCommand(create, get, list, del, label, annotate)
 	if k.extra != nil {
 		cmd.AddCommand(k.extra(g, &org)...)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -16,16 +15,11 @@ import (
 func init() { extraCommands = append(extraCommands, newWatchCmd) }
 
 // resourcesFor resolves a kind named on the command line (any case, singular or plural:
-// "node", "Nodes", "org") to the client of its objects; kinds inside an org need org.
-func resourcesFor(ctx context.Context, c *client.Client, kind, org string) (*client.Resources, error) {
-	switch strings.ToLower(kind) {
-	case "org", "orgs", "node", "nodes":
-		if org != "" {
-			return nil, fmt.Errorf("%s are global: --org does not apply", strings.TrimSuffix(strings.ToLower(kind), "s")+"s")
-		}
-	}
-	res, _, err := objectsFor(ctx, c, kind, org)
-	return res, err
+// "node", "Nodes", "org") to the client of its objects and the org filter of its watch:
+// kinds inside an org need org; nodes take it as the org whose nodes to watch.
+func resourcesFor(ctx context.Context, c *client.Client, kind, org string) (*client.Resources, string, error) {
+	res, _, inOrg, err := resolveList(ctx, c, kind, orgListFlags{org: org})
+	return res, inOrg, err
 }
 
 // newWatchCmd is `strata watch KIND`: the events of a watch, one per line, until
@@ -40,7 +34,7 @@ func newWatchCmd(g *globals) *cobra.Command {
 Without --resource-version the stream starts with every current object as ADDED, then the
 changes; with it, the changes after that version (a list's resourceVersion, or the last event's).
 With -l, an object that stops matching the selector is shown as DELETED and one that starts
-matching as ADDED. -o json prints each event as one JSON line ({"type": …, "object": …});
+matching as ADDED; with --org on nodes, likewise a node that leaves or joins the org. -o json prints each event as one JSON line ({"type": …, "object": …});
 the table shows EVENT, NAME, LABELS and RESOURCE VERSION. BOOKMARK events are shown in json
 only. A version older than the server's change history fails with HTTP 410: list again.
 When the server ends a stream after its lifetime (--watch-max-duration), watch resumes
@@ -57,11 +51,11 @@ token ends it with the server's 401.`,
 			if err != nil {
 				return err
 			}
-			r, err := resourcesFor(cmd.Context(), c, args[0], org)
+			r, inOrg, err := resourcesFor(cmd.Context(), c, args[0], org)
 			if err != nil {
 				return err
 			}
-			w, err := r.Watch(cmd.Context(), client.WatchOptions{ResourceVersion: rv, LabelSelector: selector})
+			w, err := r.Watch(cmd.Context(), client.WatchOptions{ResourceVersion: rv, LabelSelector: selector, Org: inOrg})
 			if err != nil {
 				return err
 			}
@@ -82,7 +76,7 @@ token ends it with the server's 401.`,
 					// The server ended the stream cleanly (its lifetime, --watch-max-duration):
 					// resume after the last version seen, so nothing is missed or repeated.
 					w.Close()
-					if w, err = r.Watch(cmd.Context(), client.WatchOptions{ResourceVersion: last, LabelSelector: selector}); err != nil {
+					if w, err = r.Watch(cmd.Context(), client.WatchOptions{ResourceVersion: last, LabelSelector: selector, Org: inOrg}); err != nil {
 						if cmd.Context().Err() != nil {
 							return nil
 						}
@@ -100,7 +94,7 @@ token ends it with the server's 401.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&org, "org", "", "the org (for kinds inside an org: group)")
+	f.StringVar(&org, "org", "", "the org: of kinds inside an org (group), or whose nodes to watch (node)")
 	f.StringVarP(&selector, "selector", "l", "", "label selector, e.g. env=prod,tier in (a,b)")
 	f.StringVar(&rv, "resource-version", "", "stream the changes after this resourceVersion instead of starting with every object")
 	return cmd

@@ -10,7 +10,7 @@ import (
 )
 
 // TestResourcesFor: the kinds watch knows, in any case, singular or plural, with --org only
-// where the kind lives in an org; other names are user kinds.
+// where the kind lives in an org or has an org reference (node); other names are user kinds.
 func TestResourcesFor(t *testing.T) {
 	t.Parallel()
 	c, err := client.New("http://127.0.0.1:1", "t", nil)
@@ -18,10 +18,10 @@ func TestResourcesFor(t *testing.T) {
 	for _, tc := range []struct{ kind, org, err string }{
 		{"org", "", ""}, {"Orgs", "", ""}, {"NODE", "", ""}, {"nodes", "", ""},
 		{"group", "acme", ""}, {"Groups", "acme", ""},
-		{"group", "", "give --org"}, {"node", "acme", "--org does not apply"},
+		{"group", "", "give --org"}, {"node", "acme", ""}, {"org", "acme", "drop --org"},
 		{"Widget", "", ""}, {"Widget", "acme", ""}, // other names are user kinds (global, or in --org)
 	} {
-		r, err := resourcesFor(context.Background(), c, tc.kind, tc.org)
+		r, _, err := resourcesFor(context.Background(), c, tc.kind, tc.org)
 		if tc.err != "" {
 			require.ErrorContains(t, err, tc.err, tc.kind)
 			continue

@@ -37,6 +37,7 @@ import (
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/resource"
 )
 
 //go:embed ui
@@ -304,6 +305,36 @@ func (a *API) mayCall(r *http.Request, s auth.Session, method, path string) bool
 // probeKey carries mayCall's verdict slot.
 type probeKey struct{}
 
+// listAllKey marks a probe that asks whether a list shows everything (listsAll).
+type listAllKey struct{}
+
+// listsAll reports whether the list at path shows the session's token every object there
+// is: a list authorized by its org (a group list) or by a scope that names every object, not
+// one its scopes filter to some names.
+func (a *API) listsAll(r *http.Request, s auth.Session, path string) bool {
+	verdict := new(bool)
+	ctx := context.WithValue(context.WithValue(r.Context(), probeKey{}, verdict), listAllKey{}, true)
+	a.probe.ServeHTTP(&bufferWriter{header: http.Header{}}, consoleRequest(r.WithContext(ctx), s, "GET", path, nil))
+	return *verdict
+}
+
+// emptyListText says why a list page is empty, in the kind's words.
+func emptyListText(rp resourcePath, selector, all bool) string {
+	plural := map[string]string{"Org": "orgs", "Node": "nodes", "Group": "groups"}[rp.Kind]
+	if plural == "" {
+		plural = rp.Kind + " objects"
+	}
+	switch {
+	case all && selector:
+		return "No " + plural + " match the selector."
+	case all:
+		return "No " + plural + " yet."
+	case selector:
+		return "No " + plural + " this token may see match the selector."
+	}
+	return "No " + plural + " this token may see."
+}
+
 // probeMux is the route table with every handler replaced by a recorder of the
 // authorization's verdict: the same patterns, so the same route and path values.
 func (a *API) probeMux() *http.ServeMux {
@@ -324,6 +355,9 @@ func (a *API) probeMux() *http.ServeMux {
 				// The name is in a body the probe does not have, or the handler decides:
 				// offer the button only to a token that may do it for any name.
 				*verdict = p.ListFilter(rt.family, rt.verb).All || p.IsAdmin()
+			case listed:
+				r2, err := rt.authorize(r, p)
+				*verdict = err == nil && (r.Context().Value(listAllKey{}) == nil || listFilter(r2).All)
 			default:
 				_, err := rt.authorize(r, p)
 				*verdict = err == nil
@@ -499,10 +533,17 @@ type listView struct {
 	Next     string
 	WatchURL string
 	CanAdd   bool
+	// ShowOrg: the kind's objects belong to an org through a reference (a node's spec.org,
+	// resource.Kind.OrgMember), shown in an Org column.
+	ShowOrg bool
+	// Empty says why an empty page is empty: no objects yet, none matching the selector, or
+	// none this token may see (its scopes name some objects only).
+	Empty string
 }
 
 type listItem struct {
 	Name, Link, Labels, RV string
+	Org, OrgLink           string
 }
 
 type objectView struct {
@@ -575,8 +616,22 @@ func (a *API) uiList(w http.ResponseWriter, r *http.Request, s auth.Session, rp 
 		}
 		return err
 	}
+	member := ""
+	if k, err := a.resources.Kind(r.Context(), rp.Kind); err == nil {
+		member = k.OrgMember
+	}
+	v.ShowOrg = member != ""
 	for _, o := range list.Items {
-		v.Items = append(v.Items, listItem{Name: o.Metadata.Name, Link: rp.itemLink(o), Labels: labelText(o.Metadata.Labels), RV: o.Metadata.ResourceVersion})
+		it := listItem{Name: o.Metadata.Name, Link: rp.itemLink(o), Labels: labelText(o.Metadata.Labels), RV: o.Metadata.ResourceVersion}
+		if v.ShowOrg {
+			if it.Org = resource.SpecString(o, member); it.Org != "" {
+				it.OrgLink = "/ui/orgs/" + url.PathEscape(it.Org)
+			}
+		}
+		v.Items = append(v.Items, it)
+	}
+	if len(v.Items) == 0 {
+		v.Empty = emptyListText(rp, v.Selector != "", a.listsAll(r, s, rp.API))
 	}
 	if list.Continue != "" {
 		nq := url.Values{"continue": {list.Continue}}

@@ -210,6 +210,10 @@ func (a *API) objList(k *resource.Kind) authedHandler {
 			return err
 		}
 		ref := kindRef(k, r, "")
+		inOrg, err := a.listOrg(r, p, k)
+		if err != nil {
+			return err
+		}
 		watch, err := isWatch(r)
 		if err != nil {
 			return err
@@ -220,9 +224,9 @@ func (a *API) objList(k *resource.Kind) authedHandler {
 					return err
 				}
 			}
-			return a.watchList(w, r, p, k, ref.Org, listFilter(r), sel)
+			return a.watchList(w, r, p, k, ref.Org, listFilter(r), sel, inOrg)
 		}
-		pg, err := a.page(r, k.Plural+"\x00"+ref.Org+"\x00"+sel.String(), resource.MaxListLimit, resource.MaxListLimit)
+		pg, err := a.page(r, k.Plural+"\x00"+ref.Org+"\x00"+sel.String()+"\x00"+inOrg, resource.MaxListLimit, resource.MaxListLimit)
 		if err != nil {
 			return err
 		}
@@ -236,7 +240,7 @@ func (a *API) objList(k *resource.Kind) authedHandler {
 			}
 		}
 		out, last, err := a.resources.List(r.Context(), k.Name, ref.Org, resource.ListOptions{
-			Limit: pg.limit, After: after, Filter: listFilter(r), Selector: sel})
+			Limit: pg.limit, After: after, Filter: listFilter(r), Selector: sel, InOrg: inOrg})
 		if err != nil {
 			return err
 		}
@@ -245,6 +249,27 @@ func (a *API) objList(k *resource.Kind) authedHandler {
 		}
 		return writeJSON(w, http.StatusOK, out)
 	}
+}
+
+// listOrg reads ?org=ORG of a list or watch: the org whose objects a global kind with an org
+// reference (Kind.OrgMember, a node's spec.org) keeps. A kind without one, or a kind inside an
+// org (its org is in the path), refuses the parameter rather than ignore it. An org the token
+// may not read answers exactly as a missing org (404), so the answer does not tell which orgs
+// exist; the rows are still filtered by the list's own scopes (nodes:read).
+func (a *API) listOrg(r *http.Request, p *auth.Principal, k *resource.Kind) (string, error) {
+	org := r.URL.Query().Get("org")
+	switch {
+	case org == "":
+		return "", nil
+	case k.Scope == resource.ScopeOrg:
+		return "", fault.Invalid("org", "%s objects live inside an org: name it in the path (/v1/orgs/{org}/%s), not in ?org=", k.Name, k.Plural)
+	case k.OrgMember == "":
+		return "", fault.Invalid("org", "%s objects belong to no org: list them without ?org=", k.Name)
+	}
+	if !p.Allows("orgs", "read", org) {
+		return "", fault.NotFound("%s %q not found", resource.KindOrg, fault.Truncate(org, 80))
+	}
+	return org, a.orgExists(r.Context(), org)
 }
 
 // orgExists makes a list inside a missing org a 404 rather than an empty page.

@@ -59,8 +59,8 @@ func isWatch(r *http.Request) (bool, error) {
 // resourceVersion order. With ?resourceVersion=N the stream holds the changes after N (410
 // when the log no longer reaches back to N); without it (or with 0) it starts with every
 // current object as ADDED, read in one snapshot, then the changes after that snapshot. The
-// auth filter and the label selector apply to every event (EventFor: entering the selector
-// is ADDED, leaving it DELETED). A BOOKMARK every bookmark interval carries the version
+// auth filter, the label selector and ?org= (inOrg) apply to every event (EventIn: entering
+// the selector or the org is ADDED, leaving it DELETED). A BOOKMARK every bookmark interval carries the version
 // through which the stream is complete. The stream ends when the client goes, when the
 // replica shuts down, or with an ERROR event (its object a problem document) when the
 // watcher fell too far behind or its history was pruned; the client then resumes from the
@@ -75,7 +75,7 @@ func isWatch(r *http.Request) (bool, error) {
 // duration in [max, 2·max); clients resume from the last resourceVersion they received. A
 // resourceVersion beyond the newest committed one waits up to the head wait for writes in
 // flight, then answers 504 resource-version-too-large with currentResourceVersion.
-func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principal, k *resource.Kind, org string, filter auth.Filter, sel metadata.Selector) error {
+func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principal, k *resource.Kind, org string, filter auth.Filter, sel metadata.Selector, inOrg string) error {
 	if a.watch == nil {
 		return fault.New(fault.KindUnavailable, "watch is not available on this replica")
 	}
@@ -86,7 +86,7 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	)
 	switch raw := r.URL.Query().Get("resourceVersion"); raw {
 	case "", "0":
-		list, err := a.resources.ListSnapshot(ctx, k.Name, org, filter, sel)
+		list, err := a.resources.ListSnapshot(ctx, k.Name, org, filter, sel, inOrg)
 		if err != nil {
 			return err
 		}
@@ -203,7 +203,7 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 			_ = send(watchEvent{Type: "ERROR", Object: a.problemOf(r, err)})
 			return nil
 		}
-		if typ, ok := resource.EventFor(c, sel); ok && filter.Allows(c.Name) {
+		if typ, ok := resource.EventIn(c, sel, k.OrgMember, inOrg); ok && filter.Allows(c.Name) {
 			// Asked before every event: a revocation or sign-out on this replica was marked
 			// before it committed, so no event committed after it gets through.
 			if acc.endedHere() {

@@ -34,6 +34,7 @@ func OrgKind() *Kind {
 func NodeKind() *Kind {
 	return &Kind{Name: KindNode, Plural: "nodes", Param: "node", Scope: ScopeGlobal, Family: "nodes",
 		ValidateName: ValidateNodeName, Prepare: nodePrepare, AfterWrite: nodeAfterWrite, BeforeDelete: nodeBeforeDelete, Renamable: true,
+		OrgMember:  "org",
 		References: []Reference{{Member: "org", Kind: KindOrg, Family: "orgs", Verb: "attach"}}}
 }
 

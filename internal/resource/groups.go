@@ -209,7 +209,7 @@ func stampGroups(ctx context.Context, tx *db.Tx, set map[int64]bool) error {
 		}
 		obj := g.obj
 		obj.Status = status
-		if _, err := writeAndStamp(ctx, tx, g.id, "MODIFIED", obj, &g.obj); err != nil {
+		if _, err := writeAndStamp(ctx, tx, g.id, "MODIFIED", obj, &g.obj, ""); err != nil {
 			return err
 		}
 	}

@@ -44,6 +44,11 @@ type Kind struct {
 	// other rows, for example to check that a node's org exists, and lock them so the check
 	// still holds at commit). prev is the stored object on replace and patch, nil on create.
 	Prepare func(ctx context.Context, tx *db.Tx, obj *client.Object, prev *client.Object) error
+	// OrgMember is the spec member that names the org an object of a global kind belongs to
+	// ("org" for nodes); "" when its objects belong to no org. Lists and watches of the kind
+	// take ?org=ORG and keep the objects whose member names ORG (ListOptions.InOrg, EventIn),
+	// so one generic list path serves "the nodes of acme" as it serves any kind.
+	OrgMember string
 	// References are the spec members that name objects of other kinds, each with the
 	// scope a writer needs on the named object when a write sets or changes it (checkReferences).
 	References []Reference
@@ -158,4 +163,18 @@ func ValidateNodeName(name string) error {
 		return fault.Invalid("/metadata/name", "node name %q must be a Salt minion id: 1-253 characters from A-Z, a-z, 0-9, '.', '_' and '-' (and not . or ..)", fault.Truncate(name, 80))
 	}
 	return nil
+}
+
+// SpecString returns the string member of obj's spec ("" when it is missing or not a string).
+func SpecString(obj client.Object, member string) string {
+	var m map[string]any
+	_ = json.Unmarshal(obj.Spec, &m)
+	v, _ := m[member].(string)
+	return v
+}
+
+// InOrg reports whether obj belongs to org through its org reference, the spec member
+// member (Kind.OrgMember); an empty member or org keeps every object.
+func InOrg(obj client.Object, member, org string) bool {
+	return member == "" || org == "" || SpecString(obj, member) == org
 }

@@ -79,14 +79,16 @@ WHERE a.resource_id = $1 AND a.key_prefix = t.p AND a.key_name = t.n;
 -- is returned; the caller draws again. $5 is the schema revision the spec conforms to (NULL
 -- for kinds without a schema), $6 the object's labels before the change (NULL on create), for
 -- selector watches, $7 the object's status (server-written; NULL for most kinds), $8-$10 who
--- wrote it, from where, in which request (auth.AuditActor).
+-- wrote it, from where, in which request (auth.AuditActor), $11 the org the object's org
+-- reference named before the change (NULL unless the kind has one and this is a
+-- modification), for org watches.
 WITH v AS MATERIALIZED (SELECT nextval('{{schema}}.resource_version_seq') AS rv),
 c AS (
-	INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels, actor, remote_addr, request_id)
+	INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels, actor, remote_addr, request_id, prev_org)
 	SELECT v.rv, r.kind, r.org, r.name, $2,
 	       jsonb_set(jsonb_set(jsonb_set($3::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)),
 	                 '{metadata,createdAt}', to_jsonb(r.created_at)), '{metadata,updatedAt}', to_jsonb(now())),
-	       $6::jsonb, $8, $9, $10
+	       $6::jsonb, $8, $9, $10, $11::text
 	FROM v, {{schema}}.resources r
 	WHERE r.id = $1
 	ON CONFLICT (resource_version) DO NOTHING
@@ -120,6 +122,8 @@ FROM {{schema}}.resources r
 WHERE r.kind = $1 AND r.org = $2 AND r.name = $3;
 
 -- name: ResourceList
+-- $8 keeps the objects of a global kind whose org reference, the spec member $9 (a node's
+-- org, resource.Kind.OrgMember), names that org; '' keeps all (?org=, ListOptions.InOrg).
 -- The selector marker (a TRUE followed by a comment) becomes the label selector compiled
 -- from the Sel* fragments below (withSelector). Each row of the kind is tested in name order until the page is
 -- full: right when many objects match (a page fills quickly). For a selective selector the
@@ -135,6 +139,7 @@ FROM {{schema}}.resources r
 WHERE r.kind = $1 AND r.org = $2 AND r.name > $3
   AND ($5::boolean OR r.name = ANY($6::text[])
        OR EXISTS (SELECT 1 FROM unnest($7::text[]) p WHERE starts_with(r.name, p)))
+  AND ($8::text = '' OR r.spec ->> $9::text = $8)
   AND TRUE /*selector*/
 ORDER BY r.name
 LIMIT $4;

@@ -82,7 +82,7 @@ func (s *Service) Rename(ctx context.Context, ref Ref, newName string) (client.O
 		}
 		obj := cur
 		obj.Metadata.Name = newName
-		if out, err = writeAndStamp(rctx, tx, id, "ADDED", obj, &cur); err != nil {
+		if out, err = writeAndStamp(rctx, tx, id, "ADDED", obj, &cur, ""); err != nil {
 			return err
 		}
 		for _, f := range s.onRename {

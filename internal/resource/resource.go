@@ -380,7 +380,7 @@ func createTx(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, obj client.Objec
 	if err != nil {
 		return obj, 0, err
 	}
-	if obj, err = writeAndStamp(ctx, tx, id, "ADDED", obj, nil); err != nil {
+	if obj, err = writeAndStamp(ctx, tx, id, "ADDED", obj, nil, ""); err != nil {
 		return obj, 0, err
 	}
 	if k.AfterWrite != nil {
@@ -409,7 +409,7 @@ func LockOrg(ctx context.Context, tx *db.Tx, name string) (int64, error) {
 // the keys that went. The keys are sorted (metadata.Split), and the caller holds the row lock,
 // so writers of one resource queue on that lock instead of deadlocking on key rows, and the
 // per-resource caps that normalize checked on the whole new set still hold at commit.
-func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, obj client.Object, prev *client.Object) (client.Object, error) {
+func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, obj client.Object, prev *client.Object, orgMember string) (client.Object, error) {
 	var oldLabels, oldAnnos map[string]string
 	if prev != nil {
 		oldLabels, oldAnnos = prev.Metadata.Labels, prev.Metadata.Annotations
@@ -457,12 +457,19 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 			return obj, err
 		}
 	}
+	// The org before the change likewise, so an org watch (?org=) can tell a node that moved
+	// out of its org from one that changed elsewhere.
+	var prevOrg *string
+	if prev != nil && orgMember != "" {
+		o := SpecString(*prev, orgMember)
+		prevOrg = &o
+	}
 	var status []byte // NULL, not JSON null, when the object has none
 	if len(obj.Status) > 0 {
 		status = obj.Status
 	}
 	who := writer(ctx)
-	stampArgs := []any{id, changeType, body, []byte(obj.Spec), schemaRev, prevLabels, status, who.Actor, who.RemoteAddr, who.RequestID}
+	stampArgs := []any{id, changeType, body, []byte(obj.Spec), schemaRev, prevLabels, status, who.Actor, who.RemoteAddr, who.RequestID, prevOrg}
 	taken := false
 	steps = append(steps, db.Step{Query: q.Get("ResourceStamp"), Args: stampArgs,
 		Scan: func(r db.Row) error {
@@ -564,6 +571,20 @@ type ListOptions struct {
 	Filter auth.Filter
 	// Selector keeps the objects whose labels it matches; the zero Selector keeps all.
 	Selector metadata.Selector
+	// InOrg keeps the objects of a global kind whose org reference (Kind.OrgMember: a node's
+	// spec.org) names this org; "" keeps all. A kind without an org reference refuses it.
+	InOrg string
+
+	orgMember string // the kind's OrgMember, set by List and ListSnapshot
+}
+
+// withOrgMember checks opts.InOrg against kind k and returns opts carrying k's org member.
+func withOrgMember(k *Kind, opts ListOptions) (ListOptions, error) {
+	if opts.InOrg != "" && k.OrgMember == "" {
+		return opts, fault.Invalid("org", "%s objects belong to no org: list them without org", k.Name)
+	}
+	opts.orgMember = k.OrgMember
+	return opts, nil
 }
 
 // List returns a page of the objects of kind in org that opts.Filter and opts.Selector let
@@ -576,7 +597,11 @@ type ListOptions struct {
 // the watch would never send it.
 func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) (out client.ObjectList, last string, err error) {
 	out = client.ObjectList{Items: []client.Object{}}
-	if _, err := s.kindOf(ctx, Ref{Kind: kind, Org: org}); err != nil {
+	k, err := s.kindOf(ctx, Ref{Kind: kind, Org: org})
+	if err != nil {
+		return out, "", err
+	}
+	if opts, err = withOrgMember(k, opts); err != nil {
 		return out, "", err
 	}
 	floor := s.resolved.Load() // before the snapshot: versions through it are visible in it
@@ -614,14 +639,14 @@ func (s *Service) listTx(ctx context.Context, tx *db.Tx, kind, org string, opts 
 	var rows db.Rows
 	switch {
 	case ids == nil:
-		query, selArgs := withSelector(q.Get("ResourceList"), opts.Selector, 8, false)
-		rows, err = tx.Query(ctx, query, append([]any{kind, org, opts.After, limit + 1, f.All, f.Names, f.Prefixes}, selArgs...)...)
+		query, selArgs := withSelector(q.Get("ResourceList"), opts.Selector, 10, false)
+		rows, err = tx.Query(ctx, query, append([]any{kind, org, opts.After, limit + 1, f.All, f.Names, f.Prefixes, opts.InOrg, opts.orgMember}, selArgs...)...)
 	case len(ids) == 0:
 		return out, "", nil // a requirement no object meets
 	default:
 		// Read the few objects by primary key and sort them, instead of walking names.
-		query, selArgs := withSelector(q.Get("ResourceList"), opts.Selector, 8, true)
-		rows, err = tx.Query(ctx, query, append([]any{kind, org, opts.After, limit + 1, f.All, f.Names, f.Prefixes, ids}, selArgs...)...)
+		query, selArgs := withSelector(q.Get("ResourceList"), opts.Selector, 10, true)
+		rows, err = tx.Query(ctx, query, append([]any{kind, org, opts.After, limit + 1, f.All, f.Names, f.Prefixes, opts.InOrg, opts.orgMember, ids}, selArgs...)...)
 	}
 	if err != nil {
 		return out, "", err
@@ -849,7 +874,7 @@ func updateTx(ctx context.Context, tx *db.Tx, k *Kind, id int64, cur, obj client
 		// a write that would persist a new default or drop tombstoned data still writes.
 		return cur, nil
 	}
-	out, err := writeAndStamp(ctx, tx, id, "MODIFIED", obj, &cur)
+	out, err := writeAndStamp(ctx, tx, id, "MODIFIED", obj, &cur, k.OrgMember)
 	if err != nil {
 		return out, err
 	}

@@ -48,7 +48,7 @@ func TestSettledChangesKeepTheListFilter(t *testing.T) {
 			return l, err
 		},
 		"ListSnapshot": func(ctx context.Context, s *resource.Service, f auth.Filter) (client.ObjectList, error) {
-			return s.ListSnapshot(ctx, resource.KindOrg, "", f, metadata.Selector{})
+			return s.ListSnapshot(ctx, resource.KindOrg, "", f, metadata.Selector{}, "")
 		},
 	} {
 		t.Run(what, func(t *testing.T) {

@@ -153,7 +153,7 @@ func (s *Service) settleList(ctx context.Context, kind, org string, opts ListOpt
 		}
 		i := sort.Search(len(items), func(i int) bool { return items[i].Metadata.Name >= c.Name })
 		present := i < len(items) && items[i].Metadata.Name == c.Name
-		keep := c.Type != "DELETED" && opts.Filter.Allows(c.Name) && opts.Selector.Matches(c.Object.Metadata.Labels)
+		keep := c.Type != "DELETED" && opts.Filter.Allows(c.Name) && opts.Selector.Matches(c.Object.Metadata.Labels) && InOrg(c.Object, opts.orgMember, opts.InOrg)
 		switch {
 		case present && keep:
 			items[i] = c.Object

@@ -35,6 +35,10 @@ type Change struct {
 	// PrevLabels are the labels before the change: nil for ADDED, and for changes an older
 	// release recorded (which did not keep them).
 	PrevLabels map[string]string
+	// PrevOrg is the org the object's org reference (Kind.OrgMember) named before a
+	// modification: nil for other changes, kinds without one, and changes an older release
+	// recorded.
+	PrevOrg *string
 }
 
 // EventFor returns the type of the event a watch with selector sel sends for c, and false
@@ -45,7 +49,15 @@ type Change struct {
 // recorded) the object is taken to have matched: a consumer then gets MODIFIED or DELETED,
 // and a level-based consumer handles a DELETED of something it never had.
 func EventFor(c Change, sel metadata.Selector) (string, bool) {
-	now := sel.Matches(c.Object.Metadata.Labels)
+	return EventIn(c, sel, "", "")
+}
+
+// EventIn is EventFor for a watch that also keeps only the objects whose org reference, the
+// spec member (Kind.OrgMember), names org ("" keeps all): a node that moves into org is
+// ADDED, one that moves out DELETED, as for a selector. A modification whose org before is
+// unknown (PrevOrg nil: recorded by an older release) is taken to have been in org.
+func EventIn(c Change, sel metadata.Selector, member, org string) (string, bool) {
+	now := sel.Matches(c.Object.Metadata.Labels) && InOrg(c.Object, member, org)
 	switch c.Type {
 	case "ADDED", "DELETED":
 		if !now {
@@ -53,7 +65,8 @@ func EventFor(c Change, sel metadata.Selector) (string, bool) {
 		}
 		return c.Type, true
 	}
-	before := c.PrevLabels == nil || sel.Matches(c.PrevLabels)
+	before := (c.PrevLabels == nil || sel.Matches(c.PrevLabels)) &&
+		(org == "" || member == "" || c.PrevOrg == nil || *c.PrevOrg == org)
 	switch {
 	case now && before:
 		return "MODIFIED", true
@@ -382,7 +395,7 @@ func readChanges(ctx context.Context, tx *db.Tx, query *db.Query, args ...any) (
 			c         Change
 			obj, prev []byte
 		)
-		if err := rows.Scan(&c.RV, &c.Type, &c.Kind, &c.Org, &c.Name, &obj, &prev); err != nil {
+		if err := rows.Scan(&c.RV, &c.Type, &c.Kind, &c.Org, &c.Name, &obj, &prev, &c.PrevOrg); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(obj, &c.Object); err != nil {
@@ -567,15 +580,19 @@ func (s *Subscription) Close() {
 // in one snapshot, and the resourceVersion of that snapshot: what a watch without a
 // resourceVersion sends as ADDED before the changes after that version. It holds all objects
 // in memory (a watch of a million objects should start from a list's resourceVersion).
-func (s *Service) ListSnapshot(ctx context.Context, kind, org string, filter auth.Filter, sel metadata.Selector) (client.ObjectList, error) {
+func (s *Service) ListSnapshot(ctx context.Context, kind, org string, filter auth.Filter, sel metadata.Selector, inOrg string) (client.ObjectList, error) {
 	out := client.ObjectList{Items: []client.Object{}}
-	if _, err := s.kindOf(ctx, Ref{Kind: kind, Org: org}); err != nil {
+	k, err := s.kindOf(ctx, Ref{Kind: kind, Org: org})
+	if err != nil {
 		return out, err
 	}
 	floor := s.resolved.Load() // before the snapshot: versions through it are visible in it
 	var gaps []int64
-	opts := ListOptions{Limit: MaxListLimit, Filter: filter, Selector: sel}
-	err := s.db.ReadTx(ctx, func(tx *db.Tx) error {
+	opts, err := withOrgMember(k, ListOptions{Limit: MaxListLimit, Filter: filter, Selector: sel, InOrg: inOrg})
+	if err != nil {
+		return out, err
+	}
+	err = s.db.ReadTx(ctx, func(tx *db.Tx) error {
 		for page := opts; ; {
 			l, last, err := s.listTx(ctx, tx, kind, org, page)
 			if err != nil {

@@ -458,3 +458,44 @@ func TestWatchPollerBehindPrune(t *testing.T) {
 	got := collect(t, later, 1)
 	require.Equal(t, o.Metadata.ResourceVersion, strconv.FormatInt(got[0].RV, 10))
 }
+
+// TestEventInOrg: with an org (a node's spec.org, Kind.OrgMember), moving in is ADDED, moving
+// out is DELETED, changing inside is MODIFIED and changing elsewhere sends nothing; an
+// unknown org before (a change an older release recorded) counts as in the org; with a
+// selector too an object must meet both.
+func TestEventInOrg(t *testing.T) {
+	t.Parallel()
+	sel, err := metadata.ParseSelector("env=prod")
+	require.NoError(t, err)
+	ch := func(typ, now string, prev *string, labels map[string]string) resource.Change {
+		return resource.Change{Type: typ, PrevOrg: prev, PrevLabels: labels, Object: client.Object{
+			Metadata: client.ObjectMeta{Labels: labels}, Spec: json.RawMessage(`{"org":"` + now + `"}`)}}
+	}
+	acme, globex := "acme", "globex"
+	prod := map[string]string{"env": "prod"}
+	for _, tc := range []struct {
+		c    resource.Change
+		sel  metadata.Selector
+		want string
+	}{
+		{ch("ADDED", "acme", nil, nil), metadata.Selector{}, "ADDED"},
+		{ch("ADDED", "globex", nil, nil), metadata.Selector{}, ""},
+		{ch("MODIFIED", "acme", &acme, nil), metadata.Selector{}, "MODIFIED"},
+		{ch("MODIFIED", "acme", &globex, nil), metadata.Selector{}, "ADDED"},
+		{ch("MODIFIED", "globex", &acme, nil), metadata.Selector{}, "DELETED"},
+		{ch("MODIFIED", "globex", &globex, nil), metadata.Selector{}, ""},
+		{ch("MODIFIED", "globex", nil, nil), metadata.Selector{}, "DELETED"}, // prev unknown
+		{ch("DELETED", "acme", nil, nil), metadata.Selector{}, "DELETED"},
+		{ch("DELETED", "globex", nil, nil), metadata.Selector{}, ""},
+		{ch("MODIFIED", "acme", &globex, prod), sel, "ADDED"},
+		{ch("MODIFIED", "acme", &acme, map[string]string{}), sel, ""},
+		{ch("MODIFIED", "globex", &acme, prod), sel, "DELETED"},
+	} {
+		typ, ok := resource.EventIn(tc.c, tc.sel, "org", "acme")
+		require.Equal(t, tc.want != "", ok, "%+v", tc.c)
+		require.Equal(t, tc.want, typ, "%+v", tc.c)
+	}
+	typ, ok := resource.EventIn(ch("MODIFIED", "globex", &globex, nil), metadata.Selector{}, "org", "")
+	require.True(t, ok)
+	require.Equal(t, "MODIFIED", typ, "without an org every change is sent as it is")
+}
