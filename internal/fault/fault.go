@@ -67,6 +67,9 @@ const (
 	ReasonDiskFull    = "disk-full"
 	ReasonConnections = "connections"
 	ReasonUnavailable = "unavailable"
+	// ReasonShuttingDown ends the streams (watches, audit follows) of a replica that stops:
+	// nothing failed, the client resumes on another replica.
+	ReasonShuttingDown = "shutting-down"
 )
 
 // Unavailable is a 503 with a reason (one of the Reason constants).

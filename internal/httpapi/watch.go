@@ -158,7 +158,7 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 			recheck = now.Add(a.watchRecheck)
 			if err := a.stillValid(ctx, p); err != nil {
 				if ctx.Err() == nil {
-					_ = send(watchEvent{Type: "ERROR", Object: a.problemOf(r, err)})
+					_ = send(watchEvent{Type: "ERROR", Object: a.streamProblem(r, "watch", err)})
 				}
 				return false
 			}
@@ -190,7 +190,7 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 				}
 				continue
 			}
-			_ = send(watchEvent{Type: "ERROR", Object: a.problemOf(r, err)})
+			_ = send(watchEvent{Type: "ERROR", Object: a.streamProblem(r, "watch", err)})
 			return nil
 		}
 		if typ, ok := resource.EventFor(c, sel); ok && filter.Allows(c.Name) {
