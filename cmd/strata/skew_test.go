@@ -17,6 +17,7 @@ package main_test
 // docs/operations.md ("Writing a migration") makes it part of adding any migration.
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -239,6 +240,20 @@ func (j *skewJudge) old(what string, status int, body string, check func(t *test
 	return accepted
 }
 
+// oldRefuses judges an answer that must be a refusal: want (the status the current release
+// gives, e.g. 422 for invalid input) or a 503; a 2xx (the bad request took effect), a 500 or
+// another status fails.
+func (j *skewJudge) oldRefuses(what string, status int, body string, want int) {
+	j.t.Helper()
+	j.t.Run(what, func(t *testing.T) {
+		if status == http.StatusServiceUnavailable {
+			j.refused = append(j.refused, fmt.Sprintf("%s: %d", what, status))
+			return
+		}
+		require.Equal(t, want, status, "the old release answers as the current one does, or with a 503: %s", body)
+	})
+}
+
 func accept(*testing.T, string) {}
 
 // jsonAt decodes body and walks the keys.
@@ -309,6 +324,102 @@ func skewScenario(t *testing.T, oldBin string) {
 		require.Equal(t, http.StatusOK, status, body)
 		check(t, body)
 	}
+
+	// A group made through the old release selects the node the current one made.
+	status, body = skewCall(t, o.url, "POST", "/v1/orgs/acme/groups", admin, `{"metadata":{"name":"webservers"},"spec":{"selector":"role=web","priority":10}}`)
+	if !j.old("create a group", status, body, accept) {
+		status, body = skewCall(t, n.url, "POST", "/v1/orgs/acme/groups", admin, `{"metadata":{"name":"webservers"},"spec":{"selector":"role=web","priority":10}}`)
+		require.Equal(t, http.StatusCreated, status, body)
+	}
+	status, body = skewCall(t, n.url, "GET", "/v1/orgs/acme/groups/webservers/members", admin, "")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `"node":"web01"`)
+
+	// A kind of one's own, registered on the current release: the old one stores valid
+	// objects and refuses invalid ones.
+	status, body = skewCall(t, n.url, "PUT", "/v1/kinds/Database", admin, `{"scope":"org","schema":{"type":"object","required":["engine"],"properties":{"engine":{"type":"string","enum":["postgres","mysql"]},"size":{"type":"integer","minimum":1,"maximum":100}}}}`)
+	require.Equal(t, http.StatusCreated, status, body)
+	status, body = skewCall(t, o.url, "POST", "/v1/orgs/acme/resources/Database", admin, `{"metadata":{"name":"main","labels":{"env":"prod"}},"spec":{"engine":"postgres","size":80}}`)
+	if !j.old("create an object of a user kind", status, body, accept) {
+		status, body = skewCall(t, n.url, "POST", "/v1/orgs/acme/resources/Database", admin, `{"metadata":{"name":"main","labels":{"env":"prod"}},"spec":{"engine":"postgres","size":80}}`)
+		require.Equal(t, http.StatusCreated, status, body)
+	}
+	status, body = skewCall(t, n.url, "GET", "/v1/orgs/acme/resources/Database/main", admin, "")
+	require.Equal(t, http.StatusOK, status, body)
+	require.EqualValues(t, 80, jsonAt(t, body, "spec", "size"), body)
+	status, body = skewCall(t, o.url, "POST", "/v1/orgs/acme/resources/Database", admin, `{"metadata":{"name":"bad"},"spec":{"engine":"oracle"}}`)
+	j.oldRefuses("create an invalid object of a user kind", status, body, http.StatusUnprocessableEntity)
+
+	// A sync import through the old release: the history entries it adds claim another
+	// installation's actor and date, and the current release must be able to tell them from
+	// its own (importedBy), or the claim reads as witnessed here.
+	status, body = skewCall(t, n.url, "PUT", "/v1/pillars/global/app", admin, `{"port":80}`)
+	require.Equal(t, http.StatusCreated, status, body)
+	stream := `{"type":"header","version":1}` + "\n" +
+		`{"type":"row","target":"global","category":"app","data":{"port":80},"history":[{"revision":1,"old":null,"new":{"port":1},"actor":"alice","at":"2001-02-03T04:05:06Z"}]}` + "\n"
+	req, err := http.NewRequest("POST", o.url+"/v1/pillars:import?format=ndjson", strings.NewReader(stream))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	if j.old("sync import with history", resp.StatusCode, string(b), accept) {
+		t.Run("the current release after the old one's import", func(t *testing.T) {
+			status, body := skewCall(t, n.url, "GET", "/v1/pillars/global/app/history", admin, "")
+			require.Equal(t, http.StatusOK, status, body)
+			var hist struct {
+				Items []map[string]any `json:"items"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(body), &hist))
+			var claimed int
+			for _, h := range hist.Items {
+				if h["actor"] == "alice" {
+					claimed++
+					require.NotEmpty(t, h["importedBy"], "an imported entry is marked as imported: %v", h)
+				}
+			}
+			require.Equal(t, 1, claimed, body)
+		})
+	}
+
+	// A watch through the old release sees what the current one writes.
+	status, body = skewCall(t, n.url, "GET", "/v1/nodes", admin, "")
+	require.Equal(t, http.StatusOK, status, body)
+	rv := jsonAt(t, body, "resourceVersion").(string)
+	t.Run("watch through the old release", func(t *testing.T) {
+		req, err := http.NewRequest("GET", o.url+"/v1/nodes?watch=true&resourceVersion="+rv, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+admin)
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			j.refused = append(j.refused, "watch: 503")
+			return
+		}
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		status, body := skewCall(t, n.url, "POST", "/v1/nodes", admin, `{"metadata":{"name":"web02","labels":{"role":"web"}},"spec":{"org":"acme"}}`)
+		require.Equal(t, http.StatusCreated, status, body)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			var ev struct {
+				Type   string `json:"type"`
+				Object struct {
+					Metadata struct{ Name string } `json:"metadata"`
+				} `json:"object"`
+			}
+			require.NoError(t, json.Unmarshal(sc.Bytes(), &ev), sc.Text())
+			require.Contains(t, []string{"ADDED", "BOOKMARK"}, ev.Type, sc.Text())
+			if ev.Type == "ADDED" {
+				require.Equal(t, "web02", ev.Object.Metadata.Name, "the first change after the list's version")
+				return
+			}
+		}
+		t.Fatalf("the watch ended without the change: %v", sc.Err())
+	})
 
 	// Tokens (made on the current release: the old one only has to honour them).
 	mk := func(name string, scopes ...string) string {
