@@ -6,10 +6,11 @@ package main_test
 // that every release from that version on stays correct on the schema it produces, and this
 // test keeps the promise honest instead of trusting the header. It builds the oldest release
 // the current schema declares compatible from the repository's own history and runs it beside
-// the current binary on one database, through what users do: the README tour, a secret
-// pillar category, an encrypted Terraform project, a Terraform round and Salt renders. Every
-// answer of the old release must be correct or a refusal (503, or a 403 that serves nothing),
-// never a wrong 200 and never a 500.
+// the current binary on one database, through what users do: the README tour, a sync import,
+// a secret pillar category, an encrypted Terraform project, a Terraform round and Salt
+// renders. Every answer of the old release must be correct or a refusal (503, or a 403 that
+// serves nothing), never a wrong 200 and never a 500. The release just before it, which the
+// schema declares incompatible, must turn not ready.
 //
 // It is built only with the tag `skew` and run once per CI run by .ci/run
 // (`go test -tags skew -count=1 -run TestVersionSkew ./cmd/strata/`), not in the suite's two
