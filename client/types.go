@@ -49,6 +49,10 @@ type Problem struct {
 	Detail   string       `json:"detail,omitempty"`
 	Instance string       `json:"instance,omitempty"`
 	Errors   []FieldError `json:"errors,omitempty"`
+	// Reason says why a 503 was answered ("read-only", "disk-full", "connections",
+	// "shutting-down", "unavailable"), so a client can tell a database that refuses writes
+	// from a replica that is going away; empty for other statuses.
+	Reason string `json:"reason,omitempty"`
 	// Report is the compatibility report of a refused kind registration (409).
 	Report *KindReport `json:"report,omitempty"`
 }

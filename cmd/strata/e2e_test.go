@@ -112,9 +112,16 @@ func startServerEarly(t *testing.T, env []string, args ...string) *server {
 // when ready is set, answers /readyz with 200.
 func startServerWaiting(t *testing.T, msg string, ready bool, env []string, args ...string) *server {
 	t.Helper()
+	return startBinaryWaiting(t, binary, msg, ready, env, args...)
+}
+
+// startBinaryWaiting is startServerWaiting for another strata binary (an older release, in
+// the version-skew test).
+func startBinaryWaiting(t *testing.T, bin, msg string, ready bool, env []string, args ...string) *server {
+	t.Helper()
 	pr, pw := io.Pipe()
 	s := &server{stderr: &syncBuffer{}, done: make(chan error, 1)}
-	s.cmd = exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	s.cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.Stderr = io.MultiWriter(s.stderr, pw)
 	require.NoError(t, s.cmd.Start())

@@ -71,6 +71,9 @@ const (
 	// ready, and its secret reads and writes are refused) — a restart with the key files
 	// mends it, another replica may serve meanwhile.
 	ReasonKeys = "keys"
+	// ReasonShuttingDown ends the streams (watches, audit follows) of a replica that stops:
+	// nothing failed, the client resumes on another replica.
+	ReasonShuttingDown = "shutting-down"
 )
 
 // Unavailable is a 503 with a reason (one of the Reason constants).

@@ -344,22 +344,46 @@ func isNDJSON(ct string) bool {
 	return false
 }
 
-// problemOf renders err as the problem document writeError would send for one line, and
-// logs it when it is the server's fault, as writeError does.
+// problemOf renders err as the problem document writeError would send for one line of a
+// bulk apply, and logs it when it is the server's fault, as writeError does.
 func (a *API) problemOf(r *http.Request, err error) *client.Problem {
 	fe := classify(err)
-	info, ok := kinds[fe.Kind]
 	if fe.Kind == fault.KindInternal || fe.Kind == fault.KindUnavailable {
 		a.logger.ErrorContext(r.Context(), "bulk apply line failed", "path", r.URL.Path, "err", err)
 	}
+	return lineProblem(r, fe)
+}
+
+// lineProblem is the problem document of fe inside a stream or a per-line result: the one
+// writeError would send (an internal error's detail replaced by a pointer to the log), with
+// the 503 reason, minus the other extensions a typed client.Problem cannot carry.
+func lineProblem(r *http.Request, fe *fault.Error) *client.Problem {
+	info, ok := kinds[fe.Kind]
 	if !ok || fe.Kind == fault.KindInternal {
 		info = kinds[fault.KindInternal]
 		fe = &fault.Error{Kind: fault.KindInternal, Detail: fmt.Sprintf("internal error; the server log has the details (request path %s)", r.URL.Path)}
 	}
-	p := &client.Problem{Type: ProblemTypeBase + info.slug, Title: info.title, Status: info.status, Detail: fe.Detail}
+	p := &client.Problem{Type: ProblemTypeBase + info.slug, Title: info.title, Status: info.status, Detail: fe.Detail, Reason: fault.ReasonOf(fe)}
 	for _, f := range fe.Fields {
 		p.Errors = append(p.Errors, client.FieldError{Field: f.Field, Message: f.Message})
 	}
+	return p
+}
+
+// streamProblem renders the error that ends a stream (a watch, an audit follow) as the
+// object of its ERROR event, with the request path as instance, and logs it by what it
+// means: a replica shutting down ends its streams as planned (info), anything else that is
+// the server's fault is an error. what names the stream in the log ("watch").
+func (a *API) streamProblem(r *http.Request, what string, err error) *client.Problem {
+	fe := classify(err)
+	switch {
+	case fault.ReasonOf(fe) == fault.ReasonShuttingDown:
+		a.logger.InfoContext(r.Context(), what+" ended: the server is shutting down", "path", r.URL.Path)
+	case fe.Kind == fault.KindInternal || fe.Kind == fault.KindUnavailable:
+		a.logger.ErrorContext(r.Context(), what+" failed", "path", r.URL.Path, "reason", fault.ReasonOf(fe), "err", err)
+	}
+	p := lineProblem(r, fe)
+	p.Instance = r.URL.Path
 	return p
 }
 

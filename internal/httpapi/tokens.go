@@ -179,7 +179,7 @@ func (a *API) auditFollow(w http.ResponseWriter, r *http.Request, p *auth.Princi
 			recheck = acc.nextRecheck(time.Now())
 			if err := acc.stillValid(ctx); err != nil {
 				if ctx.Err() == nil {
-					b, _ := json.Marshal(watchEvent{Type: "ERROR", Object: a.problemOf(r, err)})
+					b, _ := json.Marshal(watchEvent{Type: "ERROR", Object: a.streamProblem(r, "audit follow", err)})
 					_, _ = w.Write(append(b, '\n'))
 				}
 				return nil
@@ -188,7 +188,7 @@ func (a *API) auditFollow(w http.ResponseWriter, r *http.Request, p *auth.Princi
 		recs, next, err := a.tokens.FollowAudit(ctx, cur, action, 500)
 		if err != nil {
 			if ctx.Err() == nil {
-				b, _ := json.Marshal(watchEvent{Type: "ERROR", Object: a.problemOf(r, err)})
+				b, _ := json.Marshal(watchEvent{Type: "ERROR", Object: a.streamProblem(r, "audit follow", err)})
 				_, _ = w.Write(append(b, '\n'))
 			}
 			return nil

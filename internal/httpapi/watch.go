@@ -164,7 +164,7 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 			recheck = acc.nextRecheck(now)
 			if err := acc.stillValid(ctx); err != nil {
 				if ctx.Err() == nil {
-					_ = send(watchEvent{Type: "ERROR", Object: a.problemOf(r, err)})
+					_ = send(watchEvent{Type: "ERROR", Object: a.streamProblem(r, "watch", err)})
 				}
 				return false
 			}
@@ -200,7 +200,7 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 				}
 				continue
 			}
-			_ = send(watchEvent{Type: "ERROR", Object: a.problemOf(r, err)})
+			_ = send(watchEvent{Type: "ERROR", Object: a.streamProblem(r, "watch", err)})
 			return nil
 		}
 		if typ, ok := resource.EventIn(c, sel, k.OrgMember, inOrg); ok && filter.Allows(c.Name) {

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -292,7 +294,10 @@ func authed(t *testing.T, b *watchBundle, path string) *http.Request {
 func TestWatchEndsWithErrorEvent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := watchSetup(t, 50*time.Millisecond, time.Minute)
+	var logged syncLog
+	b := watchSetup(t, 50*time.Millisecond, time.Minute, func(o *httpapi.Options) {
+		o.Logger = slog.New(slog.NewJSONHandler(&logged, nil))
+	})
 	w, err := b.admin.Orgs().Watch(ctx, client.WatchOptions{})
 	require.NoError(t, err)
 	defer w.Close()
@@ -312,6 +317,33 @@ func TestWatchEndsWithErrorEvent(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, http.StatusServiceUnavailable, ce.Status)
 	require.Equal(t, httpapi.ProblemTypeBase+"unavailable", ce.Problem.Type)
+	require.Equal(t, "shutting-down", ce.Problem.Reason, "the ERROR event names its reason, as every 503 problem does")
+	require.Equal(t, "/v1/orgs", ce.Problem.Instance)
 	_, err = w.Next()
 	require.ErrorIs(t, err, io.EOF, "nothing follows the ERROR event")
+	// The server's log says what happened: a watch ended by the shutdown, not a failed line
+	// of a bulk apply, and not as an error (nothing went wrong).
+	log := logged.String()
+	require.NotContains(t, log, "bulk apply")
+	require.Contains(t, log, `"msg":"watch ended: the server is shutting down"`)
+	require.Contains(t, log, `"level":"INFO"`)
+	require.NotContains(t, log, `"level":"ERROR"`)
+}
+
+// syncLog is a log destination the server's goroutines and the test share.
+type syncLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

@@ -93,7 +93,7 @@ const (
 )
 
 // ErrWatchStopped ends every watch of a Hub that stops (the replica shuts down).
-var ErrWatchStopped = fault.New(fault.KindUnavailable, "the server is shutting down; resume the watch from the last resourceVersion received on another replica")
+var ErrWatchStopped = fault.Unavailable(fault.ReasonShuttingDown, nil, "the server is shutting down; resume the watch from the last resourceVersion received on another replica")
 
 // Hub is the one change poller of a replica. It reads the changes log in resourceVersion
 // order — woken by the NOTIFY every insert into it sends (migration 0012), and once a second

@@ -1,0 +1,21 @@
+-- strata:compatible-since 32
+-- The rollout bound (issue 28, finding 3). Migrations 0022, 0025, 0026 and 0027 declared
+-- compatible-since 15 because they only add columns, but a release that does not know what
+-- they add is not correct beside them: a release before 25 renders a secret category's masked
+-- "(secret)" leaves to Salt with a 200, writes a secret row in plaintext while the stale
+-- sealed value stays (the acknowledged write is never seen again), and serves an encrypted
+-- project's ciphertext as the Terraform state; a release before 22 writes rows of a typed
+-- category unvalidated; a release before 27 records a sync import's history entries as if
+-- this installation had witnessed them (the forgery issue 27 closed). compatible-since is
+-- recorded when a migration is applied, so editing those headers would change nothing on the
+-- databases that already ran them: this migration, which changes nothing else, raises the
+-- schema's bound for every database, those already at 26 to 32 included (32, not 27: releases
+-- 27 to 31 lack the scope grammar's fix, the server's own request ids, the key check
+-- against the key ids the data references (0031), or the org a node was in before each
+-- change, which org-filtered watches read (0032)). When the first replica of
+-- this release migrates, every replica of releases 15 to 31 turns not ready (its /readyz
+-- answers 503 "schema is newer…; upgrade strata") and a balancer stops sending it requests:
+-- replace the old replicas promptly, with enough new ones started first to carry the load.
+-- The version-skew test (cmd/strata, TestVersionSkew, run by .ci/run) runs release 32 beside
+-- this schema and checks every answer it gives.
+SELECT 1;
