@@ -37,7 +37,7 @@ restore. See docs/operations.md, "Backup and restore".`,
 	progress := func(what string) (*progress, func(done, total int)) {
 		prog := g.newProgress(0, what, quiet)
 		return prog, func(done, total int) {
-			prog.max = int64(total)
+			prog.setMax(int64(total))
 			prog.set(int64(done), int64(done))
 		}
 	}

@@ -72,7 +72,7 @@ run it again to resume an interrupted conversion.`,
 					return err
 				}
 				total += r.Converted
-				prog.max = int64(total) + r.Remaining
+				prog.setMax(int64(total) + r.Remaining)
 				prog.set(int64(total), int64(total))
 				if r.Done {
 					break
