@@ -184,7 +184,9 @@ func (c *Client) stream(ctx context.Context, req Request, body io.Reader) (*http
 	if req.ContentType != "" {
 		hr.Header.Set("Content-Type", req.ContentType)
 	}
-	hr.Header.Set("Accept", "application/json")
+	if hr.Header.Get("Accept") == "" {
+		hr.Header.Set("Accept", "application/json")
+	}
 	hr.Header.Set("User-Agent", c.UserAgent)
 	if c.token != "" {
 		hr.Header.Set("Authorization", "Bearer "+c.token)

@@ -148,3 +148,42 @@ func TestProgressInPipe(t *testing.T) {
 	require.NoError(t, cmd.Wait())
 	require.Regexp(t, `^1 lines applied \([0-9hms]+\)$`, rest[len(rest)-1])
 }
+
+// TestImportProgress: pillar import counts the rows the server's transaction writes (its
+// NDJSON result stream), as "staged" until the summary says the transaction committed; a
+// failure after some rows says nothing was imported.
+func TestImportProgress(t *testing.T) {
+	t.Parallel()
+	env := progressServer(t)
+	tree := t.TempDir()
+	files := map[string]string{
+		"top.sls":    "base:\n  '*':\n    - common\n  web01:\n    - web\n  db01:\n    - db\n",
+		"common.sls": "a: 1\n",
+		"web.sls":    "port: 80\n",
+		"db.sls":     "port: 5432\n",
+	}
+	for name, text := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(tree, name), []byte(text), 0o600))
+	}
+
+	stdout, stderr, err := cliStreams(t, env, "pillar", "import", tree, "--org", "nosuch")
+	require.Error(t, err)
+	require.Regexp(t, `(?m)^1 rows staged \(1 of 3, 33%, [0-9hms]+\)$`, stderr, "the global row was written before the node's org was found missing")
+	require.Contains(t, stderr, "error: nothing was imported (the import is one transaction, rolled back): invalid node: its org does not exist")
+	require.Empty(t, stdout)
+	_, err = cli(t, env, "pillar", "get", "common", "--global")
+	require.Error(t, err, "rolled back")
+
+	stdout, stderr, err = cliStreams(t, env, "pillar", "import", tree, "--org", "acme")
+	require.NoError(t, err, stderr)
+	require.Regexp(t, `(?m)^3 rows staged \(3 of 3, 100%, [0-9hms]+\)$`, stderr)
+	require.Contains(t, stdout, "imported\n")
+	require.Regexp(t, `node/web01\s+web\s+created`, stdout)
+
+	out, err := inTerminal(t, env, `"$STRATA_BIN" pillar import `+tree+` --org acme`)
+	require.NoError(t, err, out)
+	frames := strings.Split(out, "\r\x1b[K")
+	last := frames[len(frames)-1]
+	require.Regexp(t, `^\[={30}\] 100% 3/3 3 rows staged [0-9hms]+\n`, last, "the bar stays above the report:\n%q", out)
+	require.Regexp(t, `node/web01\s+web\s+unchanged`, last)
+}

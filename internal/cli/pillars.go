@@ -341,7 +341,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := c.PillarImport(cmd.Context(), req, importOpts)
+			rep, err := importWithProgress(cmd.Context(), g, c, req, importOpts, quiet)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,27 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/stratahq/strata/client"
+)
+
+// importWithProgress runs a tree import with the server's NDJSON result stream, counting the
+// rows its transaction writes. They are "staged", not imported: the import is one transaction
+// and commits only when the summary arrives, so the report never claims rows a later failure
+// rolled back; that failure says nothing was imported.
+func importWithProgress(ctx context.Context, g *globals, c *client.Client, req client.PillarImportRequest, opts client.PillarImportOptions, quiet bool) (client.PillarImportReport, error) {
+	prog := g.newProgress(0, "rows staged", quiet)
+	staged := 0
+	rep, err := c.PillarImportStream(ctx, req, opts, func(_ client.PillarImportRow, item, of int) {
+		staged = item
+		prog.setMax(int64(of))
+		prog.result(true)
+	})
+	prog.finish()
+	if err != nil && staged > 0 {
+		return rep, fmt.Errorf("nothing was imported (the import is one transaction, rolled back): %w", err)
+	}
+	return rep, err
+}
