@@ -38,6 +38,7 @@ func TestLockConflictWords(t *testing.T) {
 		{"state", "push", "net", "default", state},
 		{"state", "restore", "net", "default", "1"},
 		{"project", "encrypt", "net", "-q"},
+		{"state", "unlock", "net", "default", "6b1f0000-0000-4000-8000-00000000000a"}, // another ID
 	} {
 		_, err := cli(t, env, args...)
 		require.Error(t, err, "strata %s", strings.Join(args, " "))

@@ -27,6 +27,7 @@ type progress struct {
 	tty    *os.File  // the terminal drawn on, or nil
 	w      io.Writer // otherwise, the counts' writer (nil: quiet)
 	what   string    // what done counts, e.g. "lines applied"
+	label  bool      // what is the whole description: no counts (newSpinner)
 	max    int64     // the total of cur, 0 when unknown
 	cur    int64     // items handled (done, failed or skipped)
 	done   int64     // items done
@@ -118,8 +119,21 @@ func (p *progress) result(ok bool) {
 	}
 }
 
+// newSpinner reports work that has no count, one request the server works on for a while
+// (e.g. "converting 12 rows and their history"): a spinner with the elapsed time.
+func (g *globals) newSpinner(what string, quiet bool) *progress {
+	p := g.newProgress(0, what, quiet)
+	p.mu.Lock()
+	p.label = true
+	p.mu.Unlock()
+	return p
+}
+
 // counts is the report's words: "1200 lines applied, 3 failed".
 func (p *progress) counts() string {
+	if p.label {
+		return p.what
+	}
 	s := fmt.Sprintf("%d %s", p.done, p.what)
 	if p.failed > 0 {
 		s += fmt.Sprintf(", %d failed", p.failed)
@@ -171,13 +185,27 @@ func (p *progress) draw(final bool) {
 }
 
 // finish ends the report: a terminal keeps the last frame, a pipe gets the final counts.
-func (p *progress) finish() {
+func (p *progress) finish() { p.close(true) }
+
+// abandon ends the report of work that failed as a whole (a restore that stopped, a batch
+// loop that got an error): a terminal's frame is cleared and a pipe gets no last line, so no
+// count is announced for work that the error which follows says did not complete.
+func (p *progress) abandon() { p.close(false) }
+
+// end finishes the report when err is nil, else abandons it.
+func (p *progress) end(err error) { p.close(err == nil) }
+
+func (p *progress) close(keep bool) {
 	p.mu.Lock()
 	if p.ended {
 		p.mu.Unlock()
 		return
 	}
-	p.draw(true)
+	if keep {
+		p.draw(true)
+	} else if p.tty != nil && p.shown != "" {
+		fmt.Fprint(p.tty, "\r\x1b[K")
+	}
 	p.ended = true
 	p.mu.Unlock()
 	close(p.stop)

@@ -68,7 +68,7 @@ run it again to resume an interrupted conversion.`,
 			for {
 				r, err := c.ProjectEncrypt(cmd.Context(), args[0], batch)
 				if err != nil {
-					prog.finish()
+					prog.abandon()
 					return err
 				}
 				total += r.Converted
