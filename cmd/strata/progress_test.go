@@ -187,3 +187,31 @@ func TestImportProgress(t *testing.T) {
 	require.Regexp(t, `^\[={30}\] 100% 3/3 3 rows staged [0-9hms]+\n`, last, "the bar stays above the report:\n%q", out)
 	require.Regexp(t, `node/web01\s+web\s+unchanged`, last)
 }
+
+// TestApplyCountsWhereItStopped: `strata apply` of several documents prints each object as it
+// is applied and, when one fails, says how many were applied, which failed and how many were
+// not tried.
+func TestApplyCountsWhereItStopped(t *testing.T) {
+	t.Parallel()
+	env := progressServer(t)
+	file := filepath.Join(t.TempDir(), "nodes.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`kind: Node
+metadata: {name: ap01}
+spec: {org: acme}
+---
+kind: Node
+metadata: {name: ap02}
+spec: {org: nope}
+---
+kind: Node
+metadata: {name: ap03}
+spec: {org: acme}
+`), 0o600))
+	stdout, stderr, err := cliStreams(t, env, "apply", "-f", file)
+	require.Error(t, err)
+	require.Regexp(t, `^Node/ap01 applied \(resourceVersion \d+, schema revision \d+\)\n$`, stdout)
+	require.Contains(t, stderr, "error: Node/ap02 (document 2 of 3): ")
+	require.True(t, strings.HasSuffix(stderr, "\n1 applied, 1 failed, 1 not tried\n"), stderr)
+	_, err = cli(t, env, "node", "get", "ap03")
+	require.Error(t, err, "not tried")
+}

@@ -25,3 +25,13 @@ func importWithProgress(ctx context.Context, g *globals, c *client.Client, req c
 	}
 	return rep, err
 }
+
+// applyStopped is the error of `strata apply` when document i (0-based) of n fails: the
+// objects before it were applied (each printed as it was), it failed, and the rest were not
+// tried, so the count of each is said rather than left to be inferred.
+func applyStopped(err error, kind, name string, i, n int) error {
+	if n == 1 {
+		return err
+	}
+	return fmt.Errorf("%s/%s (document %d of %d): %w\n%d applied, 1 failed, %d not tried", kind, name, i+1, n, err, i, n-i-1)
+}
