@@ -57,6 +57,8 @@ type Error struct {
 	Problem Problem
 	// Body is the raw body when it was not a problem document (e.g. a 423 LockInfo).
 	Body []byte
+	// Lock is the workspace and holder of a 423 (Locked) answer about a Terraform lock.
+	Lock *Lock
 }
 
 func (e *Error) Error() string {
@@ -68,6 +70,9 @@ func (e *Error) Error() string {
 			}
 		}
 		return msg
+	}
+	if e.Lock != nil {
+		return e.Lock.String()
 	}
 	if len(e.Body) > 0 {
 		return fmt.Sprintf("HTTP %d: %s", e.Status, strings.TrimSpace(string(e.Body)))
@@ -179,7 +184,9 @@ func (c *Client) stream(ctx context.Context, req Request, body io.Reader) (*http
 	if req.ContentType != "" {
 		hr.Header.Set("Content-Type", req.ContentType)
 	}
-	hr.Header.Set("Accept", "application/json")
+	if hr.Header.Get("Accept") == "" {
+		hr.Header.Set("Accept", "application/json")
+	}
 	hr.Header.Set("User-Agent", c.UserAgent)
 	if c.token != "" {
 		hr.Header.Set("Authorization", "Bearer "+c.token)
@@ -199,6 +206,7 @@ func (c *Client) stream(ctx context.Context, req Request, body io.Reader) (*http
 			return resp, e
 		}
 		e.Body = b
+		e.Lock = lockOf(resp.StatusCode, req.Path, b)
 		return resp, e
 	}
 	return resp, nil

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -175,17 +176,21 @@ type PillarImportOptions struct {
 	SkipUnsupported bool
 }
 
+// PillarImportRow is one pillar row of an import and what the import did with it (created,
+// updated or unchanged).
+type PillarImportRow struct {
+	Target   string   `json:"target"`
+	Category string   `json:"category"`
+	Sources  []string `json:"sources"`
+	Match    string   `json:"match"`
+	Action   string   `json:"action"`
+	Secret   bool     `json:"secret"`
+}
+
 // PillarImportReport is what an import did, or with DryRun would do.
 type PillarImportReport struct {
-	Org  string `json:"org"`
-	Rows []struct {
-		Target   string   `json:"target"`
-		Category string   `json:"category"`
-		Sources  []string `json:"sources"`
-		Match    string   `json:"match"`
-		Action   string   `json:"action"`
-		Secret   bool     `json:"secret"`
-	} `json:"rows"`
+	Org    string            `json:"org"`
+	Rows   []PillarImportRow `json:"rows"`
 	Groups []struct {
 		Name     string   `json:"name"`
 		Match    string   `json:"match"`
@@ -219,6 +224,61 @@ func (c *Client) PillarImport(ctx context.Context, req PillarImportRequest, opts
 	var out PillarImportReport
 	_, err := c.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/pillars:import", Query: q, Body: req}, &out)
 	return out, err
+}
+
+// PillarImportStream is PillarImport with the server's NDJSON result stream: onRow is called
+// for each row as the import's transaction writes it (item of the rows' count), and the report
+// (with those rows) is returned once the transaction committed, or rolled back for DryRun.
+// The rows are committed only then: an error after some rows means nothing was imported.
+func (c *Client) PillarImportStream(ctx context.Context, req PillarImportRequest, opts PillarImportOptions, onRow func(row PillarImportRow, item, of int)) (PillarImportReport, error) {
+	q := url.Values{}
+	if opts.Org != "" {
+		q.Set("org", opts.Org)
+	}
+	if opts.DryRun {
+		q.Set("dryRun", "true")
+	}
+	if opts.SkipUnsupported {
+		q.Set("skipUnsupported", "true")
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return PillarImportReport{}, fmt.Errorf("encode request: %w", err)
+	}
+	resp, err := c.stream(ctx, Request{Method: http.MethodPost, Path: "/v1/pillars:import", Query: q, ContentType: "application/json",
+		Header: http.Header{"Accept": {"application/x-ndjson"}}}, bytes.NewReader(b))
+	if err != nil {
+		return PillarImportReport{}, err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	var rows []PillarImportRow
+	for {
+		var line struct {
+			PillarImportRow
+			Item    int                 `json:"item"`
+			Of      int                 `json:"of"`
+			Summary *PillarImportReport `json:"summary"`
+			Error   *Problem            `json:"error"`
+		}
+		if err := dec.Decode(&line); err != nil {
+			return PillarImportReport{}, fmt.Errorf("reading the import results: %w", err)
+		}
+		switch {
+		case line.Summary != nil:
+			line.Summary.Rows = rows
+			if line.Summary.Rows == nil {
+				line.Summary.Rows = []PillarImportRow{}
+			}
+			return *line.Summary, nil
+		case line.Error != nil:
+			return PillarImportReport{}, &Error{Status: line.Error.Status, Problem: *line.Error}
+		}
+		rows = append(rows, line.PillarImportRow)
+		if onRow != nil {
+			onRow(line.PillarImportRow, line.Item, line.Of)
+		}
+	}
 }
 
 // SaltCredentials are what a Salt master needs to read pillars through strata.node_pillars.

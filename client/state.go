@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -198,15 +197,9 @@ func (c *Client) StateRestore(ctx context.Context, project, workspace string, n 
 	return out.Version, err
 }
 
-// LockHolder extracts the holder's LockInfo from a 423 error of StateLock.
+// LockHolder extracts the holder's LockInfo from a 423 error of StateLock (or of any call
+// that met a lock; LockOf adds the workspace).
 func LockHolder(err error) (LockInfo, bool) {
-	e, ok := err.(*Error)
-	if !ok || e.Status != http.StatusLocked || len(e.Body) == 0 {
-		return LockInfo{}, false
-	}
-	var info LockInfo
-	if json.Unmarshal(e.Body, &info) != nil {
-		return LockInfo{}, false
-	}
-	return info, true
+	l, ok := LockOf(err)
+	return l.Holder, ok
 }

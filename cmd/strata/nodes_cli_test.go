@@ -157,7 +157,7 @@ func TestNodeGroupCLI(t *testing.T) {
 	var sum client.ApplySummary
 	require.NoError(t, json.Unmarshal([]byte(stdout), &sum), stdout)
 	require.Equal(t, client.ApplySummary{Lines: n, Created: n}, sum)
-	require.Contains(t, stderr, fmt.Sprintf("%d lines applied (100%%)\n", n), "written to a pipe, progress is plain lines of counts")
+	require.Regexp(t, fmt.Sprintf(`(?m)^%d lines applied \(%d of %d, 100%%, [0-9hms]+\)$`, n, n, n), stderr, "written to a pipe, progress is plain lines of counts")
 	require.NotContains(t, stderr, "\r", "no bar is drawn into a pipe")
 
 	var nodes client.ObjectList
@@ -174,7 +174,7 @@ func TestNodeGroupCLI(t *testing.T) {
 	start = time.Now()
 	out = run("node", "apply", "-f", inv, "-q")
 	t.Logf("strata node apply of the same %d nodes again (all unchanged): %v", n, time.Since(start).Round(time.Millisecond))
-	require.Equal(t, fmt.Sprintf("%d lines: 0 created, 0 updated, %d unchanged, 0 errors\n", n, n), out)
+	require.Equal(t, fmt.Sprintf("%d lines: 0 failed, %d applied (0 created, 0 updated, %d unchanged)\n", n, n, n), out)
 	require.Equal(t, o.Metadata.ResourceVersion, getNode("node-00042").Metadata.ResourceVersion)
 
 	// Bad lines: the good ones are applied, each bad one is named on stderr, and the exit
@@ -195,7 +195,7 @@ func TestNodeGroupCLI(t *testing.T) {
 	var cout, cerr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &cout, &cerr
 	require.Error(t, cmd.Run())
-	require.Contains(t, cout.String(), "1201 lines: 1198 created, 0 updated, 0 unchanged, 3 errors")
+	require.Contains(t, cout.String(), "1201 lines: 3 failed, 1198 applied (1198 created, 0 updated, 0 unchanged)")
 	require.Equal(t, `line 2 (late02): /spec/org: org "nope" does not exist
 line 3: the request body ends in the middle of a JSON value
 line 1201 (late1201): /spec/org: org "nope" does not exist

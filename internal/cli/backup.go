@@ -37,7 +37,7 @@ restore. See docs/operations.md, "Backup and restore".`,
 	progress := func(what string) (*progress, func(done, total int)) {
 		prog := g.newProgress(0, what, quiet)
 		return prog, func(done, total int) {
-			prog.max = int64(total)
+			prog.setMax(int64(total))
 			prog.set(int64(done), int64(done))
 		}
 	}
@@ -53,7 +53,7 @@ restore. See docs/operations.md, "Backup and restore".`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			prog, report := progress("tables dumped")
 			n, err := server.Backup(cmd.Context(), server.BackupOptions{Config: config(), Progress: report}, args[0])
-			prog.finish()
+			prog.end(err)
 			if err != nil {
 				return err
 			}
@@ -76,7 +76,7 @@ in the audit log as state.force-unlock), and console sessions end.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			prog, report := progress("tables restored")
 			released, err := server.Restore(cmd.Context(), server.RestoreOptions{Config: config(), Progress: report}, args[0])
-			prog.finish()
+			prog.end(err)
 			if err != nil {
 				return err
 			}

@@ -128,6 +128,9 @@ func explain(err error, root *cobra.Command) string {
 		return fmt.Sprintf("cannot reach a strata server at %s (%v).\n"+
 			"Start one with `strata serve`, or point at yours with --server URL or STRATA_SERVER.", server.Redact(addr), oe.Err)
 	}
+	if words, ok := lockWords(err); ok {
+		return words
+	}
 	msg := err.Error()
 	var ce *client.Error
 	if errors.As(err, &ce) {

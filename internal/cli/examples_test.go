@@ -104,20 +104,20 @@ func strataInvocations(t *testing.T, line string) [][]string {
 	return out
 }
 
-type shellWord struct {
+type exampleWord struct {
 	text string
 	op   bool // |, &&, >, <, ;, or # (a comment)
 }
 
 // shellWords is the part of POSIX word splitting the examples use: blanks, '…', "…",
 // and the operators that end a command.
-func shellWords(t *testing.T, line string) []shellWord {
-	var out []shellWord
+func shellWords(t *testing.T, line string) []exampleWord {
+	var out []exampleWord
 	var b strings.Builder
 	has := false
 	flush := func() {
 		if has {
-			out = append(out, shellWord{text: b.String()})
+			out = append(out, exampleWord{text: b.String()})
 		}
 		b.Reset()
 		has = false
@@ -135,13 +135,13 @@ func shellWords(t *testing.T, line string) []shellWord {
 			flush()
 		case ch == '#' && !has:
 			flush()
-			return append(out, shellWord{text: "#", op: true})
+			return append(out, exampleWord{text: "#", op: true})
 		case ch == '|' || ch == '>' || ch == '<' || ch == ';' || ch == '&':
 			flush()
 			for i+1 < len(line) && strings.IndexByte("|&>", line[i+1]) >= 0 {
 				i++
 			}
-			out = append(out, shellWord{text: string(ch), op: true})
+			out = append(out, exampleWord{text: string(ch), op: true})
 		default:
 			b.WriteByte(ch)
 			has = true

@@ -132,7 +132,7 @@ func newKeysCmd(g *globals) *cobra.Command {
 			for {
 				r, err := c.KeysRotate(cmd.Context(), batch)
 				if err != nil {
-					prog.finish()
+					prog.abandon()
 					return err
 				}
 				done += r.Rewrapped

@@ -453,7 +453,7 @@ func newApplyCmd(g *globals) *cobra.Command {
 					fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 				}
 				if err != nil {
-					return err
+					return applyStopped(err, kind, obj.Metadata.Name, i, len(docs))
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s/%s applied (resourceVersion %s, schema revision %d)\n", kind, out.Metadata.Name, out.Metadata.ResourceVersion, out.Metadata.SchemaRevision)
 			}

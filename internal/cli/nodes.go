@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -51,15 +53,15 @@ func newNodeApplyCmd(g *globals) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var in io.Reader = os.Stdin
-			var size int64
+			var lines int64 // the file's lines, so the bar has a total; 0 for stdin (a spinner)
 			if file != "-" {
 				f, err := os.Open(file)
 				if err != nil {
 					return err
 				}
 				defer f.Close()
-				if st, err := f.Stat(); err == nil {
-					size = st.Size()
+				if lines, err = countLines(f); err != nil {
+					return err
 				}
 				in = f
 			}
@@ -67,17 +69,15 @@ func newNodeApplyCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var sent atomic.Int64
-			counted := &countingReader{r: in, n: &sent}
-			var done int64
 			var failed []client.ApplyResult
-			prog := g.newProgress(size, "lines applied", quiet)
-			sum, err := c.NodeApply(cmd.Context(), counted, func(r client.ApplyResult) {
-				done++
+			// Progress counts the server's per-line results, each sent once its batch has
+			// committed: a line is reported applied only when it is.
+			prog := g.newProgress(lines, "lines applied", quiet)
+			sum, err := c.NodeApply(cmd.Context(), in, func(r client.ApplyResult) {
 				if r.Result == "error" {
 					failed = append(failed, r)
 				}
-				prog.set(sent.Load(), done)
+				prog.result(r.Result != "error")
 			})
 			prog.finish()
 			if err != nil {
@@ -85,7 +85,7 @@ func newNodeApplyCmd(g *globals) *cobra.Command {
 			}
 			printFailedLines(g.stderr, failed)
 			if err := g.print(sum, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "%d lines: %d created, %d updated, %d unchanged, %d errors\n", sum.Lines, sum.Created, sum.Updated, sum.Unchanged, sum.Errors)
+				_, err := fmt.Fprintln(w, applySummaryText(sum))
 				return err
 			}); err != nil {
 				return err
@@ -97,20 +97,38 @@ func newNodeApplyCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "NDJSON file to apply (- for stdin)")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress (a bar on a terminal, a line of counts every 5 s otherwise)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress (a bar of lines applied on a terminal, a line of counts every 5 s otherwise)")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
 
-type countingReader struct {
-	r io.Reader
-	n *atomic.Int64
+// countLines counts f's lines that are not blank (the server reports one result for each)
+// and rewinds f.
+func countLines(f *os.File) (int64, error) {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return 0, err // a FIFO or device is read once, by the apply
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), math.MaxInt32)
+	var n int64
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			n++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	_, err = f.Seek(0, io.SeekStart)
+	return n, err
 }
 
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n.Add(int64(n))
-	return n, err
+// applySummaryText puts failures first and never counts them as applied:
+// "5 lines: 3 failed, 2 applied (1 created, 1 updated, 0 unchanged)".
+func applySummaryText(sum client.ApplySummary) string {
+	applied := sum.Created + sum.Updated + sum.Unchanged
+	return fmt.Sprintf("%d lines: %d failed, %d applied (%d created, %d updated, %d unchanged)", sum.Lines, sum.Errors, applied, sum.Created, sum.Updated, sum.Unchanged)
 }
 
 // printFailedLines prints one line per failed input line, in input order (batches commit

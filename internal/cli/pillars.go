@@ -341,7 +341,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := c.PillarImport(cmd.Context(), req, importOpts)
+			rep, err := importWithProgress(cmd.Context(), g, c, req, importOpts, quiet)
 			if err != nil {
 				return err
 			}
@@ -732,8 +732,7 @@ func newPillarCategoryCmd(g *globals) *cobra.Command {
 			// the count follows the answer.
 			var prog *progress
 			if req.Secret != cur.Secret && cur.Rows > 0 {
-				prog = g.newProgress(0, fmt.Sprintf("converting %d rows and their history", cur.Rows), !isTerminal(g.stderr))
-				prog.set(0, 0)
+				prog = g.newSpinner(fmt.Sprintf("converting %d rows and their history", cur.Rows), !isTerminal(g.stderr))
 			}
 			ifMatch := cur.ETag // what the properties were when read: 412 if changed meanwhile
 			if client.IsNotFound(err) {
@@ -741,7 +740,7 @@ func newPillarCategoryCmd(g *globals) *cobra.Command {
 			}
 			out, err := c.PillarCategorySetIf(cmd.Context(), args[0], req, ifMatch)
 			if prog != nil {
-				prog.finish()
+				prog.end(err)
 			}
 			if err != nil {
 				return err

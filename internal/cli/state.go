@@ -68,11 +68,11 @@ run it again to resume an interrupted conversion.`,
 			for {
 				r, err := c.ProjectEncrypt(cmd.Context(), args[0], batch)
 				if err != nil {
-					prog.finish()
+					prog.abandon()
 					return err
 				}
 				total += r.Converted
-				prog.max = int64(total) + r.Remaining
+				prog.setMax(int64(total) + r.Remaining)
 				prog.set(int64(total), int64(total))
 				if r.Done {
 					break
@@ -146,18 +146,7 @@ run it again to resume an interrupted conversion.`,
 		},
 	}
 
-	backendConfig := &cobra.Command{
-		Use:   "backend-config PROJECT WORKSPACE",
-		Short: `Print a ready backend "http" block for a workspace (and the backend "pg" alternative)`,
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.serverSettings(); err != nil { // the context's server, when it names one
-				return err
-			}
-			fmt.Fprint(g.stdout, backendBlock(g.server, args[0], args[1]))
-			return nil
-		},
-	}
+	backendConfig := newBackendConfigCmd(g)
 	cmd.AddCommand(create, list, del, creds, backendConfig, encryptCmd)
 	return cmd
 }
@@ -322,10 +311,7 @@ func newStateCmd(g *globals) *cobra.Command {
 			who, _ := os.Hostname()
 			info := client.LockInfo{ID: newLockID(), Operation: "strata-cli", Info: lockInfo, Who: "strata@" + who, Version: Version, Created: time.Now().UTC()}
 			got, err := c.StateLock(cmd.Context(), args[0], args[1], info)
-			if holder, ok := client.LockHolder(err); ok {
-				return fmt.Errorf("%s/%s is locked by %s (lock ID %s, %s since %s)", args[0], args[1], holder.Who, holder.ID, holder.Operation, holder.Created.Format(time.RFC3339))
-			}
-			if err != nil {
+			if err != nil { // a holder is reported by lockWords, as for every command
 				return err
 			}
 			return g.print(got, func(w io.Writer) error {

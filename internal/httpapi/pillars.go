@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -396,11 +397,82 @@ func (a *API) pillarImport(w http.ResponseWriter, r *http.Request, p *auth.Princ
 	if err := authorizeImport(p, plan, org); err != nil {
 		return err
 	}
-	rep, err := a.pillars.Import(r.Context(), a.resources, plan, pillar.ImportOptions{Org: org, DryRun: dry, SkipUnsupported: skip}, p.Actor())
-	if err != nil {
-		return err
+	opts := pillar.ImportOptions{Org: org, DryRun: dry, SkipUnsupported: skip}
+	if !acceptsNDJSON(r) {
+		rep, err := a.pillars.Import(r.Context(), a.resources, plan, opts, p.Actor())
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, rep)
 	}
-	return writeJSON(w, http.StatusOK, rep)
+	out := &importStream{w: w}
+	opts.OnRow = out.row
+	rep, err := a.pillars.Import(r.Context(), a.resources, plan, opts, p.Actor())
+	if err != nil && !out.started {
+		return err // nothing streamed yet: the usual problem answer, with its status
+	}
+	if err != nil {
+		out.line(struct {
+			Error *client.Problem `json:"error"`
+		}{a.problemOf(r, err)})
+		return nil
+	}
+	type summary struct {
+		pillar.ImportReport
+		Rows []pillar.ImportedRow `json:"rows,omitempty"` // streamed already, one line each
+	}
+	out.line(struct {
+		Summary summary `json:"summary"`
+	}{summary{ImportReport: rep}})
+	return nil
+}
+
+// acceptsNDJSON reports whether the request asks for an NDJSON answer (Accept:
+// application/x-ndjson), which long operations stream as results per item.
+func acceptsNDJSON(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		switch mediaType(part) {
+		case "application/x-ndjson", "application/ndjson":
+			return true
+		}
+	}
+	return false
+}
+
+// importStream writes a tree import's NDJSON answer: one line per row as the transaction
+// writes it ({"item": i, "of": n, …the row}), then {"summary": …} once it committed (or rolled
+// back, for a dry run), or {"error": problem} when it failed after the first row, which means
+// nothing was imported. The status and headers go out with the first row, so an import that
+// fails before writing any row still answers with its problem and status.
+type importStream struct {
+	w         http.ResponseWriter
+	started   bool
+	lastFlush time.Time
+}
+
+// importStreamFlushEvery bounds how often rows are flushed: often enough for a progress bar,
+// without a packet per row of a large tree.
+const importStreamFlushEvery = 100 * time.Millisecond
+
+func (s *importStream) row(row pillar.ImportedRow, index, total int) {
+	s.line(struct {
+		Item int `json:"item"`
+		Of   int `json:"of"`
+		pillar.ImportedRow
+	}{index, total, row})
+}
+
+func (s *importStream) line(v any) {
+	if !s.started {
+		s.started = true
+		s.w.Header().Set("Content-Type", "application/x-ndjson")
+		s.w.WriteHeader(http.StatusOK)
+	}
+	_ = json.NewEncoder(s.w).Encode(v)
+	if f, ok := s.w.(http.Flusher); ok && time.Since(s.lastFlush) >= importStreamFlushEvery {
+		f.Flush()
+		s.lastFlush = time.Now()
+	}
 }
 
 // pillarSyncImport applies an ndjson sync stream (pillar.SyncImport): ?dryRun=true answers

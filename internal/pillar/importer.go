@@ -27,6 +27,10 @@ type ImportOptions struct {
 	SkipUnsupported bool
 	// Progress, when set, is called before each row with its index and the number of rows.
 	Progress func(done, total int)
+	// OnRow, when set, is called after each row is written in the import's transaction,
+	// with the row's 1-based index and the number of rows (the NDJSON result stream of
+	// POST /v1/pillars:import). The rows are committed only when Import returns no error.
+	OnRow func(row ImportedRow, index, total int)
 }
 
 // ImportedRow is one pillar row of an import and what the import did with it.
@@ -203,7 +207,11 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 				}
 				return fmt.Errorf("%s %s: %w", t, row.Category, err)
 			}
-			rep.Rows = append(rep.Rows, ImportedRow{Target: t.String(), Category: row.Category, Sources: row.Sources, Match: row.Target.Match, Action: action, Secret: row.Secret})
+			done := ImportedRow{Target: t.String(), Category: row.Category, Sources: row.Sources, Match: row.Target.Match, Action: action, Secret: row.Secret}
+			rep.Rows = append(rep.Rows, done)
+			if opts.OnRow != nil {
+				opts.OnRow(done, i+1, len(plan.Rows))
+			}
 		}
 		return nil
 	})

@@ -218,6 +218,8 @@ func (s *Service) encryptBatch(ctx context.Context, tx *db.Tx, actor Actor, proj
 	if err == nil {
 		var li client.LockInfo
 		_ = json.Unmarshal([]byte(info), &li)
+		// The request named only the project: the body's Path says which workspace is locked.
+		li.Path = project + "/" + ws
 		return 0, 0, lockedError(fmt.Sprintf("workspace %s/%s is locked by %s (lock %s); convert the project when no run holds a lock", project, ws, li.Who, li.ID), li)
 	}
 	if !errors.Is(err, db.ErrNotFound) {

@@ -191,7 +191,7 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 		case locked && lock.ID != lockID:
 			return lockedError(fmt.Sprintf("workspace %s/%s is locked by %s (lock %s); a write must carry that lock's ID", project, workspace, lock.Info.Who, lock.ID), lock.Info)
 		case !locked && lockID != "":
-			return fault.Conflict("lock %s on %s/%s is no longer held (force-unlocked?); the write was refused", lockID, project, workspace)
+			return staleLock(ctx, tx, project, workspace, lockID)
 		}
 		if locked {
 			if err := lock.usableBy(actor, project, workspace); err != nil {
@@ -428,4 +428,22 @@ type WorkspaceListOptions struct {
 	After string
 	// Limit is the page size; 0 means no limit.
 	Limit int
+}
+
+// staleLock is the 409 for a write whose lock ID this workspace does not hold. When another
+// workspace of the project holds it, the client's lock_address points there (a backend block
+// whose address alone was changed for a second workspace): the answer names that workspace
+// and the fix, since "force-unlocked?" would send the operator looking for the wrong culprit.
+// Only the project's own workspaces are looked at: the caller's scope covers the project.
+func staleLock(ctx context.Context, tx *db.Tx, project, workspace, lockID string) error {
+	var other string
+	err := tx.QueryRow(ctx, q.Get("LockWorkspaceOf"), project, lockID).Scan(&other)
+	switch {
+	case err == nil:
+		return fault.Conflict("lock %s is held on %s/%s, not on %s/%s: the client's lock_address points at %s/%s while its address points at %s/%s; the write was refused (each workspace needs its own address, lock_address and unlock_address: strata project backend-config %s %s)",
+			lockID, project, other, project, workspace, project, other, project, workspace, project, workspace)
+	case errors.Is(err, db.ErrNotFound):
+		return fault.Conflict("lock %s on %s/%s is no longer held (force-unlocked?); the write was refused", lockID, project, workspace)
+	}
+	return err
 }

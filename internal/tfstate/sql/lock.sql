@@ -92,3 +92,8 @@ DELETE FROM {{schema}}.tf_locks RETURNING project, workspace, lock_id, info, cre
 
 -- name: KeepersForget
 DELETE FROM {{schema}}.tf_keepers;
+
+-- name: LockWorkspaceOf
+-- Where in the project a lock ID is held: a write naming a lock its workspace does not hold
+-- was usually locked through a lock_address that points at another workspace.
+SELECT workspace FROM {{schema}}.tf_locks WHERE project = $1 AND lock_id = $2 LIMIT 1
