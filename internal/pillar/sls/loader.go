@@ -275,7 +275,6 @@ func yamlErrorLine(err error) int {
 	return 1
 }
 
-
 // checkAnchors reports an anchor defined twice: yaml.v3 lets the second one win, PyYAML's
 // composer refuses the document ("found duplicate anchor").
 func (l *loader) checkAnchors(doc *yaml.Node) {
