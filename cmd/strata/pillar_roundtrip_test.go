@@ -178,6 +178,24 @@ func TestPillarRoundTrips(t *testing.T) {
 	require.Contains(t, string(b), "port: 82")
 	require.Equal(t, before+1, revision(), "only the concurrent set was stored")
 	require.Contains(t, run("pillar", "render", "web01", "-o", "json"), `"port": 90`)
+
+	// The API's own answer is unwrapped as well (a secret category's adds "secret").
+	req, err := http.NewRequest("GET", s.url+"/v1/nodes/web01/pillars/apache", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	answer, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	run("pillar", "set", "apache", "--node", "web01", "-f", write("api.json", string(answer)))
+	var row struct{ Data json.RawMessage }
+	require.NoError(t, json.Unmarshal([]byte(run("pillar", "get", "apache", "--node", "web01", "-o", "json")), &row))
+	require.JSONEq(t, `{"apache":{"port":90}}`, string(row.Data))
+
+	// A JSON syntax error names file:line:column too.
+	badJSON := write("bad.json", "{\n  \"apache\": {\"port\" 80}\n}\n")
+	require.Contains(t, fail(nil, "pillar", "set", "apache", "--node", "web01", "-f", badJSON), badJSON+":2:21: invalid character")
 }
 
 func slicesClone(s []string) []string { return append([]string(nil), s...) }

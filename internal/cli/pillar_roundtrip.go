@@ -20,8 +20,12 @@ import (
 )
 
 // envelopeKeys are the members `pillar get -o json|yaml` prints (client.Pillar): a document
-// with exactly these top-level keys is such an answer, whose data is the pillar.
+// with exactly these top-level keys is such an answer, whose data is the pillar. The API's
+// own answer (GET …/pillars/{category}) adds "secret", and is taken as well.
 var envelopeKeys = []string{"category", "data", "revision", "target", "updatedAt", "updatedBy"}
+
+// apiEnvelopeKeys are envelopeKeys with the API's "secret", sorted.
+var apiEnvelopeKeys = []string{"category", "data", "revision", "secret", "target", "updatedAt", "updatedBy"}
 
 // pillarDocument is what `pillar set -f` sends: the body, its media type, and the name the
 // server's problems give it.
@@ -100,7 +104,9 @@ func keysOf[V any](m map[string]V) []string {
 	return keys
 }
 
-func isEnvelope(sortedKeys []string) bool { return slices.Equal(sortedKeys, envelopeKeys) }
+func isEnvelope(sortedKeys []string) bool {
+	return slices.Equal(sortedKeys, envelopeKeys) || slices.Equal(sortedKeys, apiEnvelopeKeys)
+}
 
 // checkEnvelope refuses an answer of `pillar get` for another target or category than the
 // command's: storing it would copy a row somewhere it was not read from.
@@ -139,7 +145,7 @@ func yamlEnvelope(b []byte) (data []byte, target, category string, ok bool, err 
 		return nil, "", "", false, nil
 	}
 	root := doc.Content[0]
-	if root.Kind != yaml.MappingNode || len(root.Content) != 2*len(envelopeKeys) {
+	if root.Kind != yaml.MappingNode || (len(root.Content) != 2*len(envelopeKeys) && len(root.Content) != 2*len(apiEnvelopeKeys)) {
 		return nil, "", "", false, nil
 	}
 	var keys []string
