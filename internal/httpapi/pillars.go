@@ -616,7 +616,11 @@ func (a *API) pillarYAML(file string, body []byte) (map[string]any, error) {
 		kind := fault.KindUnprocessable
 		fields := make([]fault.FieldError, len(problems))
 		for i, u := range problems {
-			fields[i] = fault.FieldError{Field: fmt.Sprintf("%s:%d:%d", u.File, u.Line, max(u.Column, 1)), Message: u.Reason}
+			at := fmt.Sprintf("%s:%d:%d", u.File, u.Line, u.Column)
+			if u.Column == 0 { // a syntax error in a body too large to search for its column
+				at = fmt.Sprintf("%s:%d", u.File, u.Line)
+			}
+			fields[i] = fault.FieldError{Field: at, Message: u.Reason}
 			if strings.HasPrefix(u.Reason, "YAML syntax error") {
 				kind = fault.KindInvalid
 			}

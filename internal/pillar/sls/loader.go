@@ -223,6 +223,9 @@ func (l *loader) syntaxError(err error) {
 // end) or not at all, so a binary search over the prefix length finds it in a few parses.
 // It returns the 1-based line and column of that character.
 func syntaxPos(src []byte, err error) (line, col int, ok bool) {
+	if len(src) > maxSyntaxSearch {
+		return 0, 0, false
+	}
 	want := yamlProblem(err)
 	same := func(n int) bool {
 		var doc yaml.Node
@@ -255,6 +258,10 @@ func syntaxPos(src []byte, err error) (line, col int, ok bool) {
 	start := bytes.LastIndexByte(src[:at], '\n') + 1
 	return line, 1 + utf8.RuneCount(src[start:at]), true
 }
+
+// maxSyntaxSearch bounds the documents whose syntax errors get a column: the search parses
+// about log2(size) prefixes, which is cheap for a pillar and not worth it for a huge body.
+const maxSyntaxSearch = 1 << 20
 
 // yamlProblem is a yaml.v3 error's problem without its line.
 func yamlProblem(err error) string {
