@@ -16,8 +16,8 @@ func TestReadDocumentPositions(t *testing.T) {
 		line, col int
 		reason    string
 	}{
-		{"a: b: c\n", 1, 5, "mapping values are not allowed"},           // PyYAML: line 1, column 5
-		{"a: 1\n b: 2\n", 2, 3, "mapping values are not allowed"},       // line 2, column 3
+		{"a: b: c\n", 1, 5, "mapping values are not allowed"},            // PyYAML: line 1, column 5
+		{"a: 1\n b: 2\n", 2, 3, "mapping values are not allowed"},        // line 2, column 3
 		{"a: 1\nb: 2\nc 2\nd: 3\n", 3, 1, "could not find expected ':'"}, // while scanning a simple key, line 3, column 1
 		{"key: value\n\tother: 1\n", 2, 1, "tab"},                        // line 2, column 1
 		{"a:\n  x: 1\n  yes: 2\n", 3, 3, "boolean True"},
