@@ -179,6 +179,16 @@ func TestPillarRoundTrips(t *testing.T) {
 	require.Equal(t, before+1, revision(), "only the concurrent set was stored")
 	require.Contains(t, run("pillar", "render", "web01", "-o", "json"), `"port": 90`)
 
+	// An edit the server refuses is kept too, and the problem names the kept file's line
+	// and column.
+	editor = write("broken.sh", "#!/bin/sh\nprintf 'apache:\\n  port: 80: 81\\n' > \"$1\"\n")
+	msg = fail([]string{"EDITOR=" + editor}, "pillar", "edit", "apache", "--node", "web01")
+	kept = regexp.MustCompile(`kept in (\S+\.yaml)`).FindStringSubmatch(msg)
+	require.NotNil(t, kept, msg)
+	t.Cleanup(func() { os.Remove(kept[1]) })
+	require.Contains(t, msg, kept[1]+":2:11: YAML syntax error")
+	require.FileExists(t, kept[1])
+
 	// The API's own answer is unwrapped as well (a secret category's adds "secret").
 	req, err := http.NewRequest("GET", s.url+"/v1/nodes/web01/pillars/apache", nil)
 	require.NoError(t, err)
