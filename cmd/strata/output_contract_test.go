@@ -97,6 +97,7 @@ func TestOutputContract(t *testing.T) {
 	// Contexts (current-context prints a name, as kubectl's), man pages, state delete.
 	others = append(others, "config current-context", "config delete-context", "config set-context", "config use-context",
 		"docs man", "state delete")
+	others = append(others, "pillar edit", "pillar restore") // write a row (TestPillarRoundTrips)
 	for _, p := range commandPaths(t, nil) {
 		name := strings.Join(p, " ")
 		_, isList := lists[name]

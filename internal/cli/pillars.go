@@ -51,38 +51,20 @@ func newPillarCmd(g *globals) *cobra.Command {
 	var file, ifMatch string
 	set := &cobra.Command{
 		Use:   "set CATEGORY -f FILE",
-		Short: "Store a JSON object as a target's category (- for stdin)",
-		Args:  cobra.ExactArgs(1),
+		Short: "Store a YAML or JSON file as a target's category (- for stdin)",
+		Long: "Stores FILE (- for stdin) as the category: YAML read as Salt reads an SLS file (YAML 1.1),\n" +
+			"or JSON (a .json file, or stdin holding a JSON object). The answer of `strata pillar get\n" +
+			"-o json|yaml` is taken as its data, after checking it is for the same target and category.",
+		Example: "  strata pillar get apache --node web01 -o yaml > apache.yaml   # edit it, then\n" +
+			"  strata pillar set apache --node web01 -f apache.yaml\n" +
+			"  strata pillar set ntp --global -f /srv/pillar/ntp.sls",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var b []byte
-			var err error
-			if file == "-" {
-				b, err = io.ReadAll(os.Stdin)
-			} else {
-				b, err = os.ReadFile(file)
-			}
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			p, err := c.PillarSet(cmd.Context(), t, args[0], b, ifMatch)
-			if err != nil {
-				return err
-			}
-			for _, w := range p.Warnings {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
-			}
-			return g.print(p, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "%s %s revision %d (ETag %s)\n", p.Target, p.Category, p.Revision, p.ETag)
-				return err
-			})
+			return storePillarFile(cmd, g, t, args[0], file, ifMatch)
 		},
 	}
 	target(set)
-	set.Flags().StringVarP(&file, "filename", "f", "", "file holding the JSON object (- for stdin)")
+	set.Flags().StringVarP(&file, "filename", "f", "", "YAML or JSON file holding the category's data (- for stdin)")
 	set.Flags().StringVar(&ifMatch, "if-match", "", "store only if the row is still at this ETag")
 	_ = set.MarkFlagRequired("filename")
 
@@ -165,8 +147,11 @@ func newPillarCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				// Numbers stay as the server spelled them (a big integer is not a float64).
+				dec := json.NewDecoder(bytes.NewReader(body))
+				dec.UseNumber()
 				var v any
-				if err := json.Unmarshal(body, &v); err != nil {
+				if err := dec.Decode(&v); err != nil {
 					return err
 				}
 				return g.print(v, func(w io.Writer) error {
@@ -459,7 +444,10 @@ func newPillarCmd(g *globals) *cobra.Command {
 	exp.Flags().BoolVar(&force, "force", false, "write into a directory that is not empty (or over an existing FILE), replacing the files the export writes")
 	exp.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress")
 
-	cmd.AddCommand(set, get, del, list, imp, exp, newPillarSettingsCmd(g), newPillarCategoryCmd(g),
+	edit, restore := newPillarEditCmd(g, &t), newPillarRestoreCmd(g, &t)
+	target(edit)
+	target(restore)
+	cmd.AddCommand(set, get, del, list, imp, exp, edit, restore, newPillarSettingsCmd(g), newPillarCategoryCmd(g),
 		render("render", "Show a node's merged pillar", false),
 		render("explain", "Show a node's merged pillar and where each value came from", true),
 		history)

@@ -3,7 +3,9 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
 	"sort"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -36,7 +38,7 @@ func yamlNode(v any) *yaml.Node {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, yamlNode(t[k]))
+			n.Content = append(n.Content, yamlString(k), yamlNode(t[k]))
 		}
 		return n
 	case []any:
@@ -48,9 +50,9 @@ func yamlNode(v any) *yaml.Node {
 	case json.Number:
 		// No explicit tag: a JSON number is a plain YAML scalar that YAML 1.2 readers resolve
 		// to a number again (an explicit !!int would be printed for integers beyond int64).
-		return &yaml.Node{Kind: yaml.ScalarNode, Value: string(t)}
+		return &yaml.Node{Kind: yaml.ScalarNode, Value: yaml11Number(string(t))}
 	case string:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: t}
+		return yamlString(t)
 	case bool:
 		if t {
 			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
@@ -60,4 +62,46 @@ func yamlNode(v any) *yaml.Node {
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}
 	}
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: ""}
+}
+
+// plainSafe are the strings printed plain: they start with a letter and hold no character
+// YAML gives a meaning to, so YAML 1.1 (Salt's loader, PyYAML) and YAML 1.2 readers both read
+// them back as the same string. Everything else is quoted: YAML 1.1 reads plain 1:30 as 90,
+// 010 as 10, yes and on as booleans, << as a merge key and = as a value key, which the
+// YAML 1.2 encoder would print plain, so `pillar get -o yaml` fed to `pillar set -f` (read as
+// Salt reads it) would change the data.
+var plainSafe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_./@+-]*(?: [A-Za-z0-9_./@+-]+)*$`)
+
+// yaml11Words are the plain words YAML 1.1 readers take for booleans or null.
+var yaml11Words = regexp.MustCompile(`^(?i:y|n|yes|no|on|off|true|false|null)$`)
+
+// yamlString is a string scalar every YAML reader reads back as that string: plain when
+// plainSafe, a literal block when it spans lines (the encoder falls back to double quotes
+// for text a block cannot hold), double-quoted otherwise.
+func yamlString(s string) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
+	switch {
+	case plainSafe.MatchString(s) && !yaml11Words.MatchString(s):
+	case strings.Contains(strings.TrimRight(s, "\n"), "\n"):
+		n.Style = yaml.LiteralStyle
+	default:
+		n.Style = yaml.DoubleQuotedStyle
+	}
+	return n
+}
+
+// yaml11Number spells a JSON number so that YAML 1.1 reads the same number: its floats need
+// a '.' and a signed exponent (1e3 is a string there), so 1e3 becomes 1.0e+3.
+func yaml11Number(s string) string {
+	mant, exp, ok := strings.Cut(strings.ToLower(s), "e")
+	if !ok {
+		return s
+	}
+	if !strings.Contains(mant, ".") {
+		mant += ".0"
+	}
+	if exp != "" && exp[0] != '-' && exp[0] != '+' {
+		exp = "+" + exp
+	}
+	return mant + "e" + exp
 }

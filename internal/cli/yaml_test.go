@@ -15,7 +15,7 @@ func TestJSONToYAMLKeepsNumbers(t *testing.T) {
   l:
     - 1
     - x
-  n: null
+  "n": null
   s: "123"
   t: true
 b: 12345678901234567890123

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
@@ -117,11 +118,19 @@ func (a *API) pillarGet(w http.ResponseWriter, r *http.Request, t pillar.Target,
 	return writeJSON(w, http.StatusOK, pl)
 }
 
-// pillarPut stores the body (a JSON object) as the category: 201 when created, 200 when
-// replaced; If-Match makes it conditional (412).
+// pillarPut stores the body as the category: 201 when created, 200 when replaced; If-Match
+// makes it conditional (412). The body is a JSON object (application/json) or an SLS file
+// (application/yaml), read by the SLS loader exactly as `pillar import` reads a tree's files
+// (pillarYAML).
 func (a *API) pillarPut(w http.ResponseWriter, r *http.Request, t pillar.Target, p *auth.Principal) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSONContentType(ct) {
-		return fault.Invalid("", "Content-Type must be application/json, not %q", ct)
+	ct := r.Header.Get("Content-Type")
+	yamlBody := isYAMLContentType(ct)
+	if ct != "" && !yamlBody && !isJSONContentType(ct) {
+		return fault.Invalid("", "Content-Type must be application/json or application/yaml, not %q", ct)
+	}
+	file, err := bodyFileName(r)
+	if err != nil {
+		return err
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -131,7 +140,12 @@ func (a *API) pillarPut(w http.ResponseWriter, r *http.Request, t pillar.Target,
 		}
 		return fault.Invalid("", "reading the body: %v", err)
 	}
-	data, err := pillar.DecodeObject(body)
+	var data map[string]any
+	if yamlBody {
+		data, err = a.pillarYAML(file, body)
+	} else {
+		data, err = decodePillarJSON(file, body)
+	}
 	if err != nil {
 		return err
 	}
@@ -628,4 +642,82 @@ func (a *API) pillarExport(w http.ResponseWriter, r *http.Request, p *auth.Princ
 		return err
 	}
 	return writeJSON(w, http.StatusOK, out)
+}
+
+// isYAMLContentType reports whether ct names YAML: application/yaml (RFC 9512), or the
+// application/x-yaml and text/yaml that tools still send.
+func isYAMLContentType(ct string) bool {
+	ct = strings.ToLower(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0]))
+	return ct == "application/yaml" || ct == "application/x-yaml" || ct == "text/yaml"
+}
+
+// bodyFileName is the ?file= a client names the body's file with (`strata pillar set -f
+// apache.yaml` sends apache.yaml), so that a problem names file:line:column as the user's
+// editor shows it; "body" without one. It is only ever echoed in messages.
+func bodyFileName(r *http.Request) (string, error) {
+	f := r.URL.Query().Get("file")
+	if f == "" {
+		return "body", nil
+	}
+	if len(f) > 255 || strings.ContainsFunc(f, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
+		return "", fault.Invalid("file", "file must name the body's file in at most 255 printable characters, not %q", truncateParam(f))
+	}
+	return f, nil
+}
+
+// pillarYAML reads a YAML body with the SLS loader, as Salt reads an SLS file (YAML 1.1, the
+// renderer line, Jinja and PGP refused) and as `pillar import` reads the same file, with the
+// import's byte budget: the values may expand (YAML aliases) to no more than the body limit.
+// Each problem is a field naming file:line:column; a syntax error makes it a 400, anything
+// else that cannot be stored faithfully a 422.
+func (a *API) pillarYAML(file string, body []byte) (map[string]any, error) {
+	if !utf8.Valid(body) {
+		return nil, fault.UnprocessableFields("a pillar must be valid UTF-8", []fault.FieldError{{Field: file, Message: "invalid UTF-8"}})
+	}
+	data, problems, err := sls.ReadDocument(file, body, sls.Options{MaxBytes: a.maxBody})
+	var tooLarge *sls.TooLargeError
+	if errors.As(err, &tooLarge) {
+		return nil, &fault.Error{Kind: fault.KindTooLarge, Detail: tooLarge.Error(), Fields: []fault.FieldError{{
+			Field: fmt.Sprintf("%s:%d", file, tooLarge.Line), Message: fmt.Sprintf("the values expand past the body limit of %d bytes", tooLarge.Limit)}}}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(problems) > 0 {
+		kind := fault.KindUnprocessable
+		fields := make([]fault.FieldError, len(problems))
+		for i, u := range problems {
+			at := fmt.Sprintf("%s:%d:%d", u.File, u.Line, u.Column)
+			if u.Column == 0 { // a syntax error in a body too large to search for its column
+				at = fmt.Sprintf("%s:%d", u.File, u.Line)
+			}
+			fields[i] = fault.FieldError{Field: at, Message: u.Reason}
+			if strings.HasPrefix(u.Reason, "YAML syntax error") {
+				kind = fault.KindInvalid
+			}
+		}
+		detail := fmt.Sprintf("%s cannot be stored as Salt would read it (%d problems)", file, len(problems))
+		if len(problems) == 1 {
+			detail = fmt.Sprintf("%s cannot be stored as Salt would read it", file)
+		}
+		return nil, &fault.Error{Kind: kind, Detail: detail, Fields: fields, Extensions: map[string]any{"problems": problems}}
+	}
+	// The loader passes a NUL through (a "\0" escape); PostgreSQL's jsonb cannot hold it.
+	if enc, err := json.Marshal(data); err == nil && bytes.Contains(enc, []byte(`\u0000`)) {
+		return nil, fault.UnprocessableFields("a pillar cannot hold the NUL character", []fault.FieldError{{Field: file, Message: "must not contain the NUL character (\\0), which PostgreSQL cannot store"}})
+	}
+	return data, nil
+}
+
+// decodePillarJSON decodes a JSON body as pillar.DecodeObject does, naming a syntax error's
+// file:line:column (of the byte where decoding stopped) rather than only its offset.
+func decodePillarJSON(file string, body []byte) (map[string]any, error) {
+	var syn *json.SyntaxError
+	if err := json.Unmarshal(body, new(any)); errors.As(err, &syn) {
+		at := min(max(int(syn.Offset)-1, 0), len(body))
+		line := 1 + bytes.Count(body[:at], []byte("\n"))
+		col := 1 + utf8.RuneCount(body[bytes.LastIndexByte(body[:at], '\n')+1:at])
+		return nil, fault.InvalidFields(file+" is not JSON", []fault.FieldError{{Field: fmt.Sprintf("%s:%d:%d", file, line, col), Message: syn.Error()}})
+	}
+	return pillar.DecodeObject(body)
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -27,6 +28,11 @@ const maxValues = 1 << 20
 // with PyYAML's YAML 1.1 rules.
 type loader struct {
 	report func(line int, reason string)
+	// reportAt is report with the 1-based column too (0 when unknown): a single document
+	// (ReadDocument) names its problems by file:line:column, as PyYAML does.
+	reportAt func(line, col int, reason string)
+	// src is the document being loaded, kept to place a syntax error's column.
+	src    []byte
 	budget int
 	// bytes, when set, is the Read's byte budget, charged for every value this loader
 	// builds (aliases included, each time they are expanded); file names the document in
@@ -58,21 +64,22 @@ func loadDocument(src []byte, report func(line int, reason string)) (any, *yaml.
 }
 
 func (l *loader) load(src []byte) (any, *yaml.Node, bool) {
+	l.src = src
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, nil, true
 		}
-		l.report(yamlErrorLine(err), "YAML syntax error: "+yamlErrorText(err))
+		l.syntaxError(err)
 		return nil, nil, false
 	}
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
 	case err == nil:
-		l.report(max(next.Line, 1), "a second YAML document: Salt's loader reads exactly one document per file")
+		l.reportAt(max(next.Line, 1), next.Column, "a second YAML document: Salt's loader reads exactly one document per file")
 	case !errors.Is(err, io.EOF):
-		l.report(yamlErrorLine(err), "YAML syntax error: "+yamlErrorText(err))
+		l.syntaxError(err)
 	}
 	l.checkAnchors(&doc)
 	v := l.value(&doc)
@@ -181,13 +188,87 @@ func (l *loader) charge(n int, line int) bool {
 
 // newLoader returns a loader reporting to report.
 func newLoader(report func(line int, reason string)) *loader {
+	return newLoaderAt(func(line, _ int, reason string) { report(line, reason) })
+}
+
+// newLoaderAt returns a loader reporting to report with the column of each problem (0 when
+// it has none).
+func newLoaderAt(report func(line, col int, reason string)) *loader {
 	l := &loader{budget: maxValues, active: map[*yaml.Node]bool{}}
-	l.report = func(line int, reason string) {
+	l.reportAt = func(line, col int, reason string) {
 		l.failed = true
-		report(line, reason)
+		report(line, col, reason)
 	}
+	l.report = func(line int, reason string) { l.reportAt(line, 0, reason) }
 	return l
 }
+
+// at reports reason at n's line and column.
+func (l *loader) at(n *yaml.Node, reason string) { l.reportAt(n.Line, n.Column, reason) }
+
+// syntaxError reports a yaml.v3 parse error. Its text names only a line (often that of the
+// construct being parsed, not of the offending character); the column is where parsing a
+// prefix of the document first fails the same way (syntaxPos), and the line with it.
+func (l *loader) syntaxError(err error) {
+	line, col := yamlErrorLine(err), 0
+	if pl, pc, ok := syntaxPos(l.src, err); ok {
+		line, col = pl, pc
+	}
+	l.reportAt(line, col, "YAML syntax error: "+yamlProblem(err))
+}
+
+// syntaxPos finds where in src the parse error err arises: the shortest prefix of src that
+// fails with the same problem ends at the offending character, as the scanner reads from the
+// left and stops at the first problem. A prefix that ends earlier fails differently (at its
+// end) or not at all, so a binary search over the prefix length finds it in a few parses.
+// It returns the 1-based line and column of that character.
+func syntaxPos(src []byte, err error) (line, col int, ok bool) {
+	if len(src) > maxSyntaxSearch {
+		return 0, 0, false
+	}
+	want := yamlProblem(err)
+	same := func(n int) bool {
+		var doc yaml.Node
+		dec := yaml.NewDecoder(bytes.NewReader(src[:n]))
+		e := dec.Decode(&doc)
+		if e == nil {
+			e = dec.Decode(&doc)
+		}
+		return e != nil && !errors.Is(e, io.EOF) && yamlProblem(e) == want
+	}
+	if !same(len(src)) {
+		return 0, 0, false
+	}
+	lo, hi := 0, len(src) // same(hi) holds
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if same(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	at := max(hi-1, 0) // the last character of the shortest failing prefix
+	// A prefix cut at a line's end reads as the next line's start (the scanner needs the
+	// line break to decide), so a break there is placed on the line after it.
+	if at < len(src) && src[at] == '\n' {
+		at++
+	}
+	line = 1 + bytes.Count(src[:at], []byte("\n"))
+	start := bytes.LastIndexByte(src[:at], '\n') + 1
+	return line, 1 + utf8.RuneCount(src[start:at]), true
+}
+
+// maxSyntaxSearch bounds the documents whose syntax errors get a column: the search parses
+// about log2(size) prefixes, which is cheap for a pillar and not worth it for a huge body.
+const maxSyntaxSearch = 1 << 20
+
+// yamlProblem is a yaml.v3 error's problem without its line.
+func yamlProblem(err error) string {
+	return yamlLinePrefixRE.ReplaceAllString(strings.TrimPrefix(err.Error(), "yaml: "), "")
+}
+
+var yamlLinePrefixRE = regexp.MustCompile(`^line \d+: `)
 
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 
@@ -201,11 +282,6 @@ func yamlErrorLine(err error) int {
 	return 1
 }
 
-func yamlErrorText(err error) string {
-	s := strings.TrimPrefix(err.Error(), "yaml: ")
-	return yamlLineRE.ReplaceAllString(s, "line $1")
-}
-
 // checkAnchors reports an anchor defined twice: yaml.v3 lets the second one win, PyYAML's
 // composer refuses the document ("found duplicate anchor").
 func (l *loader) checkAnchors(doc *yaml.Node) {
@@ -214,7 +290,7 @@ func (l *loader) checkAnchors(doc *yaml.Node) {
 	walk = func(n *yaml.Node) {
 		if n.Kind != yaml.AliasNode && n.Anchor != "" {
 			if first, dup := seen[n.Anchor]; dup {
-				l.report(n.Line, fmt.Sprintf("anchor &%s is defined again (first on line %d): PyYAML refuses duplicate anchors", n.Anchor, first))
+				l.at(n, fmt.Sprintf("anchor &%s is defined again (first on line %d): PyYAML refuses duplicate anchors", n.Anchor, first))
 			} else {
 				seen[n.Anchor] = n.Line
 			}
@@ -270,7 +346,7 @@ func (l *loader) value(n *yaml.Node) any {
 	}
 	l.budget--
 	if l.budget == 0 {
-		l.report(n.Line, fmt.Sprintf("the document expands to more than %d values through aliases", maxValues))
+		l.at(n, fmt.Sprintf("the document expands to more than %d values through aliases", maxValues))
 	}
 	if l.budget <= 0 {
 		return nil
@@ -284,11 +360,11 @@ func (l *loader) value(n *yaml.Node) any {
 	case yaml.AliasNode:
 		t := deref(n)
 		if t == nil || t.Kind == yaml.AliasNode {
-			l.report(n.Line, "alias *"+n.Value+" names no node")
+			l.at(n, "alias *"+n.Value+" names no node")
 			return nil
 		}
 		if l.active[t] {
-			l.report(n.Line, "alias *"+n.Value+" makes a recursive structure, which JSON cannot hold")
+			l.at(n, "alias *"+n.Value+" makes a recursive structure, which JSON cannot hold")
 			return nil
 		}
 		if l.aliasLine == 0 {
@@ -303,7 +379,7 @@ func (l *loader) value(n *yaml.Node) any {
 	case yaml.SequenceNode:
 		return l.sequence(n)
 	}
-	l.report(n.Line, "a YAML node of unknown kind")
+	l.at(n, "a YAML node of unknown kind")
 	return nil
 }
 
@@ -311,15 +387,15 @@ func (l *loader) scalar(n *yaml.Node) any {
 	tag := scalarTag(n)
 	switch tag {
 	case "!!binary":
-		l.report(n.Line, "a !!binary scalar is bytes in Salt, which JSON cannot hold")
+		l.at(n, "a !!binary scalar is bytes in Salt, which JSON cannot hold")
 		return nil
 	case tagMap, tagSeq, "!!omap", "!!pairs", "!!set":
-		l.report(n.Line, fmt.Sprintf("tag %s on a scalar: Salt's loader refuses it", tag))
+		l.at(n, fmt.Sprintf("tag %s on a scalar: Salt's loader refuses it", tag))
 		return nil
 	}
 	v, err := constructScalar(tag, n.Value)
 	if err != nil {
-		l.report(n.Line, scalarReason(n.Value, err))
+		l.at(n, scalarReason(n.Value, err))
 		return nil
 	}
 	if s, ok := v.(string); ok && l.str != nil {
@@ -348,7 +424,7 @@ func scalarReason(raw string, err error) string {
 
 func (l *loader) sequence(n *yaml.Node) any {
 	if t, ok := explicitTag(n); ok && t != tagSeq {
-		l.report(n.Line, fmt.Sprintf("a sequence tagged %s: Salt builds %s, which JSON cannot hold faithfully", t, pythonTypeOf(t)))
+		l.at(n, fmt.Sprintf("a sequence tagged %s: Salt builds %s, which JSON cannot hold faithfully", t, pythonTypeOf(t)))
 		return nil
 	}
 	if !l.enter(n) {
@@ -378,7 +454,7 @@ func (l *loader) enter(n *yaml.Node) bool {
 		ptr.WriteByte('/')
 		ptr.WriteString(strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1"))
 	}
-	l.report(n.Line, fmt.Sprintf("the value at %q nests deeper than %d levels: strata stores pillar data at most %d levels deep", ptr.String(), jsondepth.Max, jsondepth.Max))
+	l.at(n, fmt.Sprintf("the value at %q nests deeper than %d levels: strata stores pillar data at most %d levels deep", ptr.String(), jsondepth.Max, jsondepth.Max))
 	return false
 }
 
@@ -398,11 +474,11 @@ type pair struct{ k, v *yaml.Node }
 
 func (l *loader) mapping(n *yaml.Node) any {
 	if t, ok := explicitTag(n); ok && t != tagMap {
-		l.report(n.Line, fmt.Sprintf("a mapping tagged %s: Salt builds %s, which JSON cannot hold faithfully", t, pythonTypeOf(t)))
+		l.at(n, fmt.Sprintf("a mapping tagged %s: Salt builds %s, which JSON cannot hold faithfully", t, pythonTypeOf(t)))
 		return nil
 	}
 	if l.active[n] {
-		l.report(n.Line, "a mapping merges itself (<<), which JSON cannot hold")
+		l.at(n, "a mapping merges itself (<<), which JSON cannot hold")
 		return nil
 	}
 	if !l.enter(n) {
@@ -425,7 +501,7 @@ func (l *loader) mapping(n *yaml.Node) any {
 			continue
 		}
 		if _, dup := out[key]; dup {
-			l.report(deref(p.k).Line, fmt.Sprintf("key %s appears twice in one mapping: Salt's loader refuses the file (found conflicting ID)", quoteShort(key)))
+			l.at(deref(p.k), fmt.Sprintf("key %s appears twice in one mapping: Salt's loader refuses the file (found conflicting ID)", quoteShort(key)))
 			continue
 		}
 		out[key] = v
@@ -456,24 +532,24 @@ func (l *loader) flatten(n *yaml.Node) []pair {
 		t := deref(v)
 		switch {
 		case t == nil:
-			l.report(v.Line, "a merge key (<<) whose alias names no node")
+			l.at(v, "a merge key (<<) whose alias names no node")
 		case t.Kind == yaml.MappingNode:
-			merge = append(merge, l.flattenMerged(t, v.Line)...)
+			merge = append(merge, l.flattenMerged(t, v)...)
 		case t.Kind == yaml.SequenceNode:
 			var subs [][]pair
 			for _, item := range t.Content {
 				it := deref(item)
 				if it == nil || it.Kind != yaml.MappingNode {
-					l.report(item.Line, "a merge key (<<) lists something other than a mapping: Salt's loader refuses it")
+					l.at(item, "a merge key (<<) lists something other than a mapping: Salt's loader refuses it")
 					continue
 				}
-				subs = append(subs, l.flattenMerged(it, item.Line))
+				subs = append(subs, l.flattenMerged(it, item))
 			}
 			for s := len(subs) - 1; s >= 0; s-- {
 				merge = append(merge, subs[s]...)
 			}
 		default:
-			l.report(v.Line, "a merge key (<<) needs a mapping or a list of mappings: Salt's loader refuses anything else")
+			l.at(v, "a merge key (<<) needs a mapping or a list of mappings: Salt's loader refuses anything else")
 		}
 	}
 	if len(merge) == 0 {
@@ -484,7 +560,7 @@ func (l *loader) flatten(n *yaml.Node) []pair {
 	l.budget -= len(merge)
 	if l.budget <= 0 {
 		if l.budget+len(merge) > 0 {
-			l.report(n.Line, fmt.Sprintf("the document expands to more than %d values through aliases", maxValues))
+			l.at(n, fmt.Sprintf("the document expands to more than %d values through aliases", maxValues))
 		}
 		return nil
 	}
@@ -501,12 +577,12 @@ func (l *loader) flatten(n *yaml.Node) []pair {
 	return append(out, rest...)
 }
 
-func (l *loader) flattenMerged(t *yaml.Node, line int) []pair {
+func (l *loader) flattenMerged(t *yaml.Node, at *yaml.Node) []pair {
 	if l.budget <= 0 {
 		return nil
 	}
 	if l.active[t] {
-		l.report(line, "a mapping merges itself (<<), which JSON cannot hold")
+		l.at(at, "a mapping merges itself (<<), which JSON cannot hold")
 		return nil
 	}
 	l.active[t] = true
@@ -530,11 +606,11 @@ func rawKey(k *yaml.Node) string {
 func (l *loader) key(k *yaml.Node) (string, bool) {
 	t := deref(k)
 	if t == nil {
-		l.report(k.Line, "an alias key names no node")
+		l.at(k, "an alias key names no node")
 		return "", false
 	}
 	if t.Kind != yaml.ScalarNode {
-		l.report(t.Line, "a mapping or sequence used as a key: Salt refuses it (unhashable key)")
+		l.at(t, "a mapping or sequence used as a key: Salt refuses it (unhashable key)")
 		return "", false
 	}
 	tag := scalarTag(t)
@@ -543,7 +619,7 @@ func (l *loader) key(k *yaml.Node) (string, bool) {
 	}
 	v, err := constructScalar(tag, t.Value)
 	if err != nil {
-		l.report(t.Line, "key "+strings.TrimPrefix(scalarReason(t.Value, err), "value "))
+		l.at(t, "key "+strings.TrimPrefix(scalarReason(t.Value, err), "value "))
 		return "", false
 	}
 	switch v := v.(type) {
@@ -553,17 +629,17 @@ func (l *loader) key(k *yaml.Node) (string, bool) {
 		if l.anyKeys {
 			break
 		}
-		l.report(t.Line, fmt.Sprintf("key %s is None in Salt; a JSON key is a string: quote it", quoteShort(t.Value)))
+		l.at(t, fmt.Sprintf("key %s is None in Salt; a JSON key is a string: quote it", quoteShort(t.Value)))
 	case bool:
 		if l.anyKeys {
 			break
 		}
-		l.report(t.Line, fmt.Sprintf("key %s is the boolean %s in Salt (YAML 1.1); a JSON key is a string: quote it", quoteShort(t.Value), pyBool(v)))
+		l.at(t, fmt.Sprintf("key %s is the boolean %s in Salt (YAML 1.1); a JSON key is a string: quote it", quoteShort(t.Value), pyBool(v)))
 	case json.Number:
 		if l.anyKeys {
 			break
 		}
-		l.report(t.Line, fmt.Sprintf("key %s is the number %s in Salt; a JSON key is a string: quote it", quoteShort(t.Value), v))
+		l.at(t, fmt.Sprintf("key %s is the number %s in Salt; a JSON key is a string: quote it", quoteShort(t.Value), v))
 	}
 	return "", false
 }

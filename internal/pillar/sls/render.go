@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -80,7 +81,7 @@ func (r *reader) checkTemplate(file string, src []byte) bool {
 		base := strings.Join(slices.DeleteFunc(slices.Clone(pipeline), func(s string) bool { return s == "gpg" }), "|")
 		gpgLast := !slices.Contains(pipeline[:len(pipeline)-1], "gpg")
 		if (base != "yaml" && base != "jinja|yaml") || !gpgLast {
-			r.problem(file, 1, fmt.Sprintf("renderer pipeline %s: the importer reads only yaml and jinja|yaml files (Salt renders %s at compile time)", quoteShort(pipe), describePipe(pipeline)))
+			r.problemAt(file, 1, 1, fmt.Sprintf("renderer pipeline %s: the importer reads only yaml and jinja|yaml files (Salt renders %s at compile time)", quoteShort(pipe), describePipe(pipeline)))
 			return false
 		}
 	}
@@ -88,11 +89,12 @@ func (r *reader) checkTemplate(file string, src []byte) bool {
 	if slices.Contains(pipeline, "jinja") {
 		var at []int
 		var marker string
+		col := 0
 		for i, ln := range lines {
 			for _, m := range []string{"{{", "{%", "{#"} {
-				if bytes.Contains(ln, []byte(m)) {
+				if j := bytes.Index(ln, []byte(m)); j >= 0 {
 					if at == nil {
-						marker = m
+						marker, col = m, 1+utf8.RuneCount(ln[:j])
 					}
 					at = append(at, i+1)
 					break
@@ -104,7 +106,7 @@ func (r *reader) checkTemplate(file string, src []byte) bool {
 			if len(at) > 1 {
 				reason += " (also on lines " + joinLines(at[1:], 10) + ")"
 			}
-			r.problem(file, at[0], reason)
+			r.problemAt(file, at[0], col, reason)
 			return false
 		}
 	}
@@ -113,7 +115,13 @@ func (r *reader) checkTemplate(file string, src []byte) bool {
 			r.rawDecrypted[filePos{file, b.Line}] = true // its value is decrypted once parsed
 			continue
 		}
-		r.problem(file, b.Line, pgpRefused)
+		col := 0
+		if b.Line-1 < len(lines) {
+			if j := bytes.Index(lines[b.Line-1], []byte("-----BEGIN PGP MESSAGE-----")); j >= 0 {
+				col = 1 + utf8.RuneCount(lines[b.Line-1][:j])
+			}
+		}
+		r.problemAt(file, b.Line, col, pgpRefused)
 	}
 	return true // PGP blocks are reported, and the rest of the file is still checked
 }

@@ -65,14 +65,21 @@ type Row struct {
 }
 
 // Unsupported is something the reader cannot translate faithfully, at its file (relative
-// to the directory) and 1-based line.
+// to the directory) and 1-based line. Column is the 1-based column where known (always for
+// ReadDocument, whose one file is named by file:line:column as PyYAML names it), else 0.
 type Unsupported struct {
 	File   string `json:"file"`
 	Line   int    `json:"line"`
+	Column int    `json:"column,omitempty"`
 	Reason string `json:"reason"`
 }
 
-func (u Unsupported) String() string { return fmt.Sprintf("%s:%d: %s", u.File, u.Line, u.Reason) }
+func (u Unsupported) String() string {
+	if u.Column > 0 {
+		return fmt.Sprintf("%s:%d:%d: %s", u.File, u.Line, u.Column, u.Reason)
+	}
+	return fmt.Sprintf("%s:%d: %s", u.File, u.Line, u.Reason)
+}
 
 // Plan is what a pillar tree becomes: rows in the order Salt merges them, and everything
 // that could not be translated. A row needing a file with an Unsupported entry is left
@@ -260,6 +267,8 @@ type reader struct {
 	rawDecrypted map[filePos]bool
 	// bytes is the Read's byte budget (Options.MaxBytes), nil without one.
 	bytes *byteBudget
+	// columns: problems name their column too (ReadDocument).
+	columns bool
 }
 
 // overBudget is the error that ends a Read whose values passed Options.MaxBytes, or nil.
@@ -296,7 +305,16 @@ func (r *reader) newLoader(file string, report func(line int, reason string)) *l
 
 // problem records an Unsupported entry once.
 func (r *reader) problem(file string, line int, reason string) {
-	u := Unsupported{File: file, Line: max(line, 1), Reason: reason}
+	r.problemAt(file, line, 0, reason)
+}
+
+// problemAt records an Unsupported entry at a line and column (0: unknown) once. Only a
+// single document (ReadDocument) keeps the column: a tree's report stays by file and line.
+func (r *reader) problemAt(file string, line, col int, reason string) {
+	if !r.columns {
+		col = 0
+	}
+	u := Unsupported{File: file, Line: max(line, 1), Column: col, Reason: reason}
 	if !r.seen[u] {
 		r.seen[u] = true
 		r.problems = append(r.problems, u)
