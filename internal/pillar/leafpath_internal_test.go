@@ -28,3 +28,12 @@ func TestMaskedLeafLinear(t *testing.T) {
 	allocated := after.TotalAlloc - before.TotalAlloc
 	require.Less(t, allocated, uint64(64*(16<<10+2000*8)), "maskedLeaf allocated %d bytes", allocated)
 }
+
+// TestMaskedLeafPointer: the pointer built at the end names the first masked leaf in key
+// order, escaped (RFC 6901).
+func TestMaskedLeafPointer(t *testing.T) {
+	t.Parallel()
+	data := map[string]any{"a": "x", "b/c": map[string]any{"d~": []any{"plain", "(secret)"}}, "z": "(secret)"}
+	require.Equal(t, "/b~1c/d~0/1", maskedLeaf(data, ""))
+	require.Equal(t, "", maskedLeaf(map[string]any{"a": []any{"x", map[string]any{"b": "y"}}}, ""))
+}

@@ -29,3 +29,17 @@ func TestFindNULLinear(t *testing.T) {
 	allocated := after.TotalAlloc - before.TotalAlloc
 	require.Less(t, allocated, uint64(64*(16<<10+2000*8)), "findNUL allocated %d bytes", allocated)
 }
+
+// TestFindNULPointer: the pointer built at the end names the member found, escaped (RFC 6901),
+// whether the NUL is in a value or in a key.
+func TestFindNULPointer(t *testing.T) {
+	t.Parallel()
+	at, found := findNUL(map[string]any{"a/b": map[string]any{"x~": []any{"v", "w\x00"}}}, "/spec")
+	require.True(t, found)
+	require.Equal(t, "/spec/a~1b/x~0/1", at)
+	at, found = findNUL(map[string]any{"ok": "v", "k": map[string]any{"bad\x00key": 1}}, "/spec")
+	require.True(t, found)
+	require.Equal(t, "/spec/k/bad\x00key", at)
+	_, found = findNUL(map[string]any{"a": []any{"b", map[string]any{"c": "d"}}}, "/spec")
+	require.False(t, found)
+}
