@@ -730,10 +730,14 @@ type pillarLeaf struct {
 
 func (a *API) pillarView(r *http.Request, s auth.Session, node string) (*pillarView, error) {
 	var ex struct {
-		Pillar  map[string]any `json:"pillar"`
+		Pillar  json.RawMessage `json:"pillar"`
 		Explain []struct {
-			Path  string `json:"path"`
-			SetBy struct {
+			// Path is a leaf's whole pointer; an answer past its path budget front-codes them
+			// instead: the previous leaf's first Shared bytes followed by Rest.
+			Path   *string `json:"path"`
+			Shared int     `json:"shared"`
+			Rest   string  `json:"rest"`
+			SetBy  struct {
 				Target, Category string
 			} `json:"setBy"`
 			Overridden []struct {
@@ -744,12 +748,13 @@ func (a *API) pillarView(r *http.Request, s auth.Session, node string) (*pillarV
 	if _, err := a.consoleCall(r, s, "GET", "/v1/nodes/"+url.PathEscape(node)+"/pillar?explain=true", nil, &ex); err != nil {
 		return nil, err
 	}
-	v := &pillarView{Empty: len(ex.Pillar) == 0}
-	type src struct {
-		by, link string
-		over     []string
+	var pillarData map[string]any
+	dec := json.NewDecoder(bytes.NewReader(ex.Pillar))
+	dec.UseNumber()
+	if err := dec.Decode(&pillarData); err != nil {
+		return nil, fmt.Errorf("console: decoding the pillar of %s: %w", node, err)
 	}
-	srcs := map[string]src{}
+	v := &pillarView{Empty: len(pillarData) == 0}
 	seen := map[string]bool{}
 	var layers []string
 	add := func(l string) {
@@ -758,20 +763,34 @@ func (a *API) pillarView(r *http.Request, s auth.Session, node string) (*pillarV
 			layers = append(layers, l)
 		}
 	}
+	// Where each leaf came from goes into a tree of reference tokens, walked below beside the
+	// pillar: keyed by whole paths, it would hold a long key once per leaf below it.
+	root := &srcNode{}
+	at := []srcLevel{{node: root}} // the previous leaf's tokens, with their pointers' lengths
 	for _, e := range ex.Explain {
-		sv := src{by: e.SetBy.Target + " · " + e.SetBy.Category, link: "/ui/pillar?" + url.Values{"target": {e.SetBy.Target}, "category": {e.SetBy.Category}}.Encode()}
+		sv := &src{by: e.SetBy.Target + " · " + e.SetBy.Category, link: "/ui/pillar?" + url.Values{"target": {e.SetBy.Target}, "category": {e.SetBy.Category}}.Encode()}
 		for _, o := range e.Overridden {
 			sv.over = append(sv.over, o.Target+" · "+o.Category)
 			add(o.Target + " · " + o.Category)
 		}
 		add(sv.by)
-		srcs[e.Path] = sv
+		shared, rest := e.Shared, e.Rest
+		if e.Path != nil {
+			shared, rest = 0, *e.Path
+		}
+		keep, found := slices.BinarySearchFunc(at, shared, func(l srcLevel, end int) int { return l.end - end })
+		if !found || !strings.HasPrefix(rest, "/") {
+			return nil, fmt.Errorf("console: the explanation of %s does not continue its previous path", node)
+		}
+		at = at[:keep+1]
+		for _, tok := range strings.Split(rest[1:], "/") {
+			at = append(at, srcLevel{node: at[len(at)-1].node.child(tok), end: at[len(at)-1].end + 1 + len(tok)})
+		}
+		at[len(at)-1].node.src = sv
 		// A value below the tree's last level is shown whole at that level, with the
 		// layer that set its first leaf.
-		if at := nthSlash(e.Path, maxTreeLevels+1); at > 0 {
-			if _, ok := srcs[e.Path[:at]]; !ok {
-				srcs[e.Path[:at]] = sv
-			}
+		if len(at) > maxTreeLevels+1 && at[maxTreeLevels].node.src == nil {
+			at[maxTreeLevels].node.src = sv
 		}
 	}
 	rank := func(l string) int {
@@ -787,22 +806,84 @@ func (a *API) pillarView(r *http.Request, s auth.Session, node string) (*pillarV
 	}
 	sort.SliceStable(layers, func(i, j int) bool { return rank(layers[i]) < rank(layers[j]) })
 	v.Layers = layers
-	var walk func(m map[string]any, ptr string, depth int)
-	walk = func(m map[string]any, ptr string, depth int) {
+	// Every row carries its path (data-path) while the page's paths add up to at most twice
+	// the pillar or consolePathBudget, whichever is more; rows after that carry none, so a long
+	// key above many leaves cannot make the page (key length × leaves) bytes.
+	budget := max(consolePathBudget, 2*len(ex.Pillar))
+	ptr := make([]byte, 0, 256)
+	var walk func(m map[string]any, at *srcNode, depth int)
+	walk = func(m map[string]any, at *srcNode, depth int) {
 		for _, k := range slices.Sorted(maps.Keys(m)) {
-			p := ptr + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+			tok := strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+			mark := len(ptr)
+			ptr = append(append(ptr, '/'), tok...)
+			var p string
+			if len(ptr) <= budget {
+				p, budget = string(ptr), budget-len(ptr)
+			} else {
+				budget = -1
+			}
+			sub := at.get(tok)
 			child, isMap := m[k].(map[string]any)
 			if isMap && len(child) > 0 && depth+1 < maxTreeLevels {
 				v.Leaves = append(v.Leaves, pillarLeaf{Path: p, Depth: depth, Key: k, Branch: true})
-				walk(child, p, depth+1)
-				continue
+				walk(child, sub, depth+1)
+			} else {
+				var sv src
+				if sub != nil && sub.src != nil {
+					sv = *sub.src
+				}
+				v.Leaves = append(v.Leaves, pillarLeaf{Path: p, Depth: depth, Key: k, Value: compactJSON(m[k]), SetBy: sv.by, SetByLink: sv.link, Overridden: sv.over})
 			}
-			sv := srcs[p]
-			v.Leaves = append(v.Leaves, pillarLeaf{Path: p, Depth: depth, Key: k, Value: compactJSON(m[k]), SetBy: sv.by, SetByLink: sv.link, Overridden: sv.over})
+			ptr = ptr[:mark]
 		}
 	}
-	walk(ex.Pillar, "", 0)
+	walk(pillarData, root, 0)
 	return v, nil
+}
+
+// consolePathBudget is the least the node page may spend on its rows' paths (data-path).
+const consolePathBudget = 64 << 10
+
+// src is where one leaf of a node's pillar came from, as the node page shows it.
+type src struct {
+	by, link string
+	over     []string
+}
+
+// srcNode is one reference token of the explained pillar: where its leaf came from (src), or
+// its members by escaped token.
+type srcNode struct {
+	src      *src
+	children map[string]*srcNode
+}
+
+// srcLevel is one token of the path the explanations are at and the byte length of the
+// pointer ending there.
+type srcLevel struct {
+	node *srcNode
+	end  int
+}
+
+// child is n's member tok, added when missing.
+func (n *srcNode) child(tok string) *srcNode {
+	if n.children == nil {
+		n.children = map[string]*srcNode{}
+	}
+	c := n.children[tok]
+	if c == nil {
+		c = &srcNode{}
+		n.children[tok] = c
+	}
+	return c
+}
+
+// get is n's member tok, nil when n or the member is missing.
+func (n *srcNode) get(tok string) *srcNode {
+	if n == nil {
+		return nil
+	}
+	return n.children[tok]
 }
 
 // maxTreeLevels is how many levels of a node's pillar the console's tree shows; an object
@@ -810,19 +891,6 @@ func (a *API) pillarView(r *http.Request, s auth.Session, node string) (*pillarV
 // unfolded all the way down would repeat a deep value's path on each of its levels: a value
 // nested n levels deep would make a page of O(n²) bytes.
 const maxTreeLevels = 16
-
-// nthSlash is the index of the n-th '/' of s, or -1.
-func nthSlash(s string, n int) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			n--
-			if n == 0 {
-				return i
-			}
-		}
-	}
-	return -1
-}
 
 // pillarAPIPath is the API path of a target's pillar rows (category "": the list).
 func pillarAPIPath(target, category string) string {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"testing"
 
@@ -59,9 +60,49 @@ func TestExplainAndConsoleLinearInTheRow(t *testing.T) {
 	require.Equal(t, 200, r.status, "%.300s", r.body)
 	assert.LessOrEqual(t, len(r.body), 16*size, "explain: %d bytes for a %d-byte row", len(r.body), size)
 
+	// Past the path budget the paths are front-coded, and still name every leaf: each is the
+	// previous one's first "shared" bytes followed by "rest".
+	var ex struct {
+		Explain []struct {
+			Path   *string `json:"path"`
+			Shared int     `json:"shared"`
+			Rest   string  `json:"rest"`
+			SetBy  struct{ Target, Category string }
+		} `json:"explain"`
+	}
+	require.NoError(t, json.Unmarshal(r.body, &ex))
+	require.Len(t, ex.Explain, 1000)
+	var paths []string
+	prev := ""
+	for _, e := range ex.Explain {
+		require.Nil(t, e.Path, "front-coded entries carry no whole path")
+		require.LessOrEqual(t, e.Shared, len(prev))
+		prev = prev[:e.Shared] + e.Rest
+		paths = append(paths, prev)
+		require.Equal(t, "node/web01", e.SetBy.Target)
+		require.Equal(t, "wide", e.SetBy.Category)
+	}
+	require.True(t, sort.StringsAreSorted(paths), "explanations sorted by path")
+	require.Equal(t, "/"+strings.Repeat("k", 32<<10)+"/l0", paths[0])
+	require.Equal(t, "/"+strings.Repeat("k", 32<<10)+"/l999", paths[999])
+
 	cc := newConsoleClient(t, b.srv.URL)
 	cc.signIn(b.admin)
 	status, _, body := cc.get("/ui/nodes/web01")
 	require.Equal(t, 200, status)
 	require.LessOrEqual(t, len(body), 16*size+64<<10, "console node page: %d bytes for a %d-byte row", len(body), size)
+	// Every leaf still says where it came from; rows past the page's path budget carry no
+	// data-path.
+	require.Equal(t, 1000, strings.Count(body, ">node/web01 · wide</a>"), "every leaf's row names its row")
+	require.Less(t, strings.Count(body, "data-path="), 1001)
+
+	// A pillar within the budget keeps whole paths, as before.
+	must(201, "PUT", "/v1/nodes/web01/pillars/small", `{"apache": {"port": 8080}}`)
+	must(204, "DELETE", "/v1/nodes/web01/pillars/wide", "")
+	r = b.do(t, "GET", "/v1/nodes/web01/pillar?explain=true", b.admin, nil)
+	require.Equal(t, 200, r.status, "%.300s", r.body)
+	require.JSONEq(t, `{"pillar": {"apache": {"port": 8080}}, "explain": [{"path": "/apache/port", "setBy": {"target": "node/web01", "category": "small"}}]}`, string(r.body))
+	status, _, body = cc.get("/ui/nodes/web01")
+	require.Equal(t, 200, status)
+	require.Contains(t, body, `data-path="/apache/port"`)
 }
