@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,4 +37,71 @@ func TestHistoryDiffLinear(t *testing.T) {
 	allocated := after.TotalAlloc - before.TotalAlloc
 	size := uint64(a.Len() + b.Len())
 	require.Less(t, allocated, 200*size, "sideBySide allocated %d bytes for %d bytes of text", allocated, size)
+}
+
+// TestHistoryDiffAligns: the linear diff still shows each text whole in its column, pairs only
+// equal lines as unchanged, aligns small texts exactly (as many unchanged rows as their
+// longest common subsequence), and marks only what an edit touched in a long text.
+func TestHistoryDiffAligns(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(27, 4))
+	text := func(n, alphabet int) []string {
+		lines := make([]string, n)
+		for i := range lines {
+			lines[i] = fmt.Sprintf("l%d", rng.IntN(alphabet))
+		}
+		return lines
+	}
+	lcs := func(x, y []string) int {
+		t := make([][]int, len(x)+1)
+		for i := range t {
+			t[i] = make([]int, len(y)+1)
+		}
+		for i := len(x) - 1; i >= 0; i-- {
+			for j := len(y) - 1; j >= 0; j-- {
+				if x[i] == y[j] {
+					t[i][j] = t[i+1][j+1] + 1
+				} else {
+					t[i][j] = max(t[i+1][j], t[i][j+1])
+				}
+			}
+		}
+		return t[0][0]
+	}
+	check := func(x, y []string) (unchanged int) {
+		t.Helper()
+		rows := sideBySide(strings.Join(x, "\n"), strings.Join(y, "\n"))
+		var old, new []string
+		for _, r := range rows {
+			if r.Old != "" {
+				old = append(old, r.Old)
+			}
+			if r.New != "" {
+				new = append(new, r.New)
+			}
+			if !r.Changed {
+				require.Equal(t, r.Old, r.New, "an unchanged row shows one line twice")
+				unchanged++
+			}
+		}
+		require.True(t, slices.Equal(x, old), "the old text, whole and in order: %q / %q", x, old)
+		require.True(t, slices.Equal(y, new), "the new text, whole and in order: %q / %q", y, new)
+		return unchanged
+	}
+	for i := 0; i < 300; i++ {
+		x, y := text(rng.IntN(12), 4), text(rng.IntN(12), 4)
+		require.Equal(t, lcs(x, y), check(x, y), "small texts align exactly: %q / %q", x, y)
+		x, y = text(rng.IntN(400), 50), text(rng.IntN(400), 50)
+		check(x, y)
+	}
+
+	// One item edited, one inserted and one removed in a 3,000-line text: only they change.
+	x := make([]string, 3000)
+	for i := range x {
+		x[i] = fmt.Sprintf("  item-%d,", i)
+	}
+	y := slices.Clone(x)
+	y[100] = "  edited,"
+	y = slices.Insert(slices.Delete(y, 2000, 2001), 1000, "  inserted,")
+	require.Equal(t, 2998, check(x, y), "all but the edited and the removed line are unchanged")
 }
