@@ -1231,9 +1231,17 @@ func sinceText(t *time.Time) string {
 func sideBySide(a, b string) []diffLine {
 	x, y := splitLines(a), splitLines(b)
 	d := differ{x: x, y: y, out: make([]diffLine, 0, max(len(x), len(y)))}
-	d.align(0, len(x), 0, len(y), diffDepth)
+	if len(x)*len(y) <= diffSmallCells {
+		d.exact(0, len(x), 0, len(y)) // as before: small revisions are aligned exactly
+	} else {
+		d.align(0, len(x), 0, len(y), diffDepth)
+	}
 	return d.out
 }
+
+// diffSmallCells is the largest LCS table sideBySide builds for two whole revisions (128 KB):
+// up to it they are aligned exactly, as they always were.
+const diffSmallCells = 1 << 14
 
 // diffDepth is how many times sideBySide looks for anchors inside a stretch between anchors;
 // each level costs one pass over the lines, so the whole diff stays O(n log n).

@@ -91,6 +91,8 @@ func TestHistoryDiffAligns(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		x, y := text(rng.IntN(12), 4), text(rng.IntN(12), 4)
 		require.Equal(t, lcs(x, y), check(x, y), "small texts align exactly: %q / %q", x, y)
+		x, y = text(rng.IntN(120), 8), text(rng.IntN(120), 8)
+		require.Equal(t, lcsSideBySide(x, y), sideBySide(strings.Join(x, "\n"), strings.Join(y, "\n")), "small revisions show as they always did")
 		x, y = text(rng.IntN(400), 50), text(rng.IntN(400), 50)
 		check(x, y)
 	}
@@ -104,4 +106,39 @@ func TestHistoryDiffAligns(t *testing.T) {
 	y[100] = "  edited,"
 	y = slices.Insert(slices.Delete(y, 2000, 2001), 1000, "  inserted,")
 	require.Equal(t, 2998, check(x, y), "all but the edited and the removed line are unchanged")
+}
+
+// lcsSideBySide is the console's diff before it was bounded (a whole LCS table), which small
+// revisions must still get row for row.
+func lcsSideBySide(x, y []string) []diffLine {
+	n, m := len(x), len(y)
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if x[i] == y[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var out []diffLine
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && x[i] == y[j]:
+			out = append(out, diffLine{Old: x[i], New: y[j]})
+			i, j = i+1, j+1
+		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
+			out = append(out, diffLine{New: y[j], Changed: true})
+			j++
+		default:
+			out = append(out, diffLine{Old: x[i], Changed: true})
+			i++
+		}
+	}
+	return out
 }
