@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -83,6 +84,20 @@ func TestPillarCLI(t *testing.T) {
 	creds := run("salt", "credentials")
 	require.Contains(t, creds, "node_pillars(%s)")
 	require.Contains(t, creds, "as_json: True")
+
+	// Past the server's path budget (here a 2 KB key over 600 leaves: 1.2 MB of whole paths)
+	// the explanation comes front-coded, and explain still says where every leaf came from.
+	leaves := map[string]int{}
+	for i := range 600 {
+		leaves["l"+strconv.Itoa(i)] = i
+	}
+	wide, err := json.Marshal(map[string]any{strings.Repeat("k", 2<<10): leaves})
+	require.NoError(t, err)
+	run("pillar", "set", "wide", "--node", "web01", "-f", write("wide.json", string(wide)))
+	explain = run("pillar", "explain", "web01")
+	require.Regexp(t, `:l0\s+0\s+node/web01 wide`, explain)
+	require.Regexp(t, `:l599\s+599\s+node/web01 wide`, explain)
+	require.Regexp(t, `port\s+8080\s+group/acme/web app`, explain)
 }
 
 // TestSaltSetupCLI: `strata pillar settings` changes what Salt gets for an unknown minion

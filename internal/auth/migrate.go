@@ -29,7 +29,8 @@ type ScopeMigration struct {
 // resources:read:org/acme, and so on. Which kind a name was meant for is read, in order,
 // from the token's other scopes (nodes:write:web* next to pillars:write:web* means nodes),
 // then from the data (an org or a node of that name or prefix exists), and when neither
-// tells, the scope keeps every target kind it granted and the note says to narrow it. Each
+// tells, the scope keeps every target kind it granted and the note says to narrow it — but a
+// *-family scope then gains nothing and keeps meaning the plain families only. Each
 // rewrite is a compare-and-set with its audit record (token.scopes.migrate) in one
 // transaction, so replicas starting together migrate each token once; the answer lists what
 // this call rewrote, for the log. Only tokens an older release stored are looked at, each
@@ -137,8 +138,9 @@ func migrateTokenScopes(ctx context.Context, scopes []string, match NameMatcher)
 			families = []string{"pillars", "resources"}
 		}
 		var made, whys []string
+		dropped := false
 		for _, f := range families {
-			names, reason, err := meantFor(ctx, f, name, scopes, match)
+			names, reason, err := meantFor(ctx, f, name, scopes, match, family == "*")
 			if err != nil {
 				return nil, nil, err
 			}
@@ -146,6 +148,7 @@ func migrateTokenScopes(ctx context.Context, scopes []string, match NameMatcher)
 				reason = f + ": " + reason
 			}
 			whys = append(whys, reason)
+			dropped = dropped || len(names) == 0
 			for _, n := range names {
 				made = append(made, f+":"+verb+":"+n)
 			}
@@ -155,16 +158,24 @@ func migrateTokenScopes(ctx context.Context, scopes []string, match NameMatcher)
 			fresh = fresh || !contains(scopes, s)
 			add(s)
 		}
-		if !fresh {
+		if !fresh && !dropped {
 			continue // a *: scope this migration has already extended
+		}
+		if len(made) == 0 {
+			notes = append(notes, fmt.Sprintf("%s kept, for the plain families only (%s)", raw, strings.Join(whys, "; ")))
+			continue
 		}
 		notes = append(notes, fmt.Sprintf("%s → %s (%s)", raw, strings.Join(made, ", "), strings.Join(whys, "; ")))
 	}
 	return to, notes, nil
 }
 
-// meantFor decides the target-qualified names a legacy name of family stands for.
-func meantFor(ctx context.Context, family, name string, scopes []string, match NameMatcher) ([]string, string, error) {
+// meantFor decides the target-qualified names a legacy name of family stands for. star says
+// the legacy scope was of the * family: when neither the token nor the data tells what its
+// name meant, it gets none (a *-family name that is a plain prefix grants no target family,
+// so *:*:g* must not become the global layer and every group g…), and the note says how to
+// grant it explicitly.
+func meantFor(ctx context.Context, family, name string, scopes []string, match NameMatcher, star bool) ([]string, string, error) {
 	base, prefix := strings.CutSuffix(name, "*")
 	hintNode, hintOrg := false, false
 	for _, raw := range scopes {
@@ -230,6 +241,9 @@ func meantFor(ctx context.Context, family, name string, scopes []string, match N
 		return names, found[0] + " match " + name, nil
 	case 2:
 		return names, "ambiguous: both " + found[0] + " and " + found[1] + " match " + name + "; kept both, narrow the token", nil
+	}
+	if star {
+		return nil, "nothing matches " + name + " today: no longer grants " + family + "; add " + family + ":…:" + map[string]string{"pillars": "global", "resources": "global/…"}[family] + " (or another target kind) explicitly if intended", nil
 	}
 	names = append(orgNames(), other+"/"+name)
 	if family == "pillars" && (name == "global" || (prefix && strings.HasPrefix("global", base))) {

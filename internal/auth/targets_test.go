@@ -142,6 +142,7 @@ func TestMigrateScopes(t *testing.T) {
 	insert("tok_d", "unknown", "pillars:read:zz*")
 	insert("tok_e", "already", "pillars:read:node/web*", "pillars:read:global", "state:read:net")
 	insert("tok_f", "wild", "*:read:acme")
+	insert("tok_g", "g-prefix", "*:*:g*")
 	data := map[string][]string{"org": {"acme", "webshop"}, "node": {"web01", "acme"}, "global": {"tenant1"}}
 	match := func(_ context.Context, sort, name string, prefix bool) (bool, error) {
 		for _, n := range data[sort] {
@@ -157,7 +158,7 @@ func TestMigrateScopes(t *testing.T) {
 	for _, m := range got {
 		byID[m.TokenID] = m
 	}
-	require.Len(t, got, 5, "tok_e needs nothing")
+	require.Len(t, got, 6, "tok_e needs nothing")
 	require.Equal(t, []string{"nodes:write:web*", "pillars:write:node/web*", "pillars:render:node/web*"}, byID["tok_a"].To)
 	require.Equal(t, []string{"orgs:write:acme", "pillars:write:org/acme", "pillars:write:group/acme/*", "resources:write:org/acme"}, byID["tok_b"].To)
 	require.Equal(t, []string{"pillars:read:org/webshop", "pillars:read:group/webshop/*", "resources:read:global/tenant1"}, byID["tok_c"].To)
@@ -165,6 +166,14 @@ func TestMigrateScopes(t *testing.T) {
 	require.Contains(t, byID["tok_d"].Notes[0], "narrow the token")
 	require.Equal(t, []string{"*:read:acme", "pillars:read:org/acme", "pillars:read:group/acme/*", "pillars:read:node/acme", "resources:read:org/acme"}, byID["tok_f"].To)
 	require.Contains(t, byID["tok_f"].Notes[0], "ambiguous")
+	// A *-family plain prefix nothing matches does not become the global layer and every
+	// target kind (review of issue 27, item 4): it keeps meaning the plain families only, and
+	// the audit note says so.
+	require.Equal(t, []string{"*:*:g*"}, byID["tok_g"].To)
+	require.Len(t, byID["tok_g"].Notes, 1)
+	require.Contains(t, byID["tok_g"].Notes[0], "no longer grants pillars")
+	require.Contains(t, byID["tok_g"].Notes[0], "no longer grants resources")
+	require.Contains(t, byID["tok_g"].Notes[0], "pillars:…:global")
 	for _, m := range got {
 		for _, sc := range m.To {
 			_, err := auth.ParseScope(sc)
@@ -177,5 +186,5 @@ func TestMigrateScopes(t *testing.T) {
 	require.Empty(t, again)
 	audit, err := s.ListAudit(ctx, 0, "token.scopes.migrate", 100)
 	require.NoError(t, err)
-	require.Len(t, audit, 5)
+	require.Len(t, audit, 6)
 }

@@ -161,7 +161,11 @@ func newPillarCmd(g *globals) *cobra.Command {
 					var ex struct {
 						Pillar  json.RawMessage `json:"pillar"`
 						Explain []struct {
-							Path       string                              `json:"path"`
+							// Path is a leaf's whole pointer; past the server's path
+							// budget, the previous path's first Shared bytes and Rest.
+							Path       *string                             `json:"path"`
+							Shared     int                                 `json:"shared"`
+							Rest       string                              `json:"rest"`
 							SetBy      struct{ Target, Category string }   `json:"setBy"`
 							Overridden []struct{ Target, Category string } `json:"overridden"`
 						} `json:"explain"`
@@ -170,12 +174,23 @@ func newPillarCmd(g *globals) *cobra.Command {
 						return err
 					}
 					from := map[string][2]string{}
+					prev := ""
 					for _, e := range ex.Explain {
+						path := ""
+						switch {
+						case e.Path != nil:
+							path = *e.Path
+						case e.Shared >= 0 && e.Shared <= len(prev):
+							path = prev[:e.Shared] + e.Rest
+						default:
+							return fmt.Errorf("the explanation of %s does not continue its previous path", args[0])
+						}
+						prev = path
 						var over []string
 						for _, o := range e.Overridden {
 							over = append(over, o.Target+" "+o.Category)
 						}
-						from[e.Path] = [2]string{e.SetBy.Target + " " + e.SetBy.Category, strings.Join(over, ", ")}
+						from[path] = [2]string{e.SetBy.Target + " " + e.SetBy.Category, strings.Join(over, ", ")}
 					}
 					return leafTable(w, ex.Pillar, from)
 				})

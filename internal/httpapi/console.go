@@ -785,10 +785,14 @@ type pillarLeaf struct {
 
 func (a *API) pillarView(r *http.Request, s auth.Session, node string) (*pillarView, error) {
 	var ex struct {
-		Pillar  map[string]any `json:"pillar"`
+		Pillar  json.RawMessage `json:"pillar"`
 		Explain []struct {
-			Path  string `json:"path"`
-			SetBy struct {
+			// Path is a leaf's whole pointer; an answer past its path budget front-codes them
+			// instead: the previous leaf's first Shared bytes followed by Rest.
+			Path   *string `json:"path"`
+			Shared int     `json:"shared"`
+			Rest   string  `json:"rest"`
+			SetBy  struct {
 				Target, Category string
 			} `json:"setBy"`
 			Overridden []struct {
@@ -799,12 +803,13 @@ func (a *API) pillarView(r *http.Request, s auth.Session, node string) (*pillarV
 	if _, err := a.consoleCall(r, s, "GET", "/v1/nodes/"+url.PathEscape(node)+"/pillar?explain=true", nil, &ex); err != nil {
 		return nil, err
 	}
-	v := &pillarView{Empty: len(ex.Pillar) == 0}
-	type src struct {
-		by, link string
-		over     []string
+	var pillarData map[string]any
+	dec := json.NewDecoder(bytes.NewReader(ex.Pillar))
+	dec.UseNumber()
+	if err := dec.Decode(&pillarData); err != nil {
+		return nil, fmt.Errorf("console: decoding the pillar of %s: %w", node, err)
 	}
-	srcs := map[string]src{}
+	v := &pillarView{Empty: len(pillarData) == 0}
 	seen := map[string]bool{}
 	var layers []string
 	add := func(l string) {
@@ -813,20 +818,34 @@ func (a *API) pillarView(r *http.Request, s auth.Session, node string) (*pillarV
 			layers = append(layers, l)
 		}
 	}
+	// Where each leaf came from goes into a tree of reference tokens, walked below beside the
+	// pillar: keyed by whole paths, it would hold a long key once per leaf below it.
+	root := &srcNode{}
+	at := []srcLevel{{node: root}} // the previous leaf's tokens, with their pointers' lengths
 	for _, e := range ex.Explain {
-		sv := src{by: e.SetBy.Target + " · " + e.SetBy.Category, link: "/ui/pillar?" + url.Values{"target": {e.SetBy.Target}, "category": {e.SetBy.Category}}.Encode()}
+		sv := &src{by: e.SetBy.Target + " · " + e.SetBy.Category, link: "/ui/pillar?" + url.Values{"target": {e.SetBy.Target}, "category": {e.SetBy.Category}}.Encode()}
 		for _, o := range e.Overridden {
 			sv.over = append(sv.over, o.Target+" · "+o.Category)
 			add(o.Target + " · " + o.Category)
 		}
 		add(sv.by)
-		srcs[e.Path] = sv
+		shared, rest := e.Shared, e.Rest
+		if e.Path != nil {
+			shared, rest = 0, *e.Path
+		}
+		keep, found := slices.BinarySearchFunc(at, shared, func(l srcLevel, end int) int { return l.end - end })
+		if !found || !strings.HasPrefix(rest, "/") {
+			return nil, fmt.Errorf("console: the explanation of %s does not continue its previous path", node)
+		}
+		at = at[:keep+1]
+		for _, tok := range strings.Split(rest[1:], "/") {
+			at = append(at, srcLevel{node: at[len(at)-1].node.child(tok), end: at[len(at)-1].end + 1 + len(tok)})
+		}
+		at[len(at)-1].node.src = sv
 		// A value below the tree's last level is shown whole at that level, with the
 		// layer that set its first leaf.
-		if at := nthSlash(e.Path, maxTreeLevels+1); at > 0 {
-			if _, ok := srcs[e.Path[:at]]; !ok {
-				srcs[e.Path[:at]] = sv
-			}
+		if len(at) > maxTreeLevels+1 && at[maxTreeLevels].node.src == nil {
+			at[maxTreeLevels].node.src = sv
 		}
 	}
 	rank := func(l string) int {
@@ -842,22 +861,84 @@ func (a *API) pillarView(r *http.Request, s auth.Session, node string) (*pillarV
 	}
 	sort.SliceStable(layers, func(i, j int) bool { return rank(layers[i]) < rank(layers[j]) })
 	v.Layers = layers
-	var walk func(m map[string]any, ptr string, depth int)
-	walk = func(m map[string]any, ptr string, depth int) {
+	// Every row carries its path (data-path) while the page's paths add up to at most twice
+	// the pillar or consolePathBudget, whichever is more; rows after that carry none, so a long
+	// key above many leaves cannot make the page (key length × leaves) bytes.
+	budget := max(consolePathBudget, 2*len(ex.Pillar))
+	ptr := make([]byte, 0, 256)
+	var walk func(m map[string]any, at *srcNode, depth int)
+	walk = func(m map[string]any, at *srcNode, depth int) {
 		for _, k := range slices.Sorted(maps.Keys(m)) {
-			p := ptr + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+			tok := strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+			mark := len(ptr)
+			ptr = append(append(ptr, '/'), tok...)
+			var p string
+			if len(ptr) <= budget {
+				p, budget = string(ptr), budget-len(ptr)
+			} else {
+				budget = -1
+			}
+			sub := at.get(tok)
 			child, isMap := m[k].(map[string]any)
 			if isMap && len(child) > 0 && depth+1 < maxTreeLevels {
 				v.Leaves = append(v.Leaves, pillarLeaf{Path: p, Depth: depth, Key: k, Branch: true})
-				walk(child, p, depth+1)
-				continue
+				walk(child, sub, depth+1)
+			} else {
+				var sv src
+				if sub != nil && sub.src != nil {
+					sv = *sub.src
+				}
+				v.Leaves = append(v.Leaves, pillarLeaf{Path: p, Depth: depth, Key: k, Value: compactJSON(m[k]), SetBy: sv.by, SetByLink: sv.link, Overridden: sv.over})
 			}
-			sv := srcs[p]
-			v.Leaves = append(v.Leaves, pillarLeaf{Path: p, Depth: depth, Key: k, Value: compactJSON(m[k]), SetBy: sv.by, SetByLink: sv.link, Overridden: sv.over})
+			ptr = ptr[:mark]
 		}
 	}
-	walk(ex.Pillar, "", 0)
+	walk(pillarData, root, 0)
 	return v, nil
+}
+
+// consolePathBudget is the least the node page may spend on its rows' paths (data-path).
+const consolePathBudget = 64 << 10
+
+// src is where one leaf of a node's pillar came from, as the node page shows it.
+type src struct {
+	by, link string
+	over     []string
+}
+
+// srcNode is one reference token of the explained pillar: where its leaf came from (src), or
+// its members by escaped token.
+type srcNode struct {
+	src      *src
+	children map[string]*srcNode
+}
+
+// srcLevel is one token of the path the explanations are at and the byte length of the
+// pointer ending there.
+type srcLevel struct {
+	node *srcNode
+	end  int
+}
+
+// child is n's member tok, added when missing.
+func (n *srcNode) child(tok string) *srcNode {
+	if n.children == nil {
+		n.children = map[string]*srcNode{}
+	}
+	c := n.children[tok]
+	if c == nil {
+		c = &srcNode{}
+		n.children[tok] = c
+	}
+	return c
+}
+
+// get is n's member tok, nil when n or the member is missing.
+func (n *srcNode) get(tok string) *srcNode {
+	if n == nil {
+		return nil
+	}
+	return n.children[tok]
 }
 
 // maxTreeLevels is how many levels of a node's pillar the console's tree shows; an object
@@ -865,19 +946,6 @@ func (a *API) pillarView(r *http.Request, s auth.Session, node string) (*pillarV
 // unfolded all the way down would repeat a deep value's path on each of its levels: a value
 // nested n levels deep would make a page of O(n²) bytes.
 const maxTreeLevels = 16
-
-// nthSlash is the index of the n-th '/' of s, or -1.
-func nthSlash(s string, n int) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			n--
-			if n == 0 {
-				return i
-			}
-		}
-	}
-	return -1
-}
 
 // pillarAPIPath is the API path of a target's pillar rows (category "": the list).
 func pillarAPIPath(target, category string) string {
@@ -1207,40 +1275,176 @@ func sinceText(t *time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05 UTC")
 }
 
-// sideBySide pairs the lines of two texts for a two-column diff (a longest-common-subsequence
-// alignment: unchanged lines side by side, the rest marked).
+// sideBySide pairs the lines of two texts for a two-column diff: unchanged lines side by side,
+// the rest marked. Any pillar:write holder can store two revisions a reader then opens, so it
+// works in space linear in the texts and time linear up to a log factor — a longest common
+// subsequence table is n×m (80 GB for two revisions of a 100,000-item list). It aligns like
+// patience diff: common leading and trailing lines, then the longest increasing run of lines
+// that occur exactly once on each side as anchors, recursing a few levels between them; a
+// stretch left over is aligned exactly when it is small (an LCS table of at most
+// diffExactCells cells per line), else shown as changed, its old and new lines paired.
 func sideBySide(a, b string) []diffLine {
 	x, y := splitLines(a), splitLines(b)
-	n, m := len(x), len(y)
-	lcs := make([][]int, n+1)
-	for i := range lcs {
-		lcs[i] = make([]int, m+1)
+	d := differ{x: x, y: y, out: make([]diffLine, 0, max(len(x), len(y)))}
+	if len(x)*len(y) <= diffSmallCells {
+		d.exact(0, len(x), 0, len(y)) // as before: small revisions are aligned exactly
+	} else {
+		d.align(0, len(x), 0, len(y), diffDepth)
 	}
+	return d.out
+}
+
+// diffSmallCells is the largest LCS table sideBySide builds for two whole revisions (128 KB):
+// up to it they are aligned exactly, as they always were.
+const diffSmallCells = 1 << 14
+
+// diffDepth is how many times sideBySide looks for anchors inside a stretch between anchors;
+// each level costs one pass over the lines, so the whole diff stays O(n log n).
+const diffDepth = 4
+
+// diffExactCells bounds, per line of a stretch, the LCS table aligning it exactly, so every
+// table together is linear in the texts.
+const diffExactCells = 16
+
+// differ appends the aligned rows of x and y to out.
+type differ struct {
+	x, y []string
+	out  []diffLine
+}
+
+// align appends the rows of x[i0:i1] against y[j0:j1].
+func (d *differ) align(i0, i1, j0, j1, depth int) {
+	for i0 < i1 && j0 < j1 && d.x[i0] == d.y[j0] {
+		d.out = append(d.out, diffLine{Old: d.x[i0], New: d.y[j0]})
+		i0, j0 = i0+1, j0+1
+	}
+	tail := 0
+	for i0 < i1-tail && j0 < j1-tail && d.x[i1-1-tail] == d.y[j1-1-tail] {
+		tail++
+	}
+	d.middle(i0, i1-tail, j0, j1-tail, depth)
+	for k := 0; k < tail; k++ {
+		d.out = append(d.out, diffLine{Old: d.x[i1-tail+k], New: d.y[j1-tail+k]})
+	}
+}
+
+// middle appends the rows of a stretch whose first and last lines differ.
+func (d *differ) middle(i0, i1, j0, j1, depth int) {
+	n, m := i1-i0, j1-j0
+	switch {
+	case n == 0 || m == 0:
+		d.changed(i0, i1, j0, j1)
+	case n*m <= diffExactCells*(n+m):
+		d.exact(i0, i1, j0, j1)
+	default:
+		anchors := d.anchors(i0, i1, j0, j1)
+		if depth == 0 || len(anchors) == 0 {
+			d.changed(i0, i1, j0, j1)
+			return
+		}
+		for _, a := range anchors {
+			d.align(i0, a[0], j0, a[1], depth-1)
+			d.out = append(d.out, diffLine{Old: d.x[a[0]], New: d.y[a[1]]})
+			i0, j0 = a[0]+1, a[1]+1
+		}
+		d.align(i0, i1, j0, j1, depth-1)
+	}
+}
+
+// changed appends a stretch with nothing in common: old and new lines paired row by row.
+func (d *differ) changed(i0, i1, j0, j1 int) {
+	for i0 < i1 || j0 < j1 {
+		var l diffLine
+		l.Changed = true
+		if i0 < i1 {
+			l.Old, i0 = d.x[i0], i0+1
+		}
+		if j0 < j1 {
+			l.New, j0 = d.y[j0], j0+1
+		}
+		d.out = append(d.out, l)
+	}
+}
+
+// exact appends a small stretch aligned by a longest common subsequence.
+func (d *differ) exact(i0, i1, j0, j1 int) {
+	x, y := d.x[i0:i1], d.y[j0:j1]
+	n, m := len(x), len(y)
+	lcs := make([]int, (n+1)*(m+1)) // lcs[i*(m+1)+j]: of x[i:] and y[j:]
+	at := func(i, j int) int { return lcs[i*(m+1)+j] }
 	for i := n - 1; i >= 0; i-- {
 		for j := m - 1; j >= 0; j-- {
 			if x[i] == y[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
+				lcs[i*(m+1)+j] = at(i+1, j+1) + 1
 			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+				lcs[i*(m+1)+j] = max(at(i+1, j), at(i, j+1))
 			}
 		}
 	}
-	var out []diffLine
 	i, j := 0, 0
 	for i < n || j < m {
 		switch {
 		case i < n && j < m && x[i] == y[j]:
-			out = append(out, diffLine{Old: x[i], New: y[j]})
+			d.out = append(d.out, diffLine{Old: x[i], New: y[j]})
 			i, j = i+1, j+1
-		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
-			out = append(out, diffLine{New: y[j], Changed: true})
+		case j < m && (i == n || at(i, j+1) >= at(i+1, j)):
+			d.out = append(d.out, diffLine{New: y[j], Changed: true})
 			j++
 		default:
-			out = append(out, diffLine{Old: x[i], Changed: true})
+			d.out = append(d.out, diffLine{Old: x[i], Changed: true})
 			i++
 		}
 	}
-	return out
+}
+
+// anchors are the pairs (i, j) of lines occurring exactly once in x[i0:i1] and once in
+// y[j0:j1], equal, the longest run of them increasing on both sides (patience sorting).
+func (d *differ) anchors(i0, i1, j0, j1 int) [][2]int {
+	type seen struct{ inX, inY, atX, atY int }
+	count := make(map[string]*seen, i1-i0)
+	for i := i0; i < i1; i++ {
+		c := count[d.x[i]]
+		if c == nil {
+			c = &seen{}
+			count[d.x[i]] = c
+		}
+		c.inX, c.atX = c.inX+1, i
+	}
+	for j := j0; j < j1; j++ {
+		if c := count[d.y[j]]; c != nil {
+			c.inY, c.atY = c.inY+1, j
+		}
+	}
+	var pairs [][2]int // by i
+	for i := i0; i < i1; i++ {
+		if c := count[d.x[i]]; c.inX == 1 && c.inY == 1 {
+			pairs = append(pairs, [2]int{i, c.atY})
+		}
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	// Longest increasing run of j: tops[k] is the pair ending the best run of length k+1
+	// found so far, back[p] the pair before p in its run.
+	tops := make([]int, 0, len(pairs))
+	back := make([]int, len(pairs))
+	for p, pr := range pairs {
+		k, _ := slices.BinarySearchFunc(tops, pr[1], func(t, j int) int { return pairs[t][1] - j })
+		back[p] = -1
+		if k > 0 {
+			back[p] = tops[k-1]
+		}
+		if k == len(tops) {
+			tops = append(tops, p)
+		} else {
+			tops[k] = p
+		}
+	}
+	run := make([][2]int, len(tops))
+	for k, p := len(tops)-1, tops[len(tops)-1]; p >= 0; k, p = k-1, back[p] {
+		run[k] = pairs[p]
+	}
+	return run
 }
 
 func splitLines(s string) []string {

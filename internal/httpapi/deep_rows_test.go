@@ -99,4 +99,26 @@ func TestDeepStoredRowStaysLinear(t *testing.T) {
 	p := problem(t, b.do(t, "POST", "/v1/nodes/web01/pillars/deep/history/1/restore", b.admin, nil), 422, "unprocessable")
 	require.NotEmpty(t, p.Errors)
 	require.Equal(t, deepPointer(129), p.Errors[0].Field)
+
+	// A comb stored before the limit (a leaf beside the next level, 3,000 levels): its leaves'
+	// whole paths add up to (levels²) bytes, so the explanation is front-coded and the node
+	// page gives few rows a path; both stay a small multiple of the rows.
+	must(201, "PUT", "/v1/nodes/web01/pillars/comb", `{"seed":1}`)
+	comb := combObject(3000)
+	n, err = d.Exec(ctx, q(`UPDATE strata.pillars SET data = $1::jsonb WHERE category = 'comb'`), comb)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	pillars.InvalidateCache()
+	rows := size + len(comb)
+	r = b.do(t, "GET", "/v1/nodes/web01/pillar?explain=true", b.admin, nil)
+	require.Equal(t, 200, r.status, "%.300s", r.body)
+	require.LessOrEqual(t, len(r.body), 16*rows, "explain: %d bytes for %d bytes of rows", len(r.body), rows)
+	status, _, body := cc.get("/ui/nodes/web01")
+	require.Equal(t, 200, status)
+	require.LessOrEqual(t, len(body), 16*rows+64<<10, "console node page: %d bytes for %d bytes of rows", len(body), rows)
+}
+
+// combObject is {"l":1,"a":{"l":1,"a":…{"l":1}}}, levels deep: one leaf on every level.
+func combObject(levels int) string {
+	return strings.Repeat(`{"l":1,"a":`, levels-1) + `{"l":1}` + strings.Repeat("}", levels-1)
 }

@@ -69,7 +69,8 @@ func isWatch(r *http.Request) (bool, error) {
 // Streams follow access: every recheck interval the stream asks whether its token is still
 // in force, and ends with an ERROR event (status 401) when it was revoked or has expired; a
 // console stream asks the same of its session (signed out, expired). A revocation or
-// sign-out on this replica ends the stream before its next event, and wakes it if it
+// sign-out on this replica ends the stream before its next event (an initial ADDED event
+// too), and wakes it if it
 // waits; the token's or session's expiry is a re-check of its own. A
 // stream ends cleanly (no ERROR: the chunked answer just ends) after its lifetime, a random
 // duration in [max, 2·max); clients resume from the last resourceVersion they received. A
@@ -130,7 +131,15 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 		}
 		return rc.Flush()
 	}
+	acc := a.streamAccess(r, p)
 	for _, obj := range initial {
+		// The snapshot's events are events too: asked before each, like every later one, so
+		// a revocation, sign-out or expiry between the request's authentication and its
+		// snapshot sends none of it.
+		if acc.endedHere() {
+			_ = send(watchEvent{Type: "ERROR", Object: a.problemOf(r, acc.endedErr())})
+			return nil
+		}
 		if err := send(watchEvent{Type: "ADDED", Object: obj}); err != nil {
 			return nil // the client went away; nothing can be reported to it
 		}
@@ -150,7 +159,6 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 			"kind": k.Name, "metadata": map[string]string{"resourceVersion": rv}}})
 	}
 	end := time.Now().Add(a.watchMax + rand.N(a.watchMax))
-	acc := a.streamAccess(r, p)
 	authCtx, stopAuth := acc.watch(ctx)
 	defer stopAuth()
 	recheck := acc.nextRecheck(time.Now())

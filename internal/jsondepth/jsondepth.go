@@ -40,7 +40,7 @@ func tooDeep(v any, level int, path *[]string) (string, bool) {
 	switch t := v.(type) {
 	case map[string]any:
 		if level > Max {
-			return pointer(*path), true
+			return Pointer("", *path), true
 		}
 		for k, c := range t {
 			*path = append(*path, k)
@@ -51,7 +51,7 @@ func tooDeep(v any, level int, path *[]string) (string, bool) {
 		}
 	case []any:
 		if level > Max {
-			return pointer(*path), true
+			return Pointer("", *path), true
 		}
 		for i, c := range t {
 			*path = append(*path, strconv.Itoa(i))
@@ -64,12 +64,24 @@ func tooDeep(v any, level int, path *[]string) (string, bool) {
 	return "", false
 }
 
-// pointer is the RFC 6901 pointer of the reference tokens.
-func pointer(tokens []string) string {
+// Pointer is the RFC 6901 pointer base followed by the reference tokens (unescaped), built
+// in one string. Walkers of a stored value keep a stack of tokens and call it only where they
+// answer: building a pointer string at every member instead copies a long key once for each
+// value below it, (key length × members) bytes for one request.
+func Pointer(base string, tokens []string) string {
 	var b strings.Builder
+	n := len(base)
+	for _, t := range tokens {
+		n += 1 + len(t)
+	}
+	b.Grow(n)
+	b.WriteString(base)
 	for _, t := range tokens {
 		b.WriteByte('/')
-		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1"))
+		if strings.ContainsAny(t, "~/") {
+			t = strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1")
+		}
+		b.WriteString(t)
 	}
 	return b.String()
 }

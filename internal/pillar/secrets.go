@@ -9,11 +9,11 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/jsondepth"
 	"github.com/stratahq/strata/internal/resource"
 	"github.com/stratahq/strata/internal/secret"
 )
@@ -439,26 +439,41 @@ func targetOf(kind, org, name string) Target {
 // maskedLeaf returns the JSON pointer of a leaf of v equal to the mask ("": none). A secret
 // category refuses such a value: it is what a reader without read-secrets got back, and
 // writing it would replace the secret by its mask (a form saved as it was shown).
+//
+// The pointer is built only for the leaf found: the walk keeps a stack of tokens, so a long key
+// above many leaves is not copied once per leaf (a secret row's PUT walks all of it).
 func maskedLeaf(v any, at string) string {
+	tokens := make([]string, 0, 16)
+	if masked(v, &tokens) {
+		return jsondepth.Pointer(at, tokens)
+	}
+	return ""
+}
+
+// masked walks v in key order for a leaf equal to the mask, tokens holding the reference
+// tokens down to v; on a hit they lead to it.
+func masked(v any, tokens *[]string) bool {
 	switch x := v.(type) {
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(x)) {
-			if p := maskedLeaf(x[k], at+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")); p != "" {
-				return p
+			*tokens = append(*tokens, k)
+			if masked(x[k], tokens) {
+				return true
 			}
+			*tokens = (*tokens)[:len(*tokens)-1]
 		}
 	case []any:
 		for i, e := range x {
-			if p := maskedLeaf(e, at+"/"+strconv.Itoa(i)); p != "" {
-				return p
+			*tokens = append(*tokens, strconv.Itoa(i))
+			if masked(e, tokens) {
+				return true
 			}
+			*tokens = (*tokens)[:len(*tokens)-1]
 		}
 	case string:
-		if x == secret.Masked {
-			return at
-		}
+		return x == secret.Masked
 	}
-	return ""
+	return false
 }
 
 // sealedEntry is a history entry's sealed values, with what they are bound to.

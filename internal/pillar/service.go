@@ -771,6 +771,33 @@ type Rendered struct {
 	org string
 }
 
+// ExplainPathBudget is the least an explained answer may spend on whole paths: its
+// explanations give every leaf its full JSON pointer while those add up to at most this or
+// four times the merged pillar's JSON, whichever is more, and are front-coded beyond
+// (merge.FrontCoded). Whole paths repeat every key once per leaf below it, so a row holding
+// one long key over many short leaves would otherwise make an answer of (key length × leaves)
+// bytes: terabytes for an 8 MiB body. Real pillars stay far below either bound.
+const ExplainPathBudget = 1 << 20
+
+// MarshalJSON writes {"pillar", "explain"}, the explanations with whole paths within the
+// path budget (ExplainPathBudget) and front-coded beyond it, so an explained answer is linear
+// in the pillar it explains.
+func (r Rendered) MarshalJSON() ([]byte, error) {
+	type answer struct {
+		Pillar  map[string]any `json:"pillar"`
+		Explain any            `json:"explain,omitempty"`
+	}
+	a := answer{Pillar: r.Pillar}
+	if len(r.Explanation) > 0 {
+		if merge.PathBytes(r.Explanation) <= max(ExplainPathBudget, 4*len(r.JSON)) {
+			a.Explain = r.Explanation
+		} else {
+			a.Explain = merge.FrontCoded(r.Explanation)
+		}
+	}
+	return json.Marshal(a)
+}
+
 // Reveal returns the render a caller allowed to read the node's secrets gets: the plaintext
 // render when the pillar holds secrets, else r itself.
 func (r Rendered) Reveal() (Rendered, error) {

@@ -292,29 +292,41 @@ func canonicalSpec(raw json.RawMessage) (json.RawMessage, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// findNUL returns the JSON pointer of the first string or key holding a NUL character.
+// findNUL returns the JSON pointer (below path) of the first string or key holding a NUL
+// character. The pointer is built only when one is found: the walk keeps a stack of tokens,
+// so a long key above many members is not copied once per member.
 func findNUL(v any, path string) (string, bool) {
+	tokens := make([]string, 0, 16)
+	if hasNUL(v, &tokens) {
+		return jsondepth.Pointer(path, tokens), true
+	}
+	return "", false
+}
+
+// hasNUL walks v for a NUL character, tokens holding the reference tokens down to v; on a hit
+// they lead to it.
+func hasNUL(v any, tokens *[]string) bool {
 	switch t := v.(type) {
 	case string:
-		return path, strings.ContainsRune(t, 0)
+		return strings.ContainsRune(t, 0)
 	case map[string]any:
 		for k, c := range t {
-			p := path + "/" + pointerToken(k)
-			if strings.ContainsRune(k, 0) {
-				return p, true
+			*tokens = append(*tokens, k)
+			if strings.ContainsRune(k, 0) || hasNUL(c, tokens) {
+				return true
 			}
-			if p, ok := findNUL(c, p); ok {
-				return p, true
-			}
+			*tokens = (*tokens)[:len(*tokens)-1]
 		}
 	case []any:
 		for i, c := range t {
-			if p, ok := findNUL(c, fmt.Sprintf("%s/%d", path, i)); ok {
-				return p, true
+			*tokens = append(*tokens, strconv.Itoa(i))
+			if hasNUL(c, tokens) {
+				return true
 			}
+			*tokens = (*tokens)[:len(*tokens)-1]
 		}
 	}
-	return "", false
+	return false
 }
 
 // Create stores a new object; 409 when it exists. An object of an org-scoped kind needs its

@@ -313,7 +313,7 @@ func (s *Schema) checkDefault(c *jsonschema.Compiler, n *node) []fault.FieldErro
 	// Present fills nested defaults into a default (top-down), so that is the value to check.
 	def := present(n, deepCopy(n.def))
 	var out []fault.FieldError
-	for _, v := range unknownKeys(n, def, "", nil) {
+	for _, v := range unknownKeys(n, def, "", nil, nil) {
 		out = append(out, fault.FieldError{Field: at, Message: fmt.Sprintf("the default holds %s, which the schema does not define", describePointer(v.Instance))})
 	}
 	if err := sub.Validate(def); err != nil {

@@ -58,7 +58,7 @@ func (s *Schema) Violations(spec any) []Violation {
 			}
 		}
 	}
-	out = unknownKeys(s.root, obj, "/spec", out)
+	out = unknownKeys(s.root, obj, "/spec", make([]string, 0, 16), out)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Instance != out[j].Instance {
 			return out[i].Instance < out[j].Instance
@@ -72,37 +72,40 @@ const numberRangeMessage = "number out of range: exponents beyond ±1000 are not
 
 // unknownKeys reports the keys of closed objects that the schema does not define (keyword
 // additionalProperties) and tombstoned properties that still hold a value (keyword x-removed).
-func unknownKeys(n *node, v any, ptr string, out []Violation) []Violation {
+// path holds the reference tokens from base (the pointer of the value checked) down to v; a pointer is built only for a key
+// reported, so a long key above many members (a map of maps under additionalProperties) is
+// not copied once per member on every write.
+func unknownKeys(n *node, v any, base string, path []string, out []Violation) []Violation {
 	switch val := v.(type) {
 	case map[string]any:
 		if n == nil || !n.allows("object") {
 			return out
 		}
 		for _, k := range sortedKeys(val) {
-			at := joinPointer(ptr, k)
+			sub := append(path, k)
 			if c := n.prop(k); c != nil {
 				if c.removed {
-					out = append(out, Violation{Instance: at, Schema: c.ptr, Keyword: "x-removed", Message: fmt.Sprintf("x-removed: field %q was removed from the schema but holds a value", fault.Truncate(k, 64))})
+					out = append(out, Violation{Instance: joinPointer(base, sub...), Schema: c.ptr, Keyword: "x-removed", Message: fmt.Sprintf("x-removed: field %q was removed from the schema but holds a value", fault.Truncate(k, 64))})
 					continue
 				}
-				out = unknownKeys(c, val[k], at, out)
+				out = unknownKeys(c, val[k], base, sub, out)
 				continue
 			}
 			if n.addl != nil {
-				out = unknownKeys(n.addl, val[k], at, out)
+				out = unknownKeys(n.addl, val[k], base, sub, out)
 				continue
 			}
 			if n.addlOpen || n.preserve {
 				continue
 			}
-			out = append(out, Violation{Instance: at, Schema: joinPointer(n.ptr, "properties", k), Keyword: "additionalProperties", Message: fmt.Sprintf("additionalProperties: field %q is not defined by the schema", fault.Truncate(k, 64))})
+			out = append(out, Violation{Instance: joinPointer(base, sub...), Schema: joinPointer(n.ptr, "properties", k), Keyword: "additionalProperties", Message: fmt.Sprintf("additionalProperties: field %q is not defined by the schema", fault.Truncate(k, 64))})
 		}
 	case []any:
 		if n == nil || n.items == nil || !n.allows("array") {
 			return out
 		}
 		for i, e := range val {
-			out = unknownKeys(n.items, e, joinPointer(ptr, strconv.Itoa(i)), out)
+			out = unknownKeys(n.items, e, base, append(path, strconv.Itoa(i)), out)
 		}
 	}
 	return out

@@ -68,20 +68,20 @@ func TestExplainFourLayers(t *testing.T) {
 		"extra": {},
 		"pkgs": ["vim", "git"]}`), merged)
 	require.Equal(t, []Explanation{
-		{Path: "/apache/modules", SetBy: group, Overridden: []Source{global}},
-		{Path: "/apache/port", SetBy: org, Overridden: []Source{global}},
-		{Path: "/apache/user", SetBy: nodeS, Overridden: []Source{global}},      // null overrides a leaf
-		{Path: "/apache/vhosts", SetBy: group},                                  // the node's {} changed nothing
-		{Path: "/dns", SetBy: nodeS, Overridden: []Source{global}},              // null overrides a subtree
-		{Path: "/extra", SetBy: nodeS},                                          // an empty object is a leaf
-		{Path: "/motd/text", SetBy: group, Overridden: []Source{global}},        // the scalar above it was replaced
-		{Path: "/ntp/servers", SetBy: group, Overridden: []Source{global, org}}, // subtree → scalar → subtree
-		{Path: "/paths/a~0b", SetBy: nodeS},
-		{Path: "/paths/~1var~1www", SetBy: nodeS},
-		{Path: "/pkgs", SetBy: nodeS, Overridden: []Source{global, org}},
-		{Path: "/sudo", SetBy: group, Overridden: []Source{global}},               // subtree replaced by a scalar
-		{Path: "/users/alice", SetBy: nodeS, Overridden: []Source{global, group}}, // both maps it merged are gone
-		{Path: "/users/bob/uid", SetBy: org},
+		{Path: ptr("/apache/modules"), SetBy: group, Overridden: []Source{global}},
+		{Path: ptr("/apache/port"), SetBy: org, Overridden: []Source{global}},
+		{Path: ptr("/apache/user"), SetBy: nodeS, Overridden: []Source{global}},      // null overrides a leaf
+		{Path: ptr("/apache/vhosts"), SetBy: group},                                  // the node's {} changed nothing
+		{Path: ptr("/dns"), SetBy: nodeS, Overridden: []Source{global}},              // null overrides a subtree
+		{Path: ptr("/extra"), SetBy: nodeS},                                          // an empty object is a leaf
+		{Path: ptr("/motd/text"), SetBy: group, Overridden: []Source{global}},        // the scalar above it was replaced
+		{Path: ptr("/ntp/servers"), SetBy: group, Overridden: []Source{global, org}}, // subtree → scalar → subtree
+		{Path: ptr("/paths/a~0b"), SetBy: nodeS},
+		{Path: ptr("/paths/~1var~1www"), SetBy: nodeS},
+		{Path: ptr("/pkgs"), SetBy: nodeS, Overridden: []Source{global, org}},
+		{Path: ptr("/sudo"), SetBy: group, Overridden: []Source{global}},               // subtree replaced by a scalar
+		{Path: ptr("/users/alice"), SetBy: nodeS, Overridden: []Source{global, group}}, // both maps it merged are gone
+		{Path: ptr("/users/bob/uid"), SetBy: org},
 	}, got)
 }
 
@@ -94,14 +94,14 @@ func TestExplainFourLayersMergeLists(t *testing.T) {
 	require.Equal(t, decode(t, `["vim", "git"]`), merged["pkgs"])
 	byPath := map[string]Explanation{}
 	for _, e := range got {
-		byPath[e.Path] = e
+		byPath[e.Path.String()] = e
 	}
 	// The group appended "rewrite" to the global list: both are in it, nobody was overridden.
-	require.Equal(t, Explanation{Path: "/apache/modules", SetBy: group, MergedFrom: []Source{global}}, byPath["/apache/modules"])
+	require.Equal(t, Explanation{Path: ptr("/apache/modules"), SetBy: group, MergedFrom: []Source{global}}, byPath["/apache/modules"])
 	// The node's list added nothing, so it is not named, like an empty object onto an object.
-	require.Equal(t, Explanation{Path: "/pkgs", SetBy: org, MergedFrom: []Source{global}}, byPath["/pkgs"])
+	require.Equal(t, Explanation{Path: ptr("/pkgs"), SetBy: org, MergedFrom: []Source{global}}, byPath["/pkgs"])
 	// A list replaced by a scalar is gone even when lists merge.
-	require.Equal(t, Explanation{Path: "/ntp/servers", SetBy: group, Overridden: []Source{global, org}}, byPath["/ntp/servers"])
+	require.Equal(t, Explanation{Path: ptr("/ntp/servers"), SetBy: group, Overridden: []Source{global, org}}, byPath["/ntp/servers"])
 	require.Len(t, got, 14)
 }
 
@@ -115,7 +115,7 @@ func TestExplainMergedListReplaced(t *testing.T) {
 	src := func(i int) Source { return Source{Target: layers[i].Target, Category: "c"} }
 	merged, got := Explain(layers, Options{MergeLists: true})
 	require.Equal(t, object(t, `{"l": [3, 4]}`), merged)
-	require.Equal(t, []Explanation{{Path: "/l", SetBy: src(4), Overridden: []Source{src(0), src(1), src(2)}, MergedFrom: []Source{src(3)}}}, got)
+	require.Equal(t, []Explanation{{Path: ptr("/l"), SetBy: src(4), Overridden: []Source{src(0), src(1), src(2)}, MergedFrom: []Source{src(3)}}}, got)
 }
 
 func TestExplainEmpty(t *testing.T) {
@@ -132,8 +132,8 @@ func TestExplainEmpty(t *testing.T) {
 func TestExplanationJSON(t *testing.T) {
 	t.Parallel()
 	b, err := json.Marshal([]Explanation{
-		{Path: "/a", SetBy: global},
-		{Path: "/b", SetBy: nodeS, Overridden: []Source{global}, MergedFrom: []Source{org}},
+		{Path: ptr("/a"), SetBy: global},
+		{Path: ptr("/b"), SetBy: nodeS, Overridden: []Source{global}, MergedFrom: []Source{org}},
 	})
 	require.NoError(t, err)
 	require.JSONEq(t, `[
@@ -171,7 +171,7 @@ func checkExplanations(t testing.TB, layers []Layer, opts Options, merged map[st
 	slices.Sort(leaves)
 	var paths []string
 	for _, e := range expl {
-		paths = append(paths, e.Path)
+		paths = append(paths, e.Path.String())
 	}
 	require.Equal(t, leaves, paths, "one explanation per leaf, sorted by path")
 
@@ -181,7 +181,7 @@ func checkExplanations(t testing.TB, layers []Layer, opts Options, merged map[st
 		return i
 	}
 	for _, e := range expl {
-		tokens := splitPointer(e.Path)
+		tokens := splitPointer(e.Path.String())
 		setBy := index(e.SetBy)
 		v, ok := lookup(layers[setBy].Data, tokens)
 		require.True(t, ok, "%s: SetBy has no value there", e.Path)
@@ -253,4 +253,13 @@ func lookup(data map[string]any, tokens []string) (any, bool) {
 		}
 	}
 	return v, true
+}
+
+// ptr builds the Pointer of an escaped JSON pointer, as Explain links it.
+func ptr(s string) Pointer {
+	var n *pointerNode
+	for _, tok := range strings.Split(s, "/")[1:] {
+		n = n.child(tok)
+	}
+	return Pointer{n}
 }

@@ -33,7 +33,6 @@ package merge
 import (
 	"context"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -74,7 +73,7 @@ type Source struct {
 // list appended nothing (all its items were already present) changed nothing and, like an
 // empty object merged onto an object, is named nowhere.
 type Explanation struct {
-	Path       string   `json:"path"`                 // JSON pointer (RFC 6901) of the leaf, e.g. "/apache/port"
+	Path       Pointer  `json:"path"`                 // JSON pointer (RFC 6901) of the leaf, e.g. "/apache/port"
 	SetBy      Source   `json:"setBy"`                // the layer whose value is at Path
 	Overridden []Source `json:"overridden,omitempty"` // earlier layers whose value at this path (or above it) was replaced, in merge order
 	MergedFrom []Source `json:"mergedFrom,omitempty"` // with MergeLists: earlier layers whose list items this list keeps, in merge order
@@ -104,7 +103,9 @@ func MergeContext(ctx context.Context, layers []Layer, opts Options) (map[string
 }
 
 // Explain merges like Merge and also returns one Explanation per leaf of the result, sorted
-// by Path (byte order, so every subtree is one contiguous run).
+// by Path (byte order, so every subtree is one contiguous run). The leaves of one object share
+// their parent's Pointer, so explaining costs time and space linear in the result even when
+// many leaves sit below one long key.
 func Explain(layers []Layer, opts Options) (map[string]any, []Explanation) {
 	out, expl, _ := ExplainContext(context.Background(), layers, opts)
 	return out, expl
@@ -123,7 +124,6 @@ func ExplainContext(ctx context.Context, layers []Layer, opts Options) (map[stri
 	}
 	e := explainer{layers: layers}
 	e.walk(out, root, nil, nil)
-	sort.Slice(e.out, func(i, j int) bool { return e.out[i].Path < e.out[j].Path })
 	return out, e.out, nil
 }
 
@@ -296,10 +296,11 @@ type explainer struct {
 }
 
 // walk emits the explanations of the subtree v at path, whose provenance is n; above holds
-// the layers replaced at the paths above it, ascending. path is one buffer the walk appends
-// to and cuts back, so a path costs a string only at a leaf: a value nested n levels deep
-// costs O(n), not the O(n²) of a new string per level.
-func (e *explainer) walk(v any, n *node, path []byte, above []int) {
+// the layers replaced at the paths above it, ascending. Every member of an object gets one
+// pointerNode linked to path (nil: the root), so a pointer costs its last token only, and
+// members are visited in the byte order of their pointers: the explanations come out sorted
+// without building or comparing whole paths.
+func (e *explainer) walk(v any, n *node, path *pointerNode, above []int) {
 	over := above
 	if len(n.replaced) > 0 {
 		over = slices.Concat(above, n.replaced)
@@ -308,15 +309,37 @@ func (e *explainer) walk(v any, n *node, path []byte, above []int) {
 	}
 	m, isObject := v.(map[string]any)
 	if isObject && (len(m) > 0 || n.setBy < 0) {
+		type member struct {
+			key, token string
+			inner      bool // explained below it: its explanations' pointers go on with "/"
+		}
+		members := make([]member, 0, len(m))
 		for k, c := range m {
-			sub := append(append(path, '/'), escapeToken(k)...)
-			e.walk(c, n.children[k], sub, over)
-			path = sub[:len(path)] // keep the buffer a deeper level grew
+			cm, ok := c.(map[string]any)
+			members = append(members, member{key: k, token: escapeToken(k), inner: ok && len(cm) > 0})
+		}
+		// "/a" < "/a!" < "/a/x": a member explained below it sorts as its token followed by
+		// "/", which is how its descendants' pointers compare with a sibling's.
+		slices.SortFunc(members, func(a, b member) int {
+			if c := strings.Compare(a.token, b.token); c == 0 || (!strings.HasPrefix(a.token, b.token) && !strings.HasPrefix(b.token, a.token)) {
+				return c
+			}
+			short, long, sign := a, b, 1
+			if len(a.token) > len(b.token) {
+				short, long, sign = b, a, -1
+			}
+			if !short.inner { // "/a" is a prefix of "/ab…"
+				return -sign
+			}
+			return sign * strings.Compare("/", long.token[len(short.token):len(short.token)+1])
+		})
+		for _, mb := range members {
+			e.walk(m[mb.key], n.children[mb.key], path.child(mb.token), over)
 		}
 		return
 	}
 	e.out = append(e.out, Explanation{
-		Path:       string(path),
+		Path:       Pointer{path},
 		SetBy:      e.source(n.setBy),
 		Overridden: e.sources(over),
 		MergedFrom: e.sources(n.mergedFrom),
