@@ -186,7 +186,7 @@ func requireSubcommand(cmd *cobra.Command) {
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
-	envErrors = nil
+	resetEnvErrors()
 	g := &globals{stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:           "strata",

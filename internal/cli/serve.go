@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -72,7 +73,7 @@ func envInt(name string, def int64) int64 {
 	if v := os.Getenv(name); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			envErrors = append(envErrors, fmt.Errorf("%s=%q: not an integer", name, v))
+			noteEnvError(fmt.Errorf("%s=%q: not an integer", name, v))
 			return def
 		}
 		return n
@@ -85,7 +86,7 @@ func envDuration(name string, def time.Duration) time.Duration {
 	if v := os.Getenv(name); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			envErrors = append(envErrors, fmt.Errorf("%s=%q: not a duration (e.g. 30s)", name, v))
+			noteEnvError(fmt.Errorf("%s=%q: not a duration (e.g. 30s)", name, v))
 			return def
 		}
 		return d
@@ -94,9 +95,29 @@ func envDuration(name string, def time.Duration) time.Duration {
 }
 
 // envErrors collects malformed STRATA_* values found while building the command tree.
-var envErrors []error
+// Guarded by envMu: command trees are built concurrently (parallel tests of the CLI).
+var (
+	envMu     sync.Mutex
+	envErrors []error
+)
 
-func checkEnv() error { return errors.Join(envErrors...) }
+func noteEnvError(err error) {
+	envMu.Lock()
+	defer envMu.Unlock()
+	envErrors = append(envErrors, err)
+}
+
+func resetEnvErrors() {
+	envMu.Lock()
+	defer envMu.Unlock()
+	envErrors = nil
+}
+
+func checkEnv() error {
+	envMu.Lock()
+	defer envMu.Unlock()
+	return errors.Join(envErrors...)
+}
 
 func newLogger(level string) (*slog.Logger, error) {
 	var l slog.Level
