@@ -154,6 +154,7 @@ func (a *API) render(w http.ResponseWriter, status int, name string, p uiPage) e
 	if t == nil {
 		return fmt.Errorf("no console page %q", name)
 	}
+	p.Error, p.Fields = onceEach(p.Error, p.Fields)
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout.html", p); err != nil {
 		return err
