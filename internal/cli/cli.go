@@ -119,7 +119,7 @@ func explain(err error, root *cobra.Command) string {
 		// The server speaks HTTP; a CLI user typed flags. The status adds nothing the
 		// detail does not say (the exit code is 1 either way).
 		if ce.Problem.Detail != "" {
-			msg = strings.Replace(msg, fmt.Sprintf(" (HTTP %d)", ce.Status), "", 1)
+			msg = strings.Replace(msg, ce.Error(), problemText(ce), 1)
 		}
 		for _, r := range apiTerms {
 			msg = r.re.ReplaceAllString(msg, r.repl)
@@ -141,6 +141,8 @@ var apiTerms = []struct {
 	{regexp.MustCompile(`\(Authorization: Bearer <token>, or HTTP Basic auth with the token as password\)`),
 		"(--token or STRATA_TOKEN; an unknown, revoked or expired token is refused)"},
 	{regexp.MustCompile(`(?m)^  labelSelector: `), "  -l/--selector: "},
+	{regexp.MustCompile(`name the org they belong to`), "give --org ORG, the org they belong to"},
+	{regexp.MustCompile(`\bskipUnsupported\b`), "--skip-unsupported"},
 }
 
 // requireSubcommand makes a command that only groups others refuse what is not one of them
@@ -204,6 +206,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	for _, c := range root.Commands() {
 		requireSubcommand(c)
 	}
+	polishMessages(root)
 	// One flag name per meaning, as kubectl: files are -f/--filename everywhere; --file,
 	// which earlier releases took in some commands, still works.
 	root.SetGlobalNormalizationFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {

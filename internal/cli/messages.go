@@ -1,0 +1,194 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/stratahq/strata/client"
+)
+
+// count spells n things in English: "1 object", "3 objects", "0 objects". noun is the
+// singular; its plural adds "s" (every noun the CLI counts does).
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// abandon ends a progress report whose work failed: the bar leaves the screen and the plain
+// report prints no final count, so that nothing says "0 tables restored" before the error
+// that says why none were.
+func (p *progress) abandon() {
+	if p.bar != nil {
+		_ = p.bar.Clear()
+	}
+}
+
+// polishMessages makes the command tree answer mistakes with the way out: an unknown flag
+// gets the nearest flag names of its command, and a file given as an argument to a command
+// that takes it with -f gets the command line that works.
+func polishMessages(root *cobra.Command) {
+	root.SetFlagErrorFunc(suggestFlag)
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		if c.Flags().Lookup("filename") != nil && c.Runnable() {
+			suggestDashF(c)
+		}
+	}
+	walk(root)
+}
+
+// unknownFlag matches pflag's "unknown flag: --lable" and "unknown shorthand flag: 'x' in -x".
+var unknownFlag = regexp.MustCompile(`^unknown flag: --([^\s=]+)|^unknown shorthand flag: '(.)' in`)
+
+// suggestFlag adds to an unknown flag the flags of the command within two edits of it, or
+// starting with it ("--lable" → "--label", "--sel" → "--selector"). pflag names the flag but
+// not what was meant; cobra suggests commands (SuggestionsMinimumDistance), never flags.
+func suggestFlag(cmd *cobra.Command, err error) error {
+	m := unknownFlag.FindStringSubmatch(err.Error())
+	if m == nil || m[1] == "" {
+		return err
+	}
+	typed := m[1]
+	var names []string
+	seen := map[string]bool{}
+	add := func(f *pflag.Flag) {
+		if !f.Hidden && !seen[f.Name] {
+			seen[f.Name] = true
+			names = append(names, f.Name)
+		}
+	}
+	cmd.Flags().VisitAll(add)
+	cmd.InheritedFlags().VisitAll(add)
+	// A prefix is what was meant more often than a near name ("--sel" is --selector, not
+	// --help); a near name must be nearer than half the typed one.
+	var near []string
+	for _, n := range names {
+		if len(typed) >= 2 && strings.HasPrefix(n, typed) {
+			near = append(near, n)
+		}
+	}
+	if len(near) == 0 {
+		for _, n := range nearest(typed, names) {
+			if 2*editDistance(strings.ToLower(typed), strings.ToLower(n)) < len(typed) {
+				near = append(near, n)
+			}
+		}
+	}
+	if len(near) == 0 {
+		return fmt.Errorf("%w (`%s --help` lists its flags)", err, cmd.CommandPath())
+	}
+	for i, n := range near {
+		near[i] = "--" + n
+	}
+	return fmt.Errorf("%w; did you mean %s?", err, strings.Join(near, " or "))
+}
+
+// fileLike reports whether an argument is, by all signs, a file: "-", an existing regular
+// file, or a name with one of the extensions the CLI reads.
+func fileLike(arg string) bool {
+	if arg == "-" {
+		return true
+	}
+	if st, err := os.Stat(arg); err == nil && st.Mode().IsRegular() {
+		return true
+	}
+	switch strings.ToLower(filepath.Ext(arg)) {
+	case ".yaml", ".yml", ".json", ".ndjson", ".jsonl", ".sls", ".tfstate":
+		return true
+	}
+	return false
+}
+
+// suggestDashF wraps the argument check of a command that takes its file with -f: when the
+// arguments are refused and the last one is a file without which they would be accepted,
+// the error is the command line that works (`kind apply database.yaml` → "did you mean
+// `strata kind apply -f database.yaml`?").
+func suggestDashF(c *cobra.Command) {
+	check := c.Args
+	if check == nil {
+		check = cobra.ArbitraryArgs
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		err := check(cmd, args)
+		if err == nil || len(args) == 0 || cmd.Flags().Changed("filename") {
+			return err
+		}
+		file := args[len(args)-1]
+		rest := args[:len(args)-1]
+		if !fileLike(file) || check(cmd, rest) != nil {
+			return err
+		}
+		line := append([]string{cmd.CommandPath()}, rest...)
+		cmd.Flags().Visit(func(f *pflag.Flag) {
+			if f.Value.Type() == "bool" {
+				line = append(line, "--"+f.Name)
+				return
+			}
+			line = append(line, "--"+f.Name, f.Value.String())
+		})
+		line = append(line, "-f", file)
+		return fmt.Errorf("%s takes its file with -f: did you mean `%s`?", cmd.CommandPath(), strings.Join(line, " "))
+	}
+}
+
+// problemText is a refusal of the server as the CLI prints it: each sentence once (the detail
+// and an entry of errors saying the same are one line), the fields the CLI takes as flags
+// named as those flags.
+func problemText(ce *client.Error) string {
+	field, headline, rest := ce.Problem.Lines()
+	if name := flagOfField(field); name != "" {
+		field = name
+	}
+	for _, r := range apiTerms {
+		headline = r.re.ReplaceAllString(headline, r.repl)
+	}
+	msg := headline
+	if field != "" && !strings.Contains(headline, field) {
+		msg = field + ": " + headline
+	}
+	for _, f := range rest {
+		name := f.Field
+		if n := flagOfField(f.Field); n != "" {
+			name = n
+		}
+		if name == "" {
+			msg += "\n  " + f.Message
+			continue
+		}
+		msg += "\n  " + name + ": " + f.Message
+	}
+	return msg
+}
+
+// fieldFlags are the request parts (query parameters, body members) the CLI sets from a flag.
+var fieldFlags = map[string]string{
+	"labelSelector":   "-l/--selector",
+	"org":             "--org",
+	"skipUnsupported": "--skip-unsupported",
+	"dryRun":          "--dry-run",
+	"cascade":         "--cascade",
+	"force":           "--force",
+}
+
+// scopeField is the body member of token create's scopes, one per --scope flag.
+var scopeField = regexp.MustCompile(`^/scopes/\d+$`)
+
+// flagOfField names the flag the CLI sets a request's field from, or "".
+func flagOfField(field string) string {
+	if scopeField.MatchString(field) {
+		return "--scope"
+	}
+	return fieldFlags[field]
+}
