@@ -74,6 +74,9 @@ schema:
 	require.NotContains(t, out, "/spec/size", "the earlier rows are folded: %s", out)
 	require.Empty(t, errOut)
 
+	// kind revisions counts each revision's own changes.
+	require.Regexp(t, `(?m)^3 .* 1\s*$`, c.run("kind", "revisions", "Database"), "revision 3 made one change")
+
 	// -o json keeps every finding, the earlier ones marked.
 	js := c.run("kind", "revisions", "Database", "-o", "json")
 	require.Contains(t, js, `"earlier": true`)

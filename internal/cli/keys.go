@@ -70,7 +70,7 @@ func newKeysCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if st.Remaining > 0 {
-				_, err := fmt.Fprintf(w, "%d values are not under the primary key: run `strata keys rotate`\n", st.Remaining)
+				_, err := fmt.Fprintf(w, "%s not under the primary key: run `strata keys rotate`\n", countVerb(int(st.Remaining), "value", "is", "are"))
 				return err
 			}
 			return nil
@@ -140,7 +140,7 @@ func newKeysCmd(g *globals) *cobra.Command {
 			if st.Remaining > 0 {
 				return fmt.Errorf("%d values are still under other keys (held by a writer meanwhile, or under keys this replica lacks: %s); run `strata keys rotate` again", st.Remaining, strings.Join(st.Missing, ", "))
 			}
-			fmt.Fprintf(g.stderr, "%d values re-wrapped with key %s\n", done, st.Primary)
+			fmt.Fprintf(g.stderr, "%s re-wrapped with key %s\n", count(int(done), "value"), st.Primary)
 			return showStatus(st)
 		},
 	}

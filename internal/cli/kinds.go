@@ -304,7 +304,15 @@ func newKindRegistryCmd(g *globals) *cobra.Command {
 			return g.printList(revs, func(w io.Writer) error {
 				t := newTable(w, "REVISION", "CREATED", "BY", "CHANGES")
 				for _, r := range revs {
-					t.row(strconv.Itoa(r.Revision), r.CreatedAt.Format("2006-01-02 15:04:05"), r.CreatedBy, strconv.Itoa(len(r.Report.Changes)))
+					// A revision's changes are its own: those an earlier revision decided
+					// are counted there (-o json lists them all).
+					n := 0
+					for _, f := range r.Report.Changes {
+						if !f.Earlier {
+							n++
+						}
+					}
+					t.row(strconv.Itoa(r.Revision), r.CreatedAt.Format("2006-01-02 15:04:05"), r.CreatedBy, strconv.Itoa(n))
 				}
 				return t.flush()
 			})

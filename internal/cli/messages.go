@@ -23,6 +23,14 @@ func count(n int, noun string) string {
 	return strconv.Itoa(n) + " " + noun + "s"
 }
 
+// countVerb is count with its verb agreeing: "1 value is", "3 values are".
+func countVerb(n int, noun, one, many string) string {
+	if n == 1 {
+		return count(n, noun) + " " + one
+	}
+	return count(n, noun) + " " + many
+}
+
 // abandon ends a progress report whose work failed: the bar leaves the screen and the plain
 // report prints no final count, so that nothing says "0 tables restored" before the error
 // that says why none were.

@@ -59,10 +59,11 @@ var uiPages = func() map[string]*template.Template {
 		"time": func(t time.Time) string {
 			return t.UTC().Format("2006-01-02 15:04:05 UTC")
 		},
-		"join":   strings.Join,
-		"labels": labelText,
-		"query":  url.QueryEscape,
-		"path":   url.PathEscape,
+		"join":    strings.Join,
+		"earlier": earlierFindings,
+		"labels":  labelText,
+		"query":   url.QueryEscape,
+		"path":    url.PathEscape,
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(uiFS, "ui/layout.html"))
 	pages := map[string]*template.Template{}

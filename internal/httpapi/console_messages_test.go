@@ -48,3 +48,35 @@ func TestConsoleErrorsOnce(t *testing.T) {
 	require.NotContains(t, alert[1], "<li>", "the headline is not repeated as a bullet: %s", alert[1])
 	require.Contains(t, alert[1], "/metadata/labels/Bad Key!: ", "the field leads the line: %s", alert[1])
 }
+
+// TestConsoleKindReportFoldsEarlier (issue 29, finding 7): the console's kind page repeated,
+// in every revision's report, the changes earlier revisions had decided, as if they were
+// questions. A revision's table lists its own changes; the earlier ones are one line.
+func TestConsoleKindReportFoldsEarlier(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	must := func(status int, method, path, body string) {
+		t.Helper()
+		r := b.do(t, method, path, b.admin, strings.NewReader(body))
+		require.Equal(t, status, r.status, "%s %s: %s", method, path, r.body)
+	}
+	must(201, "POST", "/v1/orgs", `{"metadata":{"name":"acme"}}`)
+	must(201, "PUT", "/v1/kinds/Db", `{"scope":"org","schema":{"type":"object","properties":{"size":{"type":"integer"}}}}`)
+	must(201, "POST", "/v1/orgs/acme/resources/Db", `{"metadata":{"name":"main"},"spec":{"size":3}}`)
+	must(201, "PUT", "/v1/kinds/Db", `{"schema":{"type":"object","properties":{"size":{"type":"number"}}},"acknowledge":[{"path":"/spec/size","rule":"readersUpgradedFirst"}]}`)
+	must(201, "PUT", "/v1/kinds/Db", `{"schema":{"type":"object","properties":{"size":{"type":"number"},"tier":{"type":"string"}}}}`)
+
+	cc := newConsoleClient(t, b.srv.URL)
+	cc.signIn(b.admin)
+	status, _, page := cc.get("/ui/kinds/Db")
+	require.Equal(t, 200, status)
+	sections := regexp.MustCompile(`(?s)<h3>Revision (\d+) .*?</section>`).FindAllStringSubmatch(page, -1)
+	byRev := map[string]string{}
+	for _, s := range sections {
+		byRev[s[1]] = s[0]
+	}
+	require.Contains(t, byRev["2"], "type-widened", "revision 2 made the change")
+	require.NotContains(t, byRev["3"], "type-widened", "revision 3 does not ask it again: %s", byRev["3"])
+	require.Contains(t, byRev["3"], "1 earlier finding decided since revision 1")
+	require.Contains(t, byRev["3"], "property-added")
+}
