@@ -141,6 +141,12 @@ func TestCLIMessagesSayFlags(t *testing.T) {
 	require.Contains(t, errOut, "--scope: ")
 	require.Contains(t, errOut, "for example admin, orgs:read:acme")
 	require.Contains(t, fails("token", "create", "ci", "--scope", "pillars:read:nosuch/x"), "for example pillars:read:org/acme")
+	require.Contains(t, fails("token", "create", "ci"), "give at least one --scope")
+	// Body members set from flags are named as the flags; written in a file, as pointers.
+	require.Contains(t, fails("group", "--org", "acme", "create", "g", "--node-selector", "a in"), "error: --node-selector: invalid label selector")
+	require.Contains(t, fails("node", "create", "web09", "--org", "nosuch"), "\n  --org: org \"nosuch\" does not exist")
+	require.Contains(t, fails("node", "create", "web09", "--org", "acme", "--label", "Bad Key!=x"), "error: --label: invalid label key")
+	require.Contains(t, fails("apply", "-f", c.write("n.yaml", "kind: Node\nmetadata: {name: w9}\nspec: {org: nosuch}\n")), "\n  /spec/org: org \"nosuch\" does not exist")
 	errOut = fails("pillar", "set", "app", "--org", "acme", "-f", c.write("bad.json", `{"a":`))
 	require.Equal(t, 1, strings.Count(errOut, "error:"), errOut)
 	require.Equal(t, 1, strings.Count(strings.TrimSpace(errOut), "\n")+1, "one line: %s", errOut)

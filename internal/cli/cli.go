@@ -96,8 +96,8 @@ type globals struct {
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "error:", explain(err, root))
+	if cmd, err := root.ExecuteContextC(ctx); err != nil {
+		fmt.Fprintln(stderr, "error:", explain(err, root, cmd))
 		return 1
 	}
 	return 0
@@ -105,7 +105,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // explain adds what to do to errors whose own words do not say it: a server that cannot
 // be reached is the first thing a new user meets.
-func explain(err error, root *cobra.Command) string {
+func explain(err error, root, cmd *cobra.Command) string {
 	var ue *url.Error
 	var oe *net.OpError
 	if errors.As(err, &ue) && errors.As(err, &oe) && (oe.Op == "dial" || errors.Is(err, syscall.ECONNREFUSED)) {
@@ -119,7 +119,7 @@ func explain(err error, root *cobra.Command) string {
 		// The server speaks HTTP; a CLI user typed flags. The status adds nothing the
 		// detail does not say (the exit code is 1 either way).
 		if ce.Problem.Detail != "" {
-			msg = strings.Replace(msg, ce.Error(), problemText(ce), 1)
+			msg = strings.Replace(msg, ce.Error(), problemText(ce, cmd), 1)
 		}
 		for _, r := range apiTerms {
 			msg = r.re.ReplaceAllString(msg, r.repl)

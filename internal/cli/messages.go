@@ -152,11 +152,11 @@ func suggestDashF(c *cobra.Command) {
 }
 
 // problemText is a refusal of the server as the CLI prints it: each sentence once (the detail
-// and an entry of errors saying the same are one line), the fields the CLI takes as flags
-// named as those flags.
-func problemText(ce *client.Error) string {
+// and an entry of errors saying the same are one line), the fields the command set from flags
+// named as those flags (cmd is the command that ran; nil when unknown).
+func problemText(ce *client.Error, cmd *cobra.Command) string {
 	field, headline, rest := ce.Problem.Lines()
-	if name := flagOfField(field); name != "" {
+	if name := flagOfField(field, cmd); name != "" {
 		field = name
 	}
 	for _, r := range apiTerms {
@@ -168,7 +168,7 @@ func problemText(ce *client.Error) string {
 	}
 	for _, f := range rest {
 		name := f.Field
-		if n := flagOfField(f.Field); n != "" {
+		if n := flagOfField(f.Field, cmd); n != "" {
 			name = n
 		}
 		if name == "" {
@@ -180,7 +180,7 @@ func problemText(ce *client.Error) string {
 	return msg
 }
 
-// fieldFlags are the request parts (query parameters, body members) the CLI sets from a flag.
+// fieldFlags are the query parameters the CLI sets from a flag, whatever the command.
 var fieldFlags = map[string]string{
 	"labelSelector":   "-l/--selector",
 	"org":             "--org",
@@ -190,13 +190,34 @@ var fieldFlags = map[string]string{
 	"force":           "--force",
 }
 
-// scopeField is the body member of token create's scopes, one per --scope flag.
-var scopeField = regexp.MustCompile(`^/scopes/\d+$`)
-
-// flagOfField names the flag the CLI sets a request's field from, or "".
-func flagOfField(field string) string {
-	if scopeField.MatchString(field) {
-		return "--scope"
+// flagOfField names the flag the command set a request's field from, or "". A query parameter
+// has its flag everywhere; a body member (a JSON pointer) is named by a flag the user gave
+// whose name is one of the pointer's segments, in the singular or as a suffix (/spec/org is
+// --org, /scopes/0 is --scope, /metadata/labels/x is --label, /spec/selector is
+// --node-selector). Only flags given on this command line count: a member written in a file
+// (apply -f) keeps its pointer.
+func flagOfField(field string, cmd *cobra.Command) string {
+	if f, ok := fieldFlags[field]; ok {
+		return f
 	}
-	return fieldFlags[field]
+	if cmd == nil || !strings.HasPrefix(field, "/") {
+		return ""
+	}
+	segs := strings.Split(field[1:], "/")
+	for i := len(segs) - 1; i >= 0; i-- {
+		seg := segs[i]
+		if seg == "" || strings.Trim(seg, "0123456789") == "" {
+			continue
+		}
+		var found string
+		cmd.Flags().Visit(func(f *pflag.Flag) {
+			if found == "" && (f.Name == seg || f.Name+"s" == seg || strings.HasSuffix(f.Name, "-"+seg)) {
+				found = "--" + f.Name
+			}
+		})
+		if found != "" {
+			return found
+		}
+	}
+	return ""
 }
