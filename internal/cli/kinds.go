@@ -231,7 +231,9 @@ func newKindRegistryCmd(g *globals) *cobra.Command {
 		Short: "Register the next revision of a kind's schema (checked against the stored objects)",
 		Long: "FILE (YAML or JSON, - for stdin) holds kind, scope (org or global) and schema, a JSON Schema\n" +
 			"(2020-12, strata's structural subset) of the objects' spec. A change that a rule rejects, or\n" +
-			"that needs an acknowledgement not given with --ack PATH=RULE, is refused with the report.",
+			"that needs an acknowledgement not given with --ack PATH=RULE, is refused with the report.\n" +
+			"Changes an earlier revision decided are one line after the table (-o json lists them);\n" +
+			"an --ack no change needed is a warning naming it.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return register(cmd, dryRun) },
 	}
