@@ -63,11 +63,17 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Problem.Detail != "" {
-		msg := fmt.Sprintf("%s (HTTP %d)", e.Problem.Detail, e.Status)
-		for _, f := range e.Problem.Errors {
-			if f.Field != "" {
-				msg += fmt.Sprintf("\n  %s: %s", f.Field, f.Message)
+		field, headline, rest := e.Problem.Lines()
+		if field != "" {
+			headline = field + ": " + headline
+		}
+		msg := fmt.Sprintf("%s (HTTP %d)", headline, e.Status)
+		for _, f := range rest {
+			if f.Field == "" {
+				msg += "\n  " + f.Message
+				continue
 			}
+			msg += fmt.Sprintf("\n  %s: %s", f.Field, f.Message)
 		}
 		return msg
 	}

@@ -64,6 +64,19 @@ type KindReport struct {
 	// Filtered: the reader may not read every object of the kind, so the impacts list only
 	// the objects it may read (and count only those) and Scanned is 0.
 	Filtered bool `json:"filtered,omitempty"`
+	// RedundantAcks are the request's acknowledgements that no change of this registration
+	// needed: one for a change an earlier registration already decided, for a change whose
+	// verdict is accept or reject, or any on a kind's first registration. They do not refuse
+	// the registration (a script re-running an apply with the acks it once needed still
+	// works); they are listed so that an acknowledgement is never taken silently.
+	RedundantAcks []KindRedundantAck `json:"redundantAcks,omitempty"`
+}
+
+// KindRedundantAck is an acknowledgement a registration did not need, and why.
+type KindRedundantAck struct {
+	Path   string `json:"path"`
+	Rule   string `json:"rule"`
+	Reason string `json:"reason"`
 }
 
 // KindResult answers a registration.

@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -55,6 +56,27 @@ type Problem struct {
 	Reason string `json:"reason,omitempty"`
 	// Report is the compatibility report of a refused kind registration (409).
 	Report *KindReport `json:"report,omitempty"`
+}
+
+// Lines returns the problem as a person reads it, each sentence once: the headline (the
+// detail, without the "invalid request: " prefix older servers put before it), the field of
+// the entry of errors the headline repeats ("" when it repeats none, or one naming no
+// field), and the other entries. A server states a one-field refusal both as its detail
+// (sometimes after a summary, "invalid metadata: <reason>") and as its only entry; printing
+// both showed every such sentence twice. The headline then becomes the entry's reason, which
+// its field introduces; an entry the headline merely contains is dropped.
+func (p Problem) Lines() (field, headline string, rest []FieldError) {
+	headline = strings.TrimPrefix(p.Detail, "invalid request: ")
+	for _, f := range p.Errors {
+		switch {
+		case field == "" && f.Field != "" && f.Message != "" && (headline == f.Message || strings.HasSuffix(headline, ": "+f.Message)):
+			field, headline = f.Field, f.Message
+		case strings.Contains(headline, f.Message):
+		default:
+			rest = append(rest, f)
+		}
+	}
+	return field, headline, rest
 }
 
 // FieldError names an offending field by JSON pointer and says why it was refused.

@@ -99,7 +99,7 @@ func TestBackupUnderLoadRestores(t *testing.T) {
 	restored := dataDir(t)
 	require.NoError(t, os.Remove(restored)) // a new data dir: restore makes it
 	out = run(nil, "backup", "restore", file, "--data-dir", restored, "-q")
-	require.Contains(t, out, "1 Terraform locks of the old installation released")
+	require.Contains(t, out, "1 Terraform lock of the old installation released")
 	_, errOut, err := cliStreams(t, nil, "backup", "restore", file, "--data-dir", restored)
 	require.Error(t, err)
 	require.Contains(t, errOut, "already holds a PostgreSQL cluster")
@@ -109,6 +109,14 @@ func TestBackupUnderLoadRestores(t *testing.T) {
 
 	b := startServer(t, nil, "--data-dir", restored)
 	envB := []string{"STRATA_SERVER=" + b.url, "STRATA_TOKEN=" + token}
+	// docs/operations.md (issue 29, finding 9): a restored data dir has no admin-token (the
+	// restored database has its admin already); the source's tokens work, and make new ones.
+	_, err = os.Stat(filepath.Join(restored, "admin-token"))
+	require.ErrorIs(t, err, os.ErrNotExist, "a restored data dir has no admin-token")
+	fresh := strings.TrimSpace(run(envB, "token", "create", "ops-after-restore", "--scope", "admin", "-q"))
+	require.NoError(t, os.WriteFile(filepath.Join(restored, "admin-token"), []byte(fresh+"\n"), 0o600))
+	require.Contains(t, run([]string{"STRATA_SERVER=" + b.url, "STRATA_DATA_DIR=" + restored}, "token", "list"), "ops-after-restore",
+		"the new token, written as the data dir's admin-token, is the CLI's default")
 	var node struct {
 		Metadata struct {
 			Labels map[string]string `json:"labels"`

@@ -92,7 +92,7 @@ func TestNodeGroupCLI(t *testing.T) {
 	require.Contains(t, out, "env=prod,tier=web")
 	run("node", "create", "db01", "--org", "acme", "--label", "env=staging")
 	_, err := cli(t, env, "node", "create", "lost01", "--org", "nope")
-	requireFailsWith(t, err, "/spec/org: org \"nope\" does not exist")
+	requireFailsWith(t, err, "--org: org \"nope\" does not exist") // the flag the user gave, not /spec/org (issue 29)
 	require.ErrorContains(t, err, `org "nope" does not exist`)
 	_, err = cli(t, env, "node", "create", "orphan01")
 	require.ErrorContains(t, err, "/spec/org", "a node needs an org")
@@ -129,7 +129,7 @@ func TestNodeGroupCLI(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(run("group", "--org", "acme", "get", "web", "-o", "json")), &g))
 	require.JSONEq(t, `{"priority":10,"selector":"env=prod"}`, string(g.Spec))
 	_, err = cli(t, env, "group", "--org", "acme", "create", "bad", "--node-selector", "env>prod")
-	require.ErrorContains(t, err, "/spec/selector")
+	require.ErrorContains(t, err, "--node-selector: invalid label selector") // the flag, not /spec/selector (issue 29)
 	run("group", "--org", "acme", "add-member", "web", "db01")
 	var members struct {
 		Items []client.Member `json:"items"`

@@ -87,6 +87,34 @@ func (s Scope) String() string {
 // ParseScope parses "admin" or family:verb:name. Family and verb may be "*"; name may be "*",
 // an exact name, or a prefix ending in "*".
 func ParseScope(s string) (Scope, error) {
+	sc, err := parseScope(s)
+	if err != nil {
+		// The grammar is easier copied than described: every refusal ends with examples,
+		// of the family the scope names when it names a known one.
+		family, _, _ := strings.Cut(s, ":")
+		return Scope{}, fmt.Errorf("%w; for example %s", err, scopeExamples(family))
+	}
+	return sc, nil
+}
+
+// scopeExamples returns well-formed scopes to copy, of family when it is a known one.
+func scopeExamples(family string) string {
+	switch family {
+	case "pillars":
+		return "pillars:read:org/acme, pillars:write:node/web*, pillars:render:*"
+	case "resources":
+		return "resources:read:org/acme, resources:write:global/dns*"
+	case "state":
+		return "state:write:net, state:read-outputs:net"
+	case "orgs":
+		return "orgs:read:acme, orgs:attach:acme, orgs:write:*"
+	case "nodes":
+		return "nodes:read:web*, nodes:write:*"
+	}
+	return "admin, orgs:read:acme, nodes:write:*, pillars:read:org/acme, state:write:net"
+}
+
+func parseScope(s string) (Scope, error) {
 	if s == "admin" {
 		return Scope{Admin: true}, nil
 	}

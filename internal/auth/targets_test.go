@@ -188,3 +188,27 @@ func TestMigrateScopes(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, audit, 6)
 }
+
+// TestScopeErrorsShowExamples (issue 29, finding 8): a refused scope ends with examples of
+// the grammar, of its own family when it names one, and every example is a valid scope.
+func TestScopeErrorsShowExamples(t *testing.T) {
+	t.Parallel()
+	for bad, want := range map[string]string{
+		"bogus":                 "admin, orgs:read:acme",
+		"pillars:read:nosuch/x": "pillars:read:org/acme",
+		"resources:write:web":   "resources:read:org/acme",
+		"state:peek:net":        "state:write:net",
+		"orgs:read:a/b":         "orgs:read:acme",
+		"nodes:read:a b":        "nodes:read:web*",
+	} {
+		_, err := auth.ParseScope(bad)
+		require.Error(t, err, bad)
+		_, examples, ok := strings.Cut(err.Error(), "; for example ")
+		require.True(t, ok, "%s: %v", bad, err)
+		require.True(t, strings.HasPrefix(examples, want), "%s: %v", bad, err)
+		for _, ex := range strings.Split(examples, ", ") {
+			_, err := auth.ParseScope(ex)
+			require.NoError(t, err, "the example %q given for %q", ex, bad)
+		}
+	}
+}

@@ -53,12 +53,12 @@ restore. See docs/operations.md, "Backup and restore".`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			prog, report := progress("tables dumped")
 			n, err := server.Backup(cmd.Context(), server.BackupOptions{Config: config(), Progress: report}, args[0])
-			prog.end(err)
+			prog.end(err) // a failure ends the report without a count ("0 tables restored")
 			if err != nil {
 				return err
 			}
 			return g.print(map[string]any{"file": args[0], "tables": n}, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "backed up %d tables to %s\n", n, args[0])
+				_, err := fmt.Fprintf(w, "backed up %s to %s\n", count(n, "table"), args[0])
 				return err
 			})
 		},
@@ -76,12 +76,12 @@ in the audit log as state.force-unlock), and console sessions end.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			prog, report := progress("tables restored")
 			released, err := server.Restore(cmd.Context(), server.RestoreOptions{Config: config(), Progress: report}, args[0])
-			prog.end(err)
+			prog.end(err) // a failure ends the report without a count ("0 tables restored")
 			if err != nil {
 				return err
 			}
 			return g.print(map[string]any{"file": args[0], "releasedLocks": released}, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "restored %s (%d Terraform locks of the old installation released)\n", args[0], released)
+				_, err := fmt.Fprintf(w, "restored %s (%s of the old installation released)\n", args[0], count(released, "Terraform lock"))
 				return err
 			})
 		},

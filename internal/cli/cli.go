@@ -107,8 +107,8 @@ type globals struct {
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "error:", explain(err, root))
+	if cmd, err := root.ExecuteContextC(ctx); err != nil {
+		fmt.Fprintln(stderr, "error:", explain(err, root, cmd))
 		return 1
 	}
 	return 0
@@ -116,7 +116,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // explain adds what to do to errors whose own words do not say it: a server that cannot
 // be reached is the first thing a new user meets.
-func explain(err error, root *cobra.Command) string {
+func explain(err error, root, cmd *cobra.Command) string {
 	var ue *url.Error
 	var oe *net.OpError
 	if errors.As(err, &ue) && errors.As(err, &oe) && (oe.Op == "dial" || errors.Is(err, syscall.ECONNREFUSED)) {
@@ -137,7 +137,7 @@ func explain(err error, root *cobra.Command) string {
 		// The server speaks HTTP; a CLI user typed flags. The status adds nothing the
 		// detail does not say (the exit code is 1 either way).
 		if ce.Problem.Detail != "" {
-			msg = strings.Replace(msg, fmt.Sprintf(" (HTTP %d)", ce.Status), "", 1)
+			msg = strings.Replace(msg, ce.Error(), problemText(ce, cmd), 1)
 		}
 		for _, r := range apiTerms {
 			msg = r.re.ReplaceAllString(msg, r.repl)
@@ -159,6 +159,8 @@ var apiTerms = []struct {
 	{regexp.MustCompile(`\(Authorization: Bearer <token>, or HTTP Basic auth with the token as password\)`),
 		"(--token or STRATA_TOKEN; an unknown, revoked or expired token is refused)"},
 	{regexp.MustCompile(`(?m)^  labelSelector: `), "  -l/--selector: "},
+	{regexp.MustCompile(`name the org they belong to`), "give --org ORG, the org they belong to"},
+	{regexp.MustCompile(`\bskipUnsupported\b`), "--skip-unsupported"},
 }
 
 // requireSubcommand makes a command that only groups others refuse what is not one of them
@@ -228,6 +230,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	for _, c := range root.Commands() {
 		requireSubcommand(c)
 	}
+	polishMessages(root)
 	// One flag name per meaning, as kubectl: files are -f/--filename everywhere; --file,
 	// which earlier releases took in some commands, still works.
 	root.SetGlobalNormalizationFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {

@@ -77,7 +77,7 @@ func newKeysCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if st.Remaining > 0 {
-				_, err := fmt.Fprintf(w, "%d values are not under the primary key: run `strata keys rotate`\n", st.Remaining)
+				_, err := fmt.Fprintf(w, "%s not under the primary key: run `strata keys rotate`\n", countVerb(int(st.Remaining), "value", "is", "are"))
 				return err
 			}
 			return nil
@@ -152,7 +152,7 @@ func newKeysCmd(g *globals) *cobra.Command {
 				}
 				return fmt.Errorf("%d values are still under other keys (written by a replica meanwhile); run `strata keys rotate` again", st.Remaining)
 			}
-			fmt.Fprintf(g.stderr, "%d values re-wrapped with key %s\n", done, st.Primary)
+			fmt.Fprintf(g.stderr, "%s re-wrapped with key %s\n", count(int(done), "value"), st.Primary)
 			return showStatus(st)
 		},
 	}

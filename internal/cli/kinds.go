@@ -88,9 +88,9 @@ func reportTable(w io.Writer, res client.KindResult) error {
 		fmt.Fprintf(w, "%s: unchanged (revision %d)\n", res.Kind, res.Revision)
 		return nil
 	case res.DryRun:
-		fmt.Fprintf(w, "%s: would register revision %d; compatible: %v (against revisions %v, %d objects scanned)\n", res.Kind, res.Revision, res.Report.Compatible, res.Report.Against, res.Report.Scanned)
+		fmt.Fprintf(w, "%s: would register revision %d; compatible: %v (against revisions %v, %s scanned)\n", res.Kind, res.Revision, res.Report.Compatible, res.Report.Against, count(res.Report.Scanned, "object"))
 	default:
-		fmt.Fprintf(w, "%s: registered revision %d (against revisions %v, %d objects scanned)\n", res.Kind, res.Revision, res.Report.Against, res.Report.Scanned)
+		fmt.Fprintf(w, "%s: registered revision %d (against revisions %v, %s scanned)\n", res.Kind, res.Revision, res.Report.Against, count(res.Report.Scanned, "object"))
 	}
 	return findingsTable(w, res.Report)
 }
@@ -104,35 +104,76 @@ func ackPath(f client.KindFinding) string {
 	return f.Path
 }
 
+// findingsTable prints a report's findings. The changes an earlier registration already
+// decided (Earlier) are context, not questions: they are folded into one line after the
+// table, so a report shows each decision once — in the revision that made it.
 func findingsTable(w io.Writer, rep client.KindReport) error {
-	if len(rep.Changes) == 0 {
-		return nil
-	}
-	t := newTable(w, "VERDICT", "FIELD", "RULE", "AFFECTED", "MESSAGE")
+	var current, earlier []client.KindFinding
 	for _, f := range rep.Changes {
-		verdict := f.Verdict
-		switch {
-		case f.Earlier:
-			verdict = fmt.Sprintf("earlier (since revision %d)", f.Against)
-		case f.Acknowledged:
-			verdict += " (acknowledged)"
-		case f.Verdict == "acknowledge":
-			verdict += " (--ack " + ackPath(f) + "=" + f.Ack + ")"
+		if f.Earlier {
+			earlier = append(earlier, f)
+		} else {
+			current = append(current, f)
 		}
-		affected := ""
-		if f.Impact != nil {
-			affected = strconv.Itoa(f.Impact.Count)
-			if len(f.Impact.Sample) > 0 {
-				affected += " " + strings.Join(f.Impact.Sample, ",")
-			}
-		}
-		msg := f.Message
-		if f.WayForward != "" {
-			msg += " — " + f.WayForward
-		}
-		t.row(verdict, f.Field, f.Rule, affected, msg)
 	}
-	return t.flush()
+	if len(current) > 0 {
+		t := newTable(w, "VERDICT", "FIELD", "RULE", "AFFECTED", "MESSAGE")
+		for _, f := range current {
+			verdict := f.Verdict
+			switch {
+			case f.Acknowledged:
+				verdict += " (acknowledged)"
+			case f.Verdict == "acknowledge":
+				verdict += " (--ack " + ackPath(f) + "=" + f.Ack + ")"
+			}
+			affected := ""
+			if f.Impact != nil {
+				affected = strconv.Itoa(f.Impact.Count)
+				if len(f.Impact.Sample) > 0 {
+					affected += " " + strings.Join(f.Impact.Sample, ",")
+				}
+			}
+			msg := f.Message
+			if f.WayForward != "" {
+				msg += " — " + f.WayForward
+			}
+			t.row(verdict, f.Field, f.Rule, affected, msg)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if len(earlier) > 0 {
+		var revs []int
+		for _, f := range earlier {
+			revs = append(revs, f.Against)
+		}
+		slices.Sort(revs)
+		revs = slices.Compact(revs)
+		since := make([]string, len(revs))
+		for i, r := range revs {
+			since[i] = strconv.Itoa(r)
+		}
+		what := "revision " + since[0]
+		if len(since) > 1 {
+			what = "revisions " + strings.Join(since, ", ")
+		}
+		_, err := fmt.Fprintf(w, "%s decided since %s (use -o json to see them)\n", count(len(earlier), "earlier finding"), what)
+		return err
+	}
+	return nil
+}
+
+// warnRedundant prints a warning naming each acknowledgement the registration did not need,
+// as the user gave it: an --ack flag, or an entry of the file's acknowledge list.
+func warnRedundant(w io.Writer, rep client.KindReport, flags []client.KindAck) {
+	for _, a := range rep.RedundantAcks {
+		name := fmt.Sprintf("acknowledge {path: %s, rule: %s}", a.Path, a.Rule)
+		if slices.Contains(flags, client.KindAck{Path: a.Path, Rule: a.Rule}) {
+			name = "--ack " + a.Path + "=" + a.Rule
+		}
+		fmt.Fprintf(w, "warning: %s is not needed: %s\n", name, a.Reason)
+	}
 }
 
 func newKindRegistryCmd(g *globals) *cobra.Command {
@@ -169,11 +210,13 @@ func newKindRegistryCmd(g *globals) *cobra.Command {
 			var apiErr *client.Error
 			if errors.As(err, &apiErr) && apiErr.Problem.Report != nil {
 				_ = findingsTable(cmd.ErrOrStderr(), *apiErr.Problem.Report)
+				warnRedundant(cmd.ErrOrStderr(), *apiErr.Problem.Report, extra)
 				return err
 			}
 			if err != nil {
 				return err
 			}
+			warnRedundant(cmd.ErrOrStderr(), res.Report, extra)
 			if err := g.print(res, func(w io.Writer) error { return reportTable(w, res) }); err != nil {
 				return err
 			}
@@ -188,7 +231,9 @@ func newKindRegistryCmd(g *globals) *cobra.Command {
 		Short: "Register the next revision of a kind's schema (checked against the stored objects)",
 		Long: "FILE (YAML or JSON, - for stdin) holds kind, scope (org or global) and schema, a JSON Schema\n" +
 			"(2020-12, strata's structural subset) of the objects' spec. A change that a rule rejects, or\n" +
-			"that needs an acknowledgement not given with --ack PATH=RULE, is refused with the report.",
+			"that needs an acknowledgement not given with --ack PATH=RULE, is refused with the report.\n" +
+			"Changes an earlier revision decided are one line after the table (-o json lists them);\n" +
+			"an --ack no change needed is a warning naming it.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return register(cmd, dryRun) },
 	}
@@ -261,7 +306,15 @@ func newKindRegistryCmd(g *globals) *cobra.Command {
 			return g.printList(revs, func(w io.Writer) error {
 				t := newTable(w, "REVISION", "CREATED", "BY", "CHANGES")
 				for _, r := range revs {
-					t.row(strconv.Itoa(r.Revision), r.CreatedAt.Format("2006-01-02 15:04:05"), r.CreatedBy, strconv.Itoa(len(r.Report.Changes)))
+					// A revision's changes are its own: those an earlier revision decided
+					// are counted there (-o json lists them all).
+					n := 0
+					for _, f := range r.Report.Changes {
+						if !f.Earlier {
+							n++
+						}
+					}
+					t.row(strconv.Itoa(r.Revision), r.CreatedAt.Format("2006-01-02 15:04:05"), r.CreatedBy, strconv.Itoa(n))
 				}
 				return t.flush()
 			})
@@ -274,7 +327,8 @@ func newKindRegistryCmd(g *globals) *cobra.Command {
 // objectsFor returns the client of kind's objects: the built-in kinds by their nouns (org,
 // node, group, singular or plural, any case), every other name as a user kind, resolved in
 // the registry case-insensitively (`get database` finds Database; the registry refuses names
-// that differ only in case), inside org when one is given. A kind that is not registered is
+// that differ only in case) and by its plural (`get caches` finds Cache), inside org when
+// one is given. A kind that is not registered is
 // an error with the nearest names; one of the other scope names the flag to give or drop. A
 // token that may not read the registry (kinds:read) skips the resolution and the server
 // judges the name as given.
@@ -304,6 +358,9 @@ func objectsFor(ctx context.Context, c *client.Client, kind, org string) (*clien
 		}
 	}
 	if found == nil {
+		found = pluralOf(kind, kinds)
+	}
+	if found == nil {
 		var names []string
 		for _, k := range kinds {
 			if !k.Builtin {
@@ -325,6 +382,31 @@ func objectsFor(ctx context.Context, c *client.Client, kind, org string) (*clien
 		return nil, "", fmt.Errorf("kind %s is global: its objects belong to no org, drop --org", found.Name)
 	}
 	return c.Objects(found.Name, org), found.Name, nil
+}
+
+// pluralOf finds the kind a plural names, as kubectl's resource names are plural (`get
+// caches` for Cache, `get policies` for Policy): the name less "s", "es", or "ies" for "y",
+// compared case-insensitively; nil when none is registered.
+func pluralOf(name string, kinds []client.KindInfo) *client.KindInfo {
+	lower := strings.ToLower(name)
+	var singulars []string
+	if s, ok := strings.CutSuffix(lower, "ies"); ok {
+		singulars = append(singulars, s+"y")
+	}
+	if s, ok := strings.CutSuffix(lower, "s"); ok {
+		singulars = append(singulars, s)
+	}
+	if s, ok := strings.CutSuffix(lower, "es"); ok {
+		singulars = append(singulars, s)
+	}
+	for _, s := range singulars {
+		for i, k := range kinds {
+			if !k.Builtin && strings.ToLower(k.Name) == s {
+				return &kinds[i]
+			}
+		}
+	}
+	return nil
 }
 
 // nearest returns the names within two edits of s (case aside), nearest first.

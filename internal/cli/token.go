@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -36,6 +37,9 @@ token reads the project's states with their root outputs (sensitive ones include
 resources, and can do nothing else (docs/terraform.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(scopes) == 0 {
+				return errors.New("give at least one --scope, e.g. --scope 'pillars:read:org/acme' (or --scope admin)")
+			}
 			c, err := g.client()
 			if err != nil {
 				return err

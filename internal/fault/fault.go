@@ -127,9 +127,16 @@ func Wrap(kind Kind, err error, format string, args ...any) error {
 }
 
 // Invalid is a 400 naming one field (a JSON pointer such as /metadata/name) and the reason.
+// The detail is the reason itself (the problem's title already says the request is
+// invalid); a request that is wrong as a whole (field "", e.g. a body that is not JSON) has
+// no field entry, so that clients printing both never show the same sentence twice.
 func Invalid(field, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
-	return &Error{Kind: KindInvalid, Detail: "invalid request: " + msg, Fields: []FieldError{{Field: field, Message: msg}}}
+	e := &Error{Kind: KindInvalid, Detail: msg}
+	if field != "" {
+		e.Fields = []FieldError{{Field: field, Message: msg}}
+	}
+	return e
 }
 
 // InvalidFields is a 400 listing several field errors.

@@ -60,10 +60,11 @@ var uiPages = func() map[string]*template.Template {
 		"time": func(t time.Time) string {
 			return t.UTC().Format("2006-01-02 15:04:05 UTC")
 		},
-		"join":   strings.Join,
-		"labels": labelText,
-		"query":  url.QueryEscape,
-		"path":   url.PathEscape,
+		"join":    strings.Join,
+		"earlier": earlierFindings,
+		"labels":  labelText,
+		"query":   url.QueryEscape,
+		"path":    url.PathEscape,
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(uiFS, "ui/layout.html"))
 	pages := map[string]*template.Template{}
@@ -155,6 +156,7 @@ func (a *API) render(w http.ResponseWriter, status int, name string, p uiPage) e
 	if t == nil {
 		return fmt.Errorf("no console page %q", name)
 	}
+	p.Error, p.Fields = onceEach(p.Error, p.Fields)
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout.html", p); err != nil {
 		return err

@@ -596,6 +596,10 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 				return err
 			}
 			res.Scope, res.Revision = req.Scope, 1
+			for _, a := range req.Acknowledge {
+				res.Report.RedundantAcks = append(res.Report.RedundantAcks, client.KindRedundantAck{Path: fault.Truncate(a.Path, 200), Rule: fault.Truncate(a.Rule, 80),
+					Reason: "a kind's first registration changes nothing: there is nothing to acknowledge"})
+			}
 			if dryRun {
 				return nil
 			}
@@ -682,7 +686,8 @@ func refusal(r client.KindReport) string {
 		switch {
 		case f.Verdict == string(compat.Reject):
 			rejected = append(rejected, f.Field+" ("+f.Rule+")")
-		case f.Verdict == string(compat.Acknowledge) && !f.Acknowledged:
+		case f.Verdict == string(compat.Acknowledge) && !f.Acknowledged && !f.Earlier:
+			// An earlier change was acknowledged when it was registered: not a question now.
 			unacked = append(unacked, f.Field+" ("+f.Rule+")")
 		}
 	}
@@ -756,9 +761,12 @@ type checkPlan struct {
 	changes []keyedChange
 	plain   []compat.Change
 	acks    []compat.Ack
-	scan    bool
-	hits    map[string][]int // object label -> indexes into plain
-	scanned int
+	// userAcks is how many of acks the request carried; the rest are the acknowledgements
+	// of earlier changes, added by plan.
+	userAcks int
+	scan     bool
+	hits     map[string][]int // object label -> indexes into plain
+	scanned  int
 	// heldScanned counts the held values among scanned (a re-check reads them all again).
 	heldScanned int
 }
@@ -843,13 +851,14 @@ func (s *Service) plan(ctx context.Context, tx *db.Tx, name string, cur current,
 			changes = append(changes, keyedChange{c, rev, already[k]})
 		}
 	}
+	userAcks := len(acks)
 	acks = slices.Clone(acks)
 	for _, c := range changes {
 		if c.earlier && c.change.Ack != "" {
 			acks = append(acks, compat.Ack{Path: c.change.Path, Rule: c.change.Ack})
 		}
 	}
-	p := &checkPlan{rev: cur.rev, scope: cur.scope, against: against, changes: changes, plain: make([]compat.Change, len(changes)), acks: acks, hits: map[string][]int{}}
+	p := &checkPlan{rev: cur.rev, scope: cur.scope, against: against, changes: changes, plain: make([]compat.Change, len(changes)), acks: acks, userAcks: userAcks, hits: map[string][]int{}}
 	for i, c := range changes {
 		p.plain[i] = c.change
 		p.scan = p.scan || c.change.Check != compat.NoCheck
@@ -909,7 +918,45 @@ func (p *checkPlan) report() client.KindReport {
 		}
 		report.Changes = append(report.Changes, kf)
 	}
+	report.RedundantAcks = p.redundant(report.Changes)
 	return report
+}
+
+// redundant lists the request's acknowledgements that matched changes but that none of them
+// needed: the change was decided by an earlier registration (the current revision already
+// makes it), or its verdict is accept (nothing to acknowledge) or reject (an acknowledgement
+// cannot accept it). An acknowledgement that matches no change at all is not listed here:
+// Decide reports it as a rejected unknown-acknowledgement.
+func (p *checkPlan) redundant(findings []client.KindFinding) []client.KindRedundantAck {
+	var out []client.KindRedundantAck
+	for _, a := range p.acks[:p.userAcks] {
+		var matched *client.KindFinding
+		needed := false
+		for i, f := range findings {
+			if f.Rule == "unknown-acknowledgement" || (a.Path != f.Path && (f.Field == "" || a.Path != f.Field)) || (a.Rule != f.Ack && a.Rule != f.Rule) {
+				continue
+			}
+			matched = &findings[i]
+			if !f.Earlier && f.Verdict == string(compat.Acknowledge) {
+				needed = true
+			}
+		}
+		if matched == nil || needed {
+			continue
+		}
+		what := matched.Field + " (" + matched.Rule + ")"
+		var reason string
+		switch {
+		case matched.Earlier:
+			reason = fmt.Sprintf("%s was decided by an earlier registration: revision %d already makes that change", what, p.rev)
+		case matched.Verdict == string(compat.Reject):
+			reason = fmt.Sprintf("%s is rejected: an acknowledgement cannot accept it", what)
+		default:
+			reason = fmt.Sprintf("%s is accepted without one", what)
+		}
+		out = append(out, client.KindRedundantAck{Path: fault.Truncate(a.Path, 200), Rule: fault.Truncate(a.Rule, 80), Reason: reason})
+	}
+	return out
 }
 
 // unlockedScan is the first part of a registration's check, made in one snapshot without

@@ -88,7 +88,11 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 		for _, u := range plan.Unsupported {
 			fields = append(fields, fault.FieldError{Field: fmt.Sprintf("%s:%d", u.File, u.Line), Message: u.Reason})
 		}
-		return rep, fault.UnprocessableFields(fmt.Sprintf("%d things in the tree cannot be imported faithfully; nothing was imported (fix them, or import the rest with skipUnsupported)", len(fields)), fields)
+		things := fmt.Sprintf("%d things in the tree cannot", len(fields))
+		if len(fields) == 1 {
+			things = "1 thing in the tree cannot"
+		}
+		return rep, fault.UnprocessableFields(things+" be imported faithfully; nothing was imported (fix them, or import the rest with skipUnsupported)", fields)
 	}
 	if opts.Org == "" && needsOrg(plan) {
 		return rep, fault.Invalid("org", "the tree targets nodes or groups: name the org they belong to")

@@ -52,7 +52,7 @@ func checkPatchMembers(patch []byte) error {
 	for i, f := range fields {
 		names[i] = f.Field
 	}
-	return fault.InvalidFields("invalid request: unknown fields in the merge patch: "+strings.Join(names, ", "), fields)
+	return fault.InvalidFields("unknown fields in the merge patch: "+strings.Join(names, ", "), fields)
 }
 
 // pointerToken escapes one JSON pointer reference token (RFC 6901).
