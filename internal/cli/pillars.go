@@ -294,7 +294,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 			for i, f := range files {
 				b, err := tree.read(f.rel)
 				if err != nil {
-					prog.finish()
+					prog.abandon() // no final count before the error
 					return err
 				}
 				req.Files[f.rel] = string(b)
