@@ -205,7 +205,7 @@ func TestPillarRoundTrips(t *testing.T) {
 
 	// A JSON syntax error names file:line:column too.
 	badJSON := write("bad.json", "{\n  \"apache\": {\"port\" 80}\n}\n")
-	require.Contains(t, fail(nil, "pillar", "set", "apache", "--node", "web01", "-f", badJSON), badJSON+":2:21: invalid character")
+	require.Contains(t, fail(nil, "pillar", "set", "apache", "--node", "web01", "-f", badJSON), badJSON+":2:21: not JSON: invalid character")
 }
 
 func slicesClone(s []string) []string { return append([]string(nil), s...) }

@@ -717,7 +717,10 @@ func decodePillarJSON(file string, body []byte) (map[string]any, error) {
 		at := min(max(int(syn.Offset)-1, 0), len(body))
 		line := 1 + bytes.Count(body[:at], []byte("\n"))
 		col := 1 + utf8.RuneCount(body[bytes.LastIndexByte(body[:at], '\n')+1:at])
-		return nil, fault.InvalidFields(file+" is not JSON", []fault.FieldError{{Field: fmt.Sprintf("%s:%d:%d", file, line, col), Message: syn.Error()}})
+		// The headline ends with the field's message, so a reader (client.Problem.Lines, the
+		// console) shows one line: "<file>:<line>:<col>: not JSON: <reason>".
+		msg := "not JSON: " + syn.Error()
+		return nil, fault.InvalidFields(file+": "+msg, []fault.FieldError{{Field: fmt.Sprintf("%s:%d:%d", file, line, col), Message: msg}})
 	}
 	return pillar.DecodeObject(body)
 }

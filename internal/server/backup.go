@@ -113,6 +113,11 @@ func Backup(ctx context.Context, opts BackupOptions, file string) (tables int, e
 	}
 	args = append(args, "--dbname", dbURL)
 	done, err := runWithProgress(ctx, pgDump, args, "dumping contents of table", total, opts.Progress)
+	if err == nil {
+		// A backup cancelled (Ctrl-C, shutdown) is not a backup, even when pg_dump happened to
+		// finish before it was stopped: the caller was told it failed, so no file is left.
+		err = ctx.Err()
+	}
 	if err != nil {
 		return 0, err
 	}
