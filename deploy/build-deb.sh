@@ -33,6 +33,10 @@ git_version() {
 
 version=${VERSION:-$(git_version)}
 version=${version#v}
+if printf '%s' "$version" | grep -Eqx '[0-9a-f]{7,40}'; then
+	echo "build-deb.sh: version \"$version\" is a bare commit hash, which does not sort: use 0.0.0~git<YYYYMMDDHHMMSS>.<hash> or a tag" >&2
+	exit 1
+fi
 case "$version" in
 [0-9]*) ;;
 *) echo "build-deb.sh: version \"$version\" does not start with a digit, as Debian versions must" >&2; exit 1 ;;

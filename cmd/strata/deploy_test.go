@@ -54,7 +54,7 @@ func TestDeployKit(t *testing.T) {
 	bin := filepath.Join(unpacked, "usr", "bin", "strata")
 	v, err := exec.Command(bin, "version").CombinedOutput()
 	require.NoError(t, err, "%s", v)
-	require.Regexp(t, `^strata 9\.9\.9-ci \([0-9a-f]+|unknown\) \(schema version \d+\)`, string(v), "the stamped version")
+	require.Regexp(t, `^strata 9\.9\.9-ci \(([0-9a-f]+|unknown)\) \(schema version \d+\)`, string(v), "the stamped version")
 
 	unit, err := os.ReadFile(filepath.Join(root, "deploy", "strata.service"))
 	require.NoError(t, err)
@@ -150,6 +150,15 @@ func TestDebVersionsSort(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err, "a version that does not start with a digit is refused, not mangled")
 	require.Contains(t, string(out), "does not start with a digit")
+
+	// A bare hash starting with a digit is a Debian version, but one that does not sort
+	// (5f56e8c > 0.0.0+e83ce32): refused too.
+	cmd = exec.Command("bash", "deploy/build-deb.sh", "--print-version")
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "VERSION=5f56e8c")
+	out, err = cmd.CombinedOutput()
+	require.Error(t, err, "a bare hash is refused: %s", out)
+	require.Contains(t, string(out), "bare commit hash")
 }
 
 // TestDockerKit (issue 28, item 6): the image had no .dockerignore (the whole checkout, .git

@@ -221,7 +221,9 @@ type skewJudge struct {
 }
 
 // old judges one answer of the old release, as a subtest named what (so one run lists every
-// wrong answer): a refusal (503; 403, which serves nothing) is recorded and reported false; a
+// wrong answer): a refusal (503: not ready, or the release's own refusal) is recorded and
+// reported false — a 403 is not one, since an old release that wrongly denies what the current
+// one allows is a wrong answer too; a
 // 500 or any other status fails; a 2xx runs check, which requires the answer to be correct,
 // and reports true (the request took effect).
 func (j *skewJudge) old(what string, status int, body string, check func(t *testing.T, body string)) bool {
@@ -229,7 +231,7 @@ func (j *skewJudge) old(what string, status int, body string, check func(t *test
 	accepted := false
 	j.t.Run(what, func(t *testing.T) {
 		switch {
-		case status == http.StatusServiceUnavailable || status == http.StatusForbidden:
+		case status == http.StatusServiceUnavailable:
 			j.refused = append(j.refused, fmt.Sprintf("%s: %d", what, status))
 		case status >= 200 && status < 300:
 			accepted = true
