@@ -55,12 +55,6 @@ var everydayExamples = map[string]string{
 	"strata kind get":       `  strata kind get Database -o yaml`,
 	"strata kind revisions": `  strata kind revisions Database`,
 
-	"strata pillar set": `  strata pillar set apache --node web01 -f web01-apache.json
-  strata pillar set ntp --org acme -f ntp.json
-  strata pillar set ntp --org acme --group webservers -f ntp-web.json
-  echo '{"servers": ["0.pool.ntp.org"]}' | strata pillar set ntp --global -f -`,
-	"strata pillar edit": `  strata pillar edit apache --node web01
-  EDITOR=nano strata pillar edit ntp --org acme`,
 	"strata pillar get": `  strata pillar get apache --node web01
   strata pillar get ntp --org acme --group webservers -o yaml`,
 	"strata pillar delete":  `  strata pillar delete apache --node web01`,
@@ -79,15 +73,16 @@ var everydayExamples = map[string]string{
   strata state versions net default 3 > v3.tfstate    # one version's bytes`,
 	"strata state restore": `  strata state restore net default 3`,
 
-	"strata project backend-config": `  strata project backend-config net default > backend.tf`,
-	"strata token create":           `  strata token create ci-net --scope state:write:net`,
-	"strata watch":                  `  strata watch node -l role=web`,
+	"strata token create": `  strata token create ci-net --scope state:write:net`,
+	"strata watch":        `  strata watch node -l role=web`,
 }
 
 // addExamples gives every command of everydayExamples without an Example its example.
 func addExamples(root *cobra.Command) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
+		// A command that states its own examples beside its flags (pillar set and edit,
+		// project backend-config, pillar restore, state delete) keeps them; the table has none.
 		if ex, ok := everydayExamples[c.CommandPath()]; ok && strings.TrimSpace(c.Example) == "" {
 			c.Example = ex
 		}

@@ -150,3 +150,25 @@ func shellWords(t *testing.T, line string) []exampleWord {
 	flush()
 	return out
 }
+
+// TestExamplesTableIsShown: an entry of the examples table for a command that states its own
+// examples would never be shown (addExamples keeps the command's) and would drift from it
+// unseen, as the table's pillar set entry did; every entry must be what its command shows.
+func TestExamplesTableIsShown(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if ex, ok := everydayExamples[c.CommandPath()]; ok {
+			seen[c.CommandPath()] = true
+			require.Equal(t, ex, c.Example, "%s states its own examples: drop its table entry", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(io.Discard, io.Discard))
+	for path := range everydayExamples {
+		require.True(t, seen[path], "the examples table names %q, which is no command", path)
+	}
+}

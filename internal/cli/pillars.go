@@ -436,7 +436,7 @@ func newPillarCmd(g *globals) *cobra.Command {
 			for i, rel := range paths {
 				// Owner-only: a tree holds the plaintext of secret categories the token may read.
 				if err := out.write(rel, []byte(tree.Files[rel])); err != nil {
-					prog.finish()
+					prog.abandon()
 					out.close()
 					return err
 				}

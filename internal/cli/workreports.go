@@ -19,7 +19,11 @@ func importWithProgress(ctx context.Context, g *globals, c *client.Client, req c
 		prog.setMax(int64(of))
 		prog.result(true)
 	})
-	prog.finish()
+	if err != nil && staged == 0 {
+		prog.abandon() // refused before any row: no "0 rows staged" before the error
+	} else {
+		prog.finish() // the rows staged, then (on a failure) that none were imported
+	}
 	if err != nil && staged > 0 {
 		return rep, fmt.Errorf("nothing was imported (the import is one transaction, rolled back): %w", err)
 	}

@@ -698,7 +698,9 @@ func (a *API) pillarYAML(file string, body []byte) (map[string]any, error) {
 		}
 		detail := fmt.Sprintf("%s cannot be stored as Salt would read it (%d problems)", file, len(problems))
 		if len(problems) == 1 {
-			detail = fmt.Sprintf("%s cannot be stored as Salt would read it", file)
+			// One problem is one line: its place and its reason (client.Problem.Lines folds
+			// the field whose message ends the headline into it).
+			detail = fields[0].Field + ": " + fields[0].Message
 		}
 		return nil, &fault.Error{Kind: kind, Detail: detail, Fields: fields, Extensions: map[string]any{"problems": problems}}
 	}

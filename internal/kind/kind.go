@@ -683,6 +683,9 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 func refusal(r client.KindReport) string {
 	var rejected, unacked []string
 	for _, f := range r.Changes {
+		if f.Field == "" { // an unknown acknowledgement has a path but no field of the spec
+			f.Field = f.Path
+		}
 		switch {
 		case f.Verdict == string(compat.Reject):
 			rejected = append(rejected, f.Field+" ("+f.Rule+")")

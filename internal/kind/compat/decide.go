@@ -76,7 +76,7 @@ func DecideRevisions(revisions []Against, acks []Ack) Report {
 		}
 		unknown = append(unknown, Finding{Path: fault.Truncate(ack.Path, 200), Rule: "unknown-acknowledgement",
 			Verdict: Reject, Ack: fault.Truncate(ack.Rule, 80),
-			Message: fmt.Sprintf("the acknowledgement {path: %q, rule: %q} names no change of this registration",
+			Message: fmt.Sprintf("--ack %s=%s names no change of this registration",
 				fault.Truncate(ack.Path, 200), fault.Truncate(ack.Rule, 80)),
 			WayForward: "remove it, or copy path and rule (or ack) from a finding of this report"})
 		report.Compatible = false

@@ -83,7 +83,7 @@ func TestDecideAcknowledgements(t *testing.T) {
 	require.Len(t, r.Changes, 4)
 	require.Equal(t, compat.Finding{Path: "/properties/x", Rule: "unknown-acknowledgement", Verdict: compat.Reject,
 		Ack: "newWritesOnly", Message: r.Changes[3].Message, WayForward: r.Changes[3].WayForward}, r.Changes[3])
-	require.Contains(t, r.Changes[3].Message, `"/properties/x"`)
+	require.Contains(t, r.Changes[3].Message, `--ack /properties/x=newWritesOnly names no change`)
 }
 
 func TestDecideUnknownAcknowledgementAloneRejects(t *testing.T) {
