@@ -198,7 +198,7 @@ func TestCacheInvalidationIsScoped(t *testing.T) {
 		_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: org}, client.Object{})
 		require.NoError(t, err)
 	}
-	for _, n := range []struct{ name, org string }{{"web01", "acme"}, {"web02", "acme"}, {"db01", "other"}} {
+	for _, n := range []struct{ name, org string }{{"web01", "acme"}, {"web02", "acme"}, {"db01", "other"}, {"sentinel", "other"}} {
 		_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: n.name}, node(n.org, map[string]string{"role": "web"}))
 		require.NoError(t, err)
 	}
@@ -258,6 +258,17 @@ func TestCacheInvalidationIsScoped(t *testing.T) {
 			require.NoError(t, err)
 		}, nodes, nil},
 	} {
+		// Drain: the previous step's notifications may still be on their way to A (a write
+		// can notify more than once) and would drop renders this step expects kept. A write to
+		// the sentinel node's own row notifies only node:sentinel; notifications reach A in
+		// commit order on one session, so once A's render of the sentinel shows it, every
+		// earlier one has been handled.
+		render("sentinel")
+		require.Eventually(t, func() bool { return cached("sentinel") }, 5*time.Second, 5*time.Millisecond)
+		_, _, err := b.svc.Put(ctx, pillar.Target{Kind: "node", Node: "sentinel"}, "s", obj(t, fmt.Sprintf(`{"step":%d}`, i)), "", "t")
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return fmt.Sprint(render("sentinel")["step"]) == fmt.Sprint(i) }, 5*time.Second, 5*time.Millisecond,
+			"%d %s: A sees the sentinel's write", i, step.what)
 		before := map[string]string{}
 		for _, n := range nodes {
 			before[n] = fmt.Sprint(render(n)) // and cached
