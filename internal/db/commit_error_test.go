@@ -1,0 +1,83 @@
+package db_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/pgtest"
+)
+
+var commitQueries = db.MustParseQueries(fstest.MapFS{"commit.sql": {Data: []byte(`
+-- name: MakeRefusingTable
+-- A table whose rows are refused at COMMIT, with the SQLSTATE the row names: a deferred
+-- constraint trigger runs when the transaction commits, so the server answers the COMMIT
+-- itself with that error.
+CREATE TABLE {{schema}}.refused_at_commit (code text NOT NULL);
+CREATE FUNCTION {{schema}}.refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'refused at commit' USING ERRCODE = NEW.code; END $$;
+CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT ON {{schema}}.refused_at_commit
+	DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {{schema}}.refuse_at_commit();
+
+-- name: InsertRefused
+INSERT INTO {{schema}}.refused_at_commit (code) VALUES ($1);
+
+-- name: CountRefused
+SELECT count(*) FROM {{schema}}.refused_at_commit;
+`)}}, "commit.sql")
+
+// TestServerErrorAtCommitHasAKnownOutcome (issue 30, item 7b): an unavailable error the
+// server itself sends in answer to a COMMIT (disk full, out of connections, shutting down)
+// means the transaction was rolled back: the outcome is known. The 503 says its reason and
+// carries no outcome member; only a connection lost with the COMMIT on its way is "outcome
+// unknown" (TestLostConnectionIsUnavailable). Checked for a transaction's COMMIT (InTx) and
+// for the implicit one of a pipeline (DB.Pipeline), and that nothing was written. Seen
+// failing, by hand, with commitError marking every unavailable error (e.Code == "" dropped).
+func TestServerErrorAtCommitHasAKnownOutcome(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := pgtest.NewDB(t)
+	_, err := d.Exec(ctx, commitQueries.Get("MakeRefusingTable"))
+	require.NoError(t, err)
+
+	for _, c := range []struct{ code, reason string }{
+		{"53100", fault.ReasonDiskFull},    // disk_full
+		{"53300", fault.ReasonConnections}, // too_many_connections
+		{"53200", fault.ReasonUnavailable}, // out_of_memory
+		{"57P03", fault.ReasonUnavailable}, // cannot_connect_now
+	} {
+		check := func(how string, err error) {
+			t.Helper()
+			require.ErrorIs(t, err, db.ErrUnavailable, "%s %s", how, c.code)
+			var de *db.Error
+			require.True(t, errors.As(err, &de))
+			require.Equal(t, c.code, de.Code, "%s: the server's own answer", how)
+			require.False(t, de.OutcomeUnknown, "%s %s: the server answered the COMMIT", how, c.code)
+			var fe *fault.Error
+			require.True(t, errors.As(db.Fault(err), &fe))
+			require.Equal(t, fault.KindUnavailable, fe.Kind)
+			require.Equal(t, c.reason, fe.Extensions["reason"], "%s %s: the 503 names its reason", how, c.code)
+			require.NotContains(t, fe.Extensions, "outcome", "%s %s: the outcome is known (rolled back)", how, c.code)
+			require.NotContains(t, fe.Detail, "may or may not")
+		}
+		committed := false
+		err := d.InTx(ctx, func(tx *db.Tx) error {
+			_, err := tx.Exec(ctx, commitQueries.Get("InsertRefused"), c.code)
+			committed = err == nil // the statement itself succeeds: the error comes at COMMIT
+			return err
+		})
+		require.True(t, committed, "the insert is refused only at COMMIT")
+		check("InTx", err)
+
+		err = d.Pipeline(ctx, db.Step{Query: commitQueries.Get("InsertRefused"), Args: []any{c.code}})
+		check("Pipeline", err)
+	}
+	var n int
+	require.NoError(t, d.QueryRow(ctx, commitQueries.Get("CountRefused")).Scan(&n))
+	require.Zero(t, n, "every refused COMMIT rolled its transaction back")
+}
