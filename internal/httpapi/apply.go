@@ -51,10 +51,15 @@ type bulkBudget struct {
 	max  int64
 	used int64
 	peak *atomic.Int64 // the largest use seen, for tests and metrics
+	// input is the bytes of the lines held (their raw length, whatever lineCost charges),
+	// inputPeak the most seen: counted apart from used, it shows what the budget really
+	// holds back, so a line charged less than lineCost says shows as more input held.
+	input     int64
+	inputPeak *atomic.Int64
 }
 
-func newBulkBudget(max int64, peak *atomic.Int64) *bulkBudget {
-	b := &bulkBudget{max: max, peak: peak}
+func newBulkBudget(max int64, peak, inputPeak *atomic.Int64) *bulkBudget {
+	b := &bulkBudget{max: max, peak: peak, inputPeak: inputPeak}
 	b.cond.L = &b.mu
 	return b
 }
@@ -64,42 +69,51 @@ func newBulkBudget(max int64, peak *atomic.Int64) *bulkBudget {
 // held, then goes through alone.
 func (b *bulkBudget) clamp(n int64) int64 { return min(n, b.max) }
 
-// tryTake takes n when it is free now.
-func (b *bulkBudget) tryTake(n int64) bool {
+// tryTake takes n for a line of input bytes when it is free now.
+func (b *bulkBudget) tryTake(n, input int64) bool {
 	n = b.clamp(n)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.used+n > b.max {
 		return false
 	}
-	b.take(n)
+	b.take(n, input)
 	return true
 }
 
-// wait takes n, blocking until it is free.
-func (b *bulkBudget) wait(n int64) {
+// wait takes n for a line of input bytes, blocking until it is free.
+func (b *bulkBudget) wait(n, input int64) {
 	n = b.clamp(n)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for b.used+n > b.max {
 		b.cond.Wait()
 	}
-	b.take(n)
+	b.take(n, input)
 }
 
-func (b *bulkBudget) take(n int64) {
+func (b *bulkBudget) take(n, input int64) {
 	b.used += n
+	b.input += input
+	raise(b.peak, b.used)
+	raise(b.inputPeak, b.input)
+}
+
+// raise makes peak at least v.
+func raise(peak *atomic.Int64, v int64) {
 	for {
-		p := b.peak.Load()
-		if b.used <= p || b.peak.CompareAndSwap(p, b.used) {
+		p := peak.Load()
+		if v <= p || peak.CompareAndSwap(p, v) {
 			return
 		}
 	}
 }
 
-func (b *bulkBudget) give(n int64) {
+// give gives back n taken for lines of input bytes.
+func (b *bulkBudget) give(n, input int64) {
 	b.mu.Lock()
 	b.used -= n
+	b.input -= input
 	b.mu.Unlock()
 	b.cond.Broadcast()
 }
@@ -108,6 +122,7 @@ func (b *bulkBudget) give(n int64) {
 type applyBatchOf struct {
 	items []resource.ApplyItem
 	cost  int64
+	input int64 // the bytes of its lines
 }
 
 // applyLine is one line of POST /v1/nodes:apply: a node, plus optionally the complete list
@@ -176,7 +191,7 @@ func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	lineError := func(line int, name string, err error) {
 		results <- []client.ApplyResult{{Line: line, Name: resultName(name), Result: "error", Problem: a.problemOf(r, err)}}
 	}
-	budget := newBulkBudget(a.bulkBuffer, &a.bulkPeak)
+	budget := newBulkBudget(a.bulkBuffer, &a.bulkPeak, &a.bulkInputPeak)
 	var workers sync.WaitGroup
 	queues := make([]chan applyBatchOf, applyWorkers)
 	for i := range queues {
@@ -186,7 +201,7 @@ func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principa
 			defer workers.Done()
 			for batch := range queue {
 				outs := a.resources.ApplyNodes(r.Context(), batch.items)
-				budget.give(batch.cost)
+				budget.give(batch.cost, batch.input)
 				rs := make([]client.ApplyResult, 0, len(outs))
 				for _, o := range outs {
 					res := client.ApplyResult{Line: o.Line, Name: resultName(o.Name), Result: o.Result}
@@ -204,8 +219,8 @@ func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principa
 		queues[w] <- batches[w]
 		batches[w] = applyBatchOf{}
 	}
-	add := func(it resource.ApplyItem, cost int64) {
-		if !budget.tryTake(cost) {
+	add := func(it resource.ApplyItem, cost, input int64) {
+		if !budget.tryTake(cost, input) {
 			// The budget is spent: hand every partial batch to its worker (they hold budget
 			// that only their application gives back), then wait; the body is not read
 			// meanwhile.
@@ -214,13 +229,14 @@ func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principa
 					send(w)
 				}
 			}
-			budget.wait(cost)
+			budget.wait(cost, input)
 		}
 		h := fnv.New32a()
 		_, _ = h.Write([]byte(it.Obj.Metadata.Name))
 		w := int(h.Sum32() % applyWorkers)
 		batches[w].items = append(batches[w].items, it)
 		batches[w].cost += budget.clamp(cost)
+		batches[w].input += input
 		if len(batches[w].items) >= applyBatch {
 			send(w)
 		}
@@ -243,7 +259,7 @@ func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principa
 			if it, name, lerr := a.parseApplyLine(p, line, raw); lerr != nil {
 				lineError(line, name, lerr)
 			} else {
-				add(it, lineCost(raw))
+				add(it, lineCost(raw), int64(len(raw)))
 			}
 		}
 		if errors.Is(err, io.EOF) || r.Context().Err() != nil {

@@ -95,6 +95,8 @@ type API struct {
 	registry *prometheus.Registry
 	maxBody  int64
 	maxState int64
+	// bulkInputPeak is the most line bytes any bulk apply has held (see bulkBudget.input).
+	bulkInputPeak atomic.Int64
 	// bulkBuffer is the budget of one bulk apply; bulkPeak the most any has held.
 	bulkBuffer int64
 	bulkPeak   atomic.Int64
