@@ -61,11 +61,28 @@ func exactly(want, got []seen) error {
 	return nil
 }
 
+// eventWait bounds each wait of these tests for a watch event (or a stream's end): one that
+// does not come fails the test within it, saying so, instead of running into the test's
+// overall deadline with nothing but "context deadline exceeded".
+const eventWait = 30 * time.Second
+
+// nextOrEnd returns w's next event or how the stream ended. When nothing arrives within
+// eventWait it closes w and fails the test.
+func nextOrEnd(t *testing.T, w *client.Watcher) (client.Event, error) {
+	t.Helper()
+	timer := time.AfterFunc(eventWait, func() { w.Close() })
+	ev, err := w.Next()
+	if !timer.Stop() {
+		require.FailNow(t, "no watch event within "+eventWait.String(), "the stream was closed after waiting (%v)", err)
+	}
+	return ev, err
+}
+
 // readUntil reads non-bookmark events of w into out until stop says so.
 func readUntil(t *testing.T, w *client.Watcher, out *[]seen, stop func(seen) bool) {
 	t.Helper()
 	for {
-		ev, err := w.Next()
+		ev, err := nextOrEnd(t, w)
 		require.NoError(t, err)
 		if ev.Type == client.EventBookmark {
 			continue
@@ -227,7 +244,7 @@ func TestWatchEndsOnShutdown(t *testing.T) {
 	w, err := c.Orgs().Watch(ctx, client.WatchOptions{})
 	require.NoError(t, err)
 	defer w.Close()
-	ev, err = w.Next()
+	ev, err = nextOrEnd(t, w)
 	require.NoError(t, err)
 	require.Equal(t, "before", ev.Object.Metadata.Name)
 	_, err = c.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "during"}})
@@ -238,7 +255,7 @@ func TestWatchEndsOnShutdown(t *testing.T) {
 
 	s.stop(t)
 	for {
-		ev, err = w.Next()
+		ev, err = nextOrEnd(t, w)
 		if err != nil {
 			break
 		}

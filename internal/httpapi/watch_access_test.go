@@ -66,7 +66,7 @@ func TestWatchEndsWhenTokenRevoked(t *testing.T) {
 	require.NoError(t, err)
 	var ce *client.Error
 	for {
-		ev, err := w.Next()
+		ev, err := nextOrEnd(t, w)
 		if err != nil {
 			require.ErrorAs(t, err, &ce)
 			break
@@ -75,7 +75,7 @@ func TestWatchEndsWhenTokenRevoked(t *testing.T) {
 	}
 	require.Equal(t, http.StatusUnauthorized, ce.Status)
 	require.Equal(t, httpapi.ProblemTypeBase+"unauthenticated", ce.Problem.Type)
-	_, err = w.Next()
+	_, err = nextOrEnd(t, w)
 	require.ErrorIs(t, err, io.EOF, "nothing follows the ERROR event")
 }
 
@@ -108,7 +108,7 @@ func TestWatchMaxDuration(t *testing.T) {
 	last := ""
 	var seen []string
 	for {
-		ev, err := w.Next()
+		ev, err := nextOrEnd(t, w)
 		if err != nil {
 			require.ErrorIs(t, err, io.EOF, "a clean end, not an ERROR event")
 			break
@@ -134,7 +134,7 @@ func TestWatchMaxDuration(t *testing.T) {
 	defer w.Close()
 	seen = nil
 	for {
-		ev, err := w.Next()
+		ev, err := nextOrEnd(t, w)
 		if err != nil {
 			require.ErrorIs(t, err, io.EOF)
 			break
@@ -226,7 +226,7 @@ func TestWatchRevokedHereGetsNoFurtherEvent(t *testing.T) {
 	start := time.Now()
 	var ce *client.Error
 	for {
-		ev, err := w.Next()
+		ev, err := nextOrEnd(t, w)
 		if err != nil {
 			require.ErrorAs(t, err, &ce)
 			break

@@ -68,11 +68,30 @@ func watchSetup(t *testing.T, bookmark, timeout time.Duration, opts ...func(*htt
 	return &watchBundle{stopHub: cancel, srv: srv, admin: c, db: d, tokens: tokens, secret: secret}
 }
 
-// next returns the next event that is not a BOOKMARK.
+// eventWait bounds every wait of these tests for a watch event (or a stream's end): one that
+// does not come fails the test within it, saying so, instead of hanging it until the test
+// binary's timeout (issue 30: an annotation-only change dropped as a no-op held
+// TestWatchSelectorEnterAndLeave for ten minutes).
+const eventWait = 20 * time.Second
+
+// nextOrEnd returns w's next event or how the stream ended. When nothing arrives within
+// eventWait it closes w and fails the test.
+func nextOrEnd(t *testing.T, w *client.Watcher) (client.Event, error) {
+	t.Helper()
+	timer := time.AfterFunc(eventWait, func() { w.Close() })
+	ev, err := w.Next()
+	if !timer.Stop() {
+		require.FailNow(t, "no watch event within "+eventWait.String(), "the stream was closed after waiting (%v)", err)
+	}
+	return ev, err
+}
+
+// next returns the next event that is not a BOOKMARK, failing the test when none (or an
+// error) comes within eventWait of the previous.
 func next(t *testing.T, w *client.Watcher) client.Event {
 	t.Helper()
 	for {
-		ev, err := w.Next()
+		ev, err := nextOrEnd(t, w)
 		require.NoError(t, err)
 		if ev.Type != client.EventBookmark {
 			return ev
@@ -175,7 +194,7 @@ func TestWatchBookmarksOutliveServerTimeouts(t *testing.T) {
 	began := time.Now()
 	bookmarks := 0
 	for time.Since(began) < 3*time.Second {
-		ev, err := w.Next()
+		ev, err := nextOrEnd(t, w)
 		require.NoError(t, err)
 		require.Equal(t, client.EventBookmark, ev.Type)
 		require.Equal(t, "Org", ev.Object.Kind)
@@ -193,7 +212,7 @@ func TestWatchBookmarksOutliveServerTimeouts(t *testing.T) {
 	require.Equal(t, later.Metadata.ResourceVersion, ev.Object.Metadata.ResourceVersion)
 	// The next bookmark covers the change just received.
 	for {
-		ev, err := w.Next()
+		ev, err := nextOrEnd(t, w)
 		require.NoError(t, err)
 		if ev.Type == client.EventBookmark {
 			require.Equal(t, later.Metadata.ResourceVersion, ev.Object.Metadata.ResourceVersion)
@@ -301,12 +320,12 @@ func TestWatchEndsWithErrorEvent(t *testing.T) {
 	w, err := b.admin.Orgs().Watch(ctx, client.WatchOptions{})
 	require.NoError(t, err)
 	defer w.Close()
-	ev, err := w.Next()
+	ev, err := nextOrEnd(t, w)
 	require.NoError(t, err)
 	require.Equal(t, client.EventBookmark, ev.Type)
 	b.stopHub()
 	for n := 0; ; n++ {
-		ev, err = w.Next()
+		ev, err = nextOrEnd(t, w)
 		if err != nil {
 			break
 		}
@@ -319,7 +338,7 @@ func TestWatchEndsWithErrorEvent(t *testing.T) {
 	require.Equal(t, httpapi.ProblemTypeBase+"unavailable", ce.Problem.Type)
 	require.Equal(t, "shutting-down", ce.Problem.Reason, "the ERROR event names its reason, as every 503 problem does")
 	require.Equal(t, "/v1/orgs", ce.Problem.Instance)
-	_, err = w.Next()
+	_, err = nextOrEnd(t, w)
 	require.ErrorIs(t, err, io.EOF, "nothing follows the ERROR event")
 	// The server's log says what happened: a watch ended by the shutdown, not a failed line
 	// of a bulk apply, and not as an error (nothing went wrong).

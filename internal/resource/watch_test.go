@@ -257,7 +257,10 @@ func TestWatchSlowSubscriberIsEnded(t *testing.T) {
 
 	got := collect(t, slow, 3)
 	require.Len(t, got, 3)
-	_, err = slow.Next(ctx)
+	// Bounded, so a subscriber that is not ended fails here instead of hanging the test.
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	_, err = slow.Next(wctx)
 	require.Equal(t, fault.KindUnavailable, fault.KindOf(err), "%v", err)
 	require.ErrorContains(t, err, "fell more than 3 events behind")
 }
