@@ -124,6 +124,9 @@ type API struct {
 	bookmarkInterval time.Duration
 	// watchMax, watchRecheck and watchHeadWait: see Options.
 	watchMax, watchRecheck, watchHeadWait time.Duration
+	// watchJitter draws the random part of a stream's lifetime in [0, d) (nil: rand.N); see
+	// watchLifetime.
+	watchJitter func(d time.Duration) time.Duration
 }
 
 // New builds the API and its routes.

@@ -158,7 +158,7 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 		return send(watchEvent{Type: "BOOKMARK", Object: map[string]any{
 			"kind": k.Name, "metadata": map[string]string{"resourceVersion": rv}}})
 	}
-	end := time.Now().Add(a.watchMax + rand.N(a.watchMax))
+	end := time.Now().Add(a.watchLifetime())
 	authCtx, stopAuth := acc.watch(ctx)
 	defer stopAuth()
 	recheck := acc.nextRecheck(time.Now())
@@ -349,4 +349,16 @@ func (acc streamAccess) watch(ctx context.Context) (context.Context, func()) {
 		}
 	}()
 	return actx, cancel
+}
+
+// watchLifetime is a new stream's lifetime, in [watchMax, 2·watchMax): as Kubernetes does,
+// spread so that the streams opened together (after a restart, a failover) do not all end,
+// and come back, at once. watchJitter draws the random part (rand.N unless a test sets its
+// own source, which makes the spread checkable without chance).
+func (a *API) watchLifetime() time.Duration {
+	jitter := a.watchJitter
+	if jitter == nil {
+		jitter = rand.N[time.Duration]
+	}
+	return a.watchMax + jitter(a.watchMax)
 }

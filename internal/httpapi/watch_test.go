@@ -40,6 +40,12 @@ type watchBundle struct {
 // write timeouts set to timeout, so a stream that outlives them shows they do not cut it.
 func watchSetup(t *testing.T, bookmark, timeout time.Duration, opts ...func(*httpapi.Options)) *watchBundle {
 	t.Helper()
+	return watchSetupAPI(t, bookmark, timeout, nil, opts...)
+}
+
+// watchSetupAPI is watchSetup with tune run on the API before it serves anything.
+func watchSetupAPI(t *testing.T, bookmark, timeout time.Duration, tune func(*httpapi.API), opts ...func(*httpapi.Options)) *watchBundle {
+	t.Helper()
 	d := pgtest.NewDB(t)
 	tokens := auth.NewService(d)
 	secret, err := tokens.Bootstrap(context.Background(), "")
@@ -56,6 +62,9 @@ func watchSetup(t *testing.T, bookmark, timeout time.Duration, opts ...func(*htt
 		f(&o)
 	}
 	api := httpapi.New(o)
+	if tune != nil {
+		tune(api)
+	}
 	srv := httptest.NewUnstartedServer(api)
 	srv.Config.WriteTimeout = timeout
 	srv.Config.ReadTimeout = timeout
