@@ -81,3 +81,33 @@ func TestServerErrorAtCommitHasAKnownOutcome(t *testing.T) {
 	require.NoError(t, d.QueryRow(ctx, commitQueries.Get("CountRefused")).Scan(&n))
 	require.Zero(t, n, "every refused COMMIT rolled its transaction back")
 }
+
+// TestSessionEndedAtCommitHasAnUnknownOutcome: a server that answers a COMMIT by ending the
+// session (57P01 admin_shutdown, 57P02 crash_shutdown) may have committed first — a backend
+// terminated while it waits for a synchronous standby has committed locally and says so only
+// in a WARNING before the FATAL — so the 503 must say the outcome is unknown. Found by the
+// review of issue 30 item 7b; seen failing (no outcome member) before commitError knew it.
+func TestSessionEndedAtCommitHasAnUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := pgtest.NewDB(t)
+	_, err := d.Exec(ctx, commitQueries.Get("MakeRefusingTable"))
+	require.NoError(t, err)
+	for _, code := range []string{"57P01", "57P02"} {
+		check := func(how string, err error) {
+			t.Helper()
+			require.ErrorIs(t, err, db.ErrUnavailable, "%s %s", how, code)
+			var de *db.Error
+			require.True(t, errors.As(err, &de))
+			require.True(t, de.OutcomeUnknown, "%s %s: the session ended at COMMIT", how, code)
+			var fe *fault.Error
+			require.True(t, errors.As(db.Fault(err), &fe))
+			require.Equal(t, "unknown", fe.Extensions["outcome"], "%s %s", how, code)
+		}
+		check("InTx", d.InTx(ctx, func(tx *db.Tx) error {
+			_, err := tx.Exec(ctx, commitQueries.Get("InsertRefused"), code)
+			return err
+		}))
+		check("Pipeline", d.Pipeline(ctx, db.Step{Query: commitQueries.Get("InsertRefused"), Args: []any{code}}))
+	}
+}

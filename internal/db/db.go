@@ -500,7 +500,7 @@ func (d *DB) Pipeline(ctx context.Context, steps ...Step) error {
 		// PostgreSQL commits the implicit transaction of a pipeline at its end: a connection
 		// lost meanwhile leaves a write in it applied or not.
 		var e *Error
-		if errors.As(err, &e) && e.Kind == ErrUnavailable && e.Code == "" {
+		if errors.As(err, &e) && e.Kind == ErrUnavailable && (e.Code == "" || sessionEndedAtCommit(e.Code)) {
 			e.OutcomeUnknown = true
 		}
 	}

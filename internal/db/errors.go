@@ -102,13 +102,24 @@ func epochCheckAbsent(err error) bool {
 
 // commitError interprets the error of a COMMIT (or of a pipeline PostgreSQL commits by
 // itself): a lost connection there leaves the outcome unknown, which the answer must say.
+// So does a server that answers the COMMIT by terminating the session (admin_shutdown,
+// crash_shutdown): a backend terminated while it waits for a synchronous standby has
+// already committed locally ("the transaction has already committed locally" comes before
+// the FATAL), and one terminated a moment earlier has not — the client cannot tell which.
+// Other errors the server sends at COMMIT (disk full, out of connections) roll back.
 func commitError(err error) error {
 	err = interpretError(err)
 	var e *Error
-	if errors.As(err, &e) && e.Kind == ErrUnavailable && e.Code == "" {
+	if errors.As(err, &e) && e.Kind == ErrUnavailable && (e.Code == "" || sessionEndedAtCommit(e.Code)) {
 		e.OutcomeUnknown = true
 	}
 	return err
+}
+
+// sessionEndedAtCommit reports whether a SQLSTATE received in answer to a COMMIT ends the
+// session with the commit's fate unknown.
+func sessionEndedAtCommit(code string) bool {
+	return code == pgerrcode.AdminShutdown || code == pgerrcode.CrashShutdown
 }
 
 // interpretError is the one place driver errors become strata's.
