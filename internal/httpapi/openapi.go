@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/kind"
+	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
 )
 
@@ -84,10 +85,11 @@ func ndjsonOf[T any](desc string) *bodyDoc {
 	return &bodyDoc{ct: "application/x-ndjson", typ: reflect.TypeFor[T](), desc: desc}
 }
 
-// anyJSON is any JSON value; anyObject any JSON object.
+// anyObject is any JSON object; mergePatch an RFC 7396 merge patch (any JSON value: null or
+// a non-object replaces the whole target).
 var (
-	anyJSON   = map[string]any{}
-	anyObject = map[string]any{"type": "object"}
+	anyObject  = map[string]any{"type": "object"}
+	mergePatch = map[string]any{"description": "A JSON merge patch (RFC 7396)."}
 )
 
 // itemsOf is the {"items": [T]} answer of the lists that do not page.
@@ -140,7 +142,7 @@ var queryDocs = map[string]map[string]any{
 	"explain":         {"description": "true answers {pillar, explain}: where each value came from.", "schema": map[string]any{"type": "boolean"}},
 	"format":          {"description": "ndjson: the sync stream instead of a Salt pillar tree.", "schema": map[string]any{"type": "string", "enum": []any{"ndjson"}}},
 	"skipUnsupported": {"description": "true imports what it can and reports the rest instead of refusing the whole tree.", "schema": map[string]any{"type": "boolean"}},
-	"file":            {"description": "The file of the tree to import alone.", "schema": map[string]any{"type": "string"}},
+	"file":            {"description": "The file name of the body, for the places a problem names.", "schema": map[string]any{"type": "string"}},
 	"writes":          {"description": "true also requires that the database accepts writes.", "schema": map[string]any{"type": "boolean"}},
 }
 
@@ -156,7 +158,7 @@ var headerDocs = map[string]map[string]any{
 // (those come from the descriptors, kindDocs).
 func opDocs() map[string]opDoc {
 	noBody := (*bodyDoc)(nil)
-	stateDoc := jsonSchema(map[string]any{"type": "object", "description": "A Terraform/OpenTofu state document, as stored (or its outputs only, for a token with state:read-outputs alone)."})
+	stateDoc := jsonSchema(map[string]any{"description": "A Terraform/OpenTofu state document (a JSON object), stored as sent, and answered as stored (or its outputs only, for a token with state:read-outputs alone)."})
 	lockInfo := jsonOf[client.LockInfo]()
 	d := map[string]opDoc{
 		"POST /v1/tokens":        {summary: "Create a token (its secret is answered only this once)", body: jsonOf[client.TokenCreateRequest](), ok: map[int]*bodyDoc{201: jsonOf[client.Token]()}, errs: writeErrors},
@@ -179,7 +181,7 @@ func opDocs() map[string]opDoc {
 		"POST /v1/projects/{project}/encrypt":                       {summary: "Encrypt a batch of a project's states", query: []string{"limit"}, ok: map[int]*bodyDoc{200: jsonOf[client.ProjectEncryption]()}, errs: []int{409, 423}, lockBody: true},
 		"POST /v1/projects/{project}/credentials":                   {summary: "Create the login role of the pg backend", ok: map[int]*bodyDoc{200: jsonOf[client.ProjectCredentials]()}, errs: []int{409}},
 		"GET /v1/state/{project}":                                   {summary: "List a project's workspaces", query: []string{"limit", "continue"}, ok: map[int]*bodyDoc{200: jsonOf[client.WorkspaceList]()}},
-		"GET /v1/state/{project}/{workspace}":                       {summary: "Read a workspace's state (Terraform's http backend)", ok: map[int]*bodyDoc{200: stateDoc}},
+		"GET /v1/state/{project}/{workspace}":                       {summary: "Read a workspace's state (Terraform's http backend)", ok: map[int]*bodyDoc{200: stateDoc}, errs: []int{422}},
 		"POST /v1/state/{project}/{workspace}":                      {summary: "Write a workspace's state (Terraform's http backend)", query: []string{"ID"}, headers: []string{"Content-MD5"}, body: stateDoc, ok: map[int]*bodyDoc{200: jsonOf[stateResult]()}, errs: append([]int{423}, writeErrors...), lockBody: true},
 		"PUT /v1/state/{project}/{workspace}":                       {summary: "Write a workspace's state", query: []string{"ID"}, headers: []string{"Content-MD5"}, body: stateDoc, ok: map[int]*bodyDoc{200: jsonOf[stateResult]()}, errs: append([]int{423}, writeErrors...), lockBody: true},
 		"DELETE /v1/state/{project}/{workspace}":                    {summary: "Delete a workspace's state", query: []string{"ID"}, ok: map[int]*bodyDoc{200: noBody}, errs: []int{409, 423}, lockBody: true},
@@ -194,7 +196,7 @@ func opDocs() map[string]opDoc {
 		"PUT /v1/orgs/{org}/groups/{group}/members/{node}":    {summary: "Add a node to a group statically", ok: map[int]*bodyDoc{201: noBody, 204: noBody}, errs: []int{409, 422}},
 		"DELETE /v1/orgs/{org}/groups/{group}/members/{node}": {summary: "Remove a static member", ok: map[int]*bodyDoc{204: noBody}, errs: []int{409}},
 		"POST /v1/nodes:apply": {summary: "Create or update many nodes: one JSON node per line",
-			body: ndjsonOf[client.Object]("one node object per line"),
+			body: ndjsonOf[applyLine]("one node object per line, with its static groups"),
 			ok: map[int]*bodyDoc{200: {ct: "application/x-ndjson", desc: "one ApplyResult per line, then {\"summary\": ApplySummary}", schema: map[string]any{"anyOf": []any{
 				map[string]any{"$ref": "#/components/schemas/ApplyResult"},
 				map[string]any{"type": "object", "additionalProperties": false, "required": []any{"summary"}, "properties": map[string]any{"summary": map[string]any{"$ref": "#/components/schemas/ApplySummary"}}},
@@ -206,7 +208,7 @@ func opDocs() map[string]opDoc {
 		"POST /v1/salt/credentials":    {summary: "Create the login role of Salt's postgres ext_pillar", ok: map[int]*bodyDoc{200: jsonOf[client.SaltCredentials]()}, errs: []int{409}},
 		"POST /v1/pillars:import": {summary: "Import a Salt pillar tree (or, with format=ndjson, a sync stream)", query: []string{"org", "dryRun", "skipUnsupported", "format", "file"},
 			body: (&bodyDoc{ct: "application/json", typ: reflect.TypeFor[client.PillarImportRequest]()}).withAlso(ndjsonLines(anyObject)),
-			ok:   map[int]*bodyDoc{200: (&bodyDoc{ct: "application/json", schema: map[string]any{"anyOf": []any{map[string]any{"$ref": "#/components/schemas/PillarImportReport"}, map[string]any{"$ref": "#/components/schemas/PillarSyncReport"}}}, desc: "a streamed import answers application/x-ndjson progress lines"}).withAlso(ndjsonLines(anyObject))},
+			ok:   map[int]*bodyDoc{200: (&bodyDoc{ct: "application/json", schema: map[string]any{"anyOf": []any{map[string]any{"$ref": "#/components/schemas/ImportReport"}, map[string]any{"$ref": "#/components/schemas/SyncReport"}}}, desc: "a streamed import answers application/x-ndjson progress lines"}).withAlso(ndjsonLines(anyObject))},
 			errs: writeErrors},
 		"GET /v1/pillars:export": {summary: "Export the pillar rows as a Salt pillar tree (or, with format=ndjson, a sync stream)", query: []string{"org", "format"},
 			ok: map[int]*bodyDoc{200: (&bodyDoc{ct: "application/json", typ: reflect.TypeFor[client.PillarExport](), desc: "with format=ndjson: application/x-ndjson records"}).withAlso(ndjsonLines(anyObject))}},
@@ -225,12 +227,13 @@ func opDocs() map[string]opDoc {
 	}
 	for _, pt := range pillarTargets {
 		d["GET "+pt.prefix] = opDoc{summary: "List a target's pillar categories", ok: map[int]*bodyDoc{200: itemsOf[pillarListItem]()}}
-		d["GET "+pt.prefix+"/{category}"] = opDoc{summary: "Read a pillar row", ok: map[int]*bodyDoc{200: jsonOf[client.Pillar]()}}
-		d["PUT "+pt.prefix+"/{category}"] = opDoc{summary: "Write a pillar row: the body is the category's data", headers: []string{"If-Match"}, body: jsonSchema(anyObject),
-			ok: map[int]*bodyDoc{200: jsonOf[client.Pillar](), 201: jsonOf[client.Pillar]()}, errs: writeErrors}
+		d["GET "+pt.prefix+"/{category}"] = opDoc{summary: "Read a pillar row", ok: map[int]*bodyDoc{200: jsonOf[pillar.Pillar]()}}
+		d["PUT "+pt.prefix+"/{category}"] = opDoc{summary: "Write a pillar row: the body is the category's data, a JSON object or an SLS file (application/yaml)", query: []string{"file"}, headers: []string{"If-Match"},
+			body: jsonSchema(anyObject).withAlso(&bodyDoc{ct: "application/yaml", schema: map[string]any{"type": "string"}}),
+			ok:   map[int]*bodyDoc{200: jsonOf[pillar.Pillar](), 201: jsonOf[pillar.Pillar]()}, errs: writeErrors}
 		d["DELETE "+pt.prefix+"/{category}"] = opDoc{summary: "Delete a pillar row", headers: []string{"If-Match"}, ok: map[int]*bodyDoc{204: noBody}, errs: []int{409, 412}}
 		d["GET "+pt.prefix+"/{category}/history"] = opDoc{summary: "A pillar row's history, newest first", query: []string{"before", "limit"}, ok: map[int]*bodyDoc{200: itemsOf[client.PillarChange]()}}
-		d["POST "+pt.prefix+"/{category}/history/{change}/restore"] = opDoc{summary: "Restore a pillar row to an entry of its history", headers: []string{"If-Match"}, ok: map[int]*bodyDoc{200: jsonOf[client.Pillar]()}, errs: []int{409, 412, 422}}
+		d["POST "+pt.prefix+"/{category}/history/{change}/restore"] = opDoc{summary: "Restore a pillar row to an entry of its history", headers: []string{"If-Match"}, ok: map[int]*bodyDoc{200: jsonOf[pillar.Pillar]()}, errs: []int{409, 412, 422}}
 	}
 	return d
 }
@@ -255,10 +258,14 @@ func (a *API) kindDocs(k *resource.Kind, rs []route, user bool, g *schemaGen) ma
 	if user {
 		what = "objects of a user-defined kind (its spec schema: GET /v1/kinds/{kind})"
 	}
+	itemParam := "/{" + k.Param + "}"
+	if user {
+		itemParam = "/{name}"
+	}
 	d := map[string]opDoc{}
 	for _, rt := range rs {
 		method, path, _ := strings.Cut(rt.pattern, " ")
-		item := strings.HasSuffix(path, "}")
+		item := strings.HasSuffix(path, itemParam)
 		switch {
 		case strings.HasSuffix(path, "/rename"):
 			d[rt.pattern] = opDoc{summary: "Rename one of the " + what + " in place", body: jsonOf[struct {
@@ -275,7 +282,7 @@ func (a *API) kindDocs(k *resource.Kind, rs []route, user bool, g *schemaGen) ma
 		case method == "PUT":
 			d[rt.pattern] = opDoc{summary: "Replace one of the " + what + " (or create it, without a resourceVersion)", body: ref(objIn), ok: map[int]*bodyDoc{200: ref(obj), 201: ref(obj)}, errs: writeErrors}
 		case method == "PATCH":
-			d[rt.pattern] = opDoc{summary: "Change one of the " + what + " by a JSON merge patch (RFC 7396)", body: &bodyDoc{ct: "application/merge-patch+json", schema: anyObject}, ok: map[int]*bodyDoc{200: ref(obj)}, errs: writeErrors}
+			d[rt.pattern] = opDoc{summary: "Change one of the " + what + " by a JSON merge patch (RFC 7396)", body: &bodyDoc{ct: "application/merge-patch+json", schema: mergePatch}, ok: map[int]*bodyDoc{200: ref(obj)}, errs: writeErrors}
 		case method == "DELETE":
 			d[rt.pattern] = opDoc{summary: "Delete one of the " + what, query: []string{"resourceVersion", "cascade"}, ok: map[int]*bodyDoc{204: nil}, errs: []int{409}}
 		}
@@ -372,8 +379,8 @@ func (a *API) OpenAPIDocument() (map[string]any, error) {
 		}
 	}
 	g.ref(reflect.TypeFor[client.Problem]())
-	g.ref(reflect.TypeFor[client.PillarImportReport]())
-	g.ref(reflect.TypeFor[client.PillarSyncReport]())
+	g.ref(reflect.TypeFor[pillar.ImportReport]())
+	g.ref(reflect.TypeFor[pillar.SyncReport]())
 	g.ref(reflect.TypeFor[watchEvent]())
 	g.ref(reflect.TypeFor[client.ApplyResult]())
 	g.ref(reflect.TypeFor[client.ApplySummary]())
