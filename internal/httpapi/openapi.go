@@ -3,6 +3,8 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"regexp"
@@ -609,9 +611,18 @@ func operationID(method, path string) string {
 	return b.String()
 }
 
-// openAPIJSON serves the document (GET /v1/openapi.json, no token): built once, it depends
-// only on the release.
-func (a *API) openAPIJSON(w http.ResponseWriter, _ *http.Request) error {
+// OpenAPIJSON is the OpenAPI document of release version as GET /v1/openapi.json serves
+// it, without a server or a database (`strata openapi`): the document depends only on the
+// release (the route table and the built-in kinds), so the two are byte for byte the same.
+func OpenAPIJSON(version string) ([]byte, error) {
+	a := New(Options{Resources: resource.NewService(nil), Pillars: pillar.NewService(nil), Version: version,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	b, err := a.openAPIDocumentJSON()
+	// The served answer ends in a newline (writeRawJSON), and so does the printed document.
+	return append(b, '\n'), err
+}
+
+func (a *API) openAPIDocumentJSON() ([]byte, error) {
 	a.openAPIOnce.Do(func() {
 		doc, err := a.OpenAPIDocument()
 		if err == nil {
@@ -619,8 +630,15 @@ func (a *API) openAPIJSON(w http.ResponseWriter, _ *http.Request) error {
 		}
 		a.openAPIErr = err
 	})
-	if a.openAPIErr != nil {
-		return a.openAPIErr
+	return a.openAPIBody, a.openAPIErr
+}
+
+// openAPIJSON serves the document (GET /v1/openapi.json, no token): built once, it depends
+// only on the release.
+func (a *API) openAPIJSON(w http.ResponseWriter, _ *http.Request) error {
+	b, err := a.openAPIDocumentJSON()
+	if err != nil {
+		return err
 	}
-	return writeRawJSON(w, http.StatusOK, a.openAPIBody)
+	return writeRawJSON(w, http.StatusOK, b)
 }
