@@ -1,8 +1,3 @@
-// Package client is strata's public Go client. The strata CLI uses it for every command
-// except serve and migrate, so anything the CLI can do, a Go program can do the same way.
-//
-// Errors from the server are returned as *Error, which carries the HTTP status and the
-// server's RFC 9457 problem document; use IsNotFound, IsConflict and friends to decide.
 package client
 
 import (
