@@ -46,6 +46,9 @@ func TestMain(m *testing.M) {
 	http.DefaultTransport = &recordingTransport{base: base, c: c}
 	code := pgtest.Run(m)
 	http.DefaultTransport = base
+	if os.Getenv("STRATA_OPENAPI_COVERAGE") != "" {
+		fmt.Fprint(os.Stderr, c.coverage())
+	}
 	if report := c.report(); report != "" {
 		fmt.Fprint(os.Stderr, report)
 		if code == 0 {
@@ -79,6 +82,8 @@ type conformance struct {
 	schemas  map[string]*jsonschema.Schema
 	failures map[string]*failure
 	checked  int
+	// used counts the exchanges of each operation ("GET /v1/orgs/{org}").
+	used map[string]int
 }
 
 type failure struct {
@@ -99,7 +104,7 @@ func newConformance(raw []byte) (*conformance, error) {
 	if err := comp.AddResource(docURL, sdoc); err != nil {
 		return nil, err
 	}
-	c := &conformance{doc: doc, mux: http.NewServeMux(), compiler: comp, schemas: map[string]*jsonschema.Schema{}, failures: map[string]*failure{}}
+	c := &conformance{doc: doc, mux: http.NewServeMux(), compiler: comp, schemas: map[string]*jsonschema.Schema{}, failures: map[string]*failure{}, used: map[string]int{}}
 	for path, item := range doc["paths"].(map[string]any) {
 		for method := range item.(map[string]any) {
 			switch method {
@@ -238,6 +243,28 @@ func (c *conformance) report() string {
 		fmt.Fprintf(&b, "- %s (%d×; e.g. %s)\n", k, c.failures[k].count, c.failures[k].example)
 	}
 	return b.String()
+}
+
+// coverage lists the operations of the document no exchange of the run reached
+// (STRATA_OPENAPI_COVERAGE=1 go test ./internal/httpapi prints it).
+func (c *conformance) coverage() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var missing []string
+	total := 0
+	for path, item := range c.doc["paths"].(map[string]any) {
+		for method := range item.(map[string]any) {
+			if method == "x-strata-methods" {
+				continue
+			}
+			total++
+			if key := strings.ToUpper(method) + " " + path; c.used[key] == 0 {
+				missing = append(missing, key)
+			}
+		}
+	}
+	sort.Strings(missing)
+	return fmt.Sprintf("openapi coverage: %d of %d operations exercised; never: %s\n", total-len(missing), total, strings.Join(missing, ", "))
 }
 
 func sumCounts(m map[string]*failure) int {
@@ -389,6 +416,9 @@ func (c *conformance) check(ex *exchange) {
 	opPtr := pointer("paths", p, strings.ToLower(m))
 	op := c.doc["paths"].(map[string]any)[p].(map[string]any)[strings.ToLower(m)].(map[string]any)
 	key := m + " " + p
+	c.mu.Lock()
+	c.used[key]++
+	c.mu.Unlock()
 	resps := op["responses"].(map[string]any)
 	resp, ok := resps[fmt.Sprint(ex.status)].(map[string]any)
 	if !ok {
