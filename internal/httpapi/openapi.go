@@ -452,10 +452,17 @@ func (a *API) OpenAPIDocument() (map[string]any, error) {
 	g.defs["Problem"].(map[string]any)["additionalProperties"] = true
 	responses := map[string]any{}
 	for status := range problemStatuses {
-		responses[fmt.Sprint(status)] = map[string]any{
+		r := map[string]any{
 			"description": http.StatusText(status) + " (an RFC 9457 problem; see docs/api.md, Errors)",
 			"content":     map[string]any{"application/problem+json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Problem"}}},
 		}
+		switch status {
+		case http.StatusServiceUnavailable:
+			r["headers"] = map[string]any{"Retry-After": map[string]any{"description": "Seconds to wait before trying again (the problem's reason says why).", "schema": map[string]any{"type": "string"}}}
+		case http.StatusUnauthorized:
+			r["headers"] = map[string]any{"WWW-Authenticate": map[string]any{"description": "The schemes the route takes: Bearer, and Basic under /v1/state/… and /v1/salt/….", "schema": map[string]any{"type": "string"}}}
+		}
+		responses[fmt.Sprint(status)] = r
 	}
 	responses["423LockInfo"] = map[string]any{
 		"description": "Locked: the workspace's lock is held by another; the body is the holder's LockInfo, as Terraform's http backend expects",

@@ -426,6 +426,11 @@ func (c *conformance) check(ex *exchange) {
 		return
 	}
 	resp, respPtr := c.resolve(resp, opPtr+pointer("responses", fmt.Sprint(ex.status)))
+	for h := range mapOf(resp["headers"]) {
+		if ex.respHeader.Get(h) == "" {
+			c.fail(fmt.Sprintf("%s %d came without the %s header the document lists", key, ex.status, h), example)
+		}
+	}
 	content, _ := resp["content"].(map[string]any)
 	switch {
 	case content == nil:
