@@ -562,8 +562,11 @@ func (g *schemaGen) operation(method, path string, d opDoc, authed bool, rt *rou
 		}
 		if rt != nil {
 			op["x-strata-scope"] = map[string]any{"family": rt.family, "verb": rt.verb}
+			// Generators group operations by tag: the scope family is strata's own grouping.
+			op["tags"] = []any{rt.family}
 		}
 	} else {
+		op["tags"] = []any{"operations"}
 		op["security"] = []any{}
 		if method == "GET" && path == "/readyz" {
 			responses["503"] = map[string]any{"$ref": "#/components/responses/503"}
