@@ -1,8 +1,3 @@
-// Package client is strata's public Go client. The strata CLI uses it for every command
-// except serve and migrate, so anything the CLI can do, a Go program can do the same way.
-//
-// Errors from the server are returned as *Error, which carries the HTTP status and the
-// server's RFC 9457 problem document; use IsNotFound, IsConflict and friends to decide.
 package client
 
 import (
@@ -15,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -30,7 +26,25 @@ type Client struct {
 	http  *http.Client
 	// UserAgent is sent with every request.
 	UserAgent string
+	// Retries is how many times a request answered 503 (Service Unavailable) with a
+	// Retry-After header is sent again, after the wait the server asks for: a replica that is
+	// shutting down or out of database connections says so, and the next attempt usually
+	// lands. Only requests that cannot have been half done are retried — GET, HEAD, PUT and
+	// DELETE, and any request the server refused before doing anything (reason read-only,
+	// disk-full or connections) — and only with a body that can be sent again. 0 never
+	// retries; New sets DefaultRetries.
+	Retries int
+	// MaxRetryWait is the longest Retry-After waited for: a server that asks for longer (a
+	// database refusing writes asks for 10 s) is not waited for, its 503 is returned at once.
+	// New sets DefaultMaxRetryWait.
+	MaxRetryWait time.Duration
 }
+
+// DefaultRetries and DefaultMaxRetryWait are New's retry settings.
+const (
+	DefaultRetries      = 3
+	DefaultMaxRetryWait = 5 * time.Second
+)
 
 // New returns a client for server (e.g. http://127.0.0.1:7400) authenticating with token.
 // httpClient may be nil.
@@ -48,7 +62,8 @@ func New(server, token string, httpClient *http.Client) (*Client, error) {
 	if httpClient == nil {
 		httpClient = &http.Client{Timeout: 5 * time.Minute}
 	}
-	return &Client{base: u, token: token, http: httpClient, UserAgent: "strata-client"}, nil
+	return &Client{base: u, token: token, http: httpClient, UserAgent: "strata-client",
+		Retries: DefaultRetries, MaxRetryWait: DefaultMaxRetryWait}, nil
 }
 
 // Error is a non-2xx answer from the server.
@@ -171,8 +186,71 @@ func (c *Client) send(ctx context.Context, req Request) (*http.Response, []byte,
 }
 
 // stream sends req with body and returns the response with its body unread; a non-2xx answer
-// is read and returned as *Error.
+// is read and returned as *Error. A 503 with a Retry-After is sent again as Retries says.
 func (c *Client) stream(ctx context.Context, req Request, body io.Reader) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := c.attempt(ctx, req, body)
+		wait, retry := c.retryAfter(req, body, resp, err, attempt)
+		if !retry {
+			return resp, err
+		}
+		if s, ok := body.(io.Seeker); ok {
+			if _, err := s.Seek(0, io.SeekStart); err != nil {
+				return resp, err
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return resp, err
+		case <-t.C:
+		}
+	}
+}
+
+// retryAfter says whether, and after how long, a request answered with resp and err is sent
+// again (Client.Retries).
+func (c *Client) retryAfter(req Request, body io.Reader, resp *http.Response, err error, attempt int) (time.Duration, bool) {
+	var e *Error
+	if attempt >= c.Retries || resp == nil || !errors.As(err, &e) || e.Status != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	if _, ok := body.(io.Seeker); body != nil && !ok {
+		return 0, false // a stream already sent cannot be sent again
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete:
+	default:
+		switch e.Problem.Reason {
+		case "read-only", "disk-full", "connections":
+		default:
+			return 0, false // it may have been half done
+		}
+	}
+	h := strings.TrimSpace(resp.Header.Get("Retry-After"))
+	if h == "" {
+		return 0, false
+	}
+	var wait time.Duration
+	if secs, perr := strconv.Atoi(h); perr == nil && secs >= 0 {
+		wait = time.Duration(secs) * time.Second
+	} else if at, perr := http.ParseTime(h); perr == nil {
+		wait = time.Until(at)
+		if wait < 0 {
+			wait = 0
+		}
+	} else {
+		return 0, false
+	}
+	if wait > c.MaxRetryWait {
+		return 0, false
+	}
+	return wait, true
+}
+
+// attempt sends req once.
+func (c *Client) attempt(ctx context.Context, req Request, body io.Reader) (*http.Response, error) {
 	u := *c.base
 	u.Path = c.base.Path + req.Path
 	if req.Query != nil {

@@ -35,12 +35,15 @@ func (t PillarTarget) base() (string, error) {
 
 // Pillar is one pillar row.
 type Pillar struct {
-	Target    string          `json:"target"`
-	Category  string          `json:"category"`
-	Data      json.RawMessage `json:"data,omitempty"`
-	Revision  int64           `json:"revision"`
-	UpdatedAt time.Time       `json:"updatedAt"`
-	UpdatedBy string          `json:"updatedBy"`
+	Target   string          `json:"target"`
+	Category string          `json:"category"`
+	Data     json.RawMessage `json:"data,omitempty"`
+	// Secret says the row is a secret category's: Data is masked ("(secret)" leaves) unless
+	// the token holds pillars:read-secrets on the target (docs/security.md).
+	Secret    bool      `json:"secret,omitempty"`
+	Revision  int64     `json:"revision"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	UpdatedBy string    `json:"updatedBy"`
 	// ETag is the row version's ETag (from the response header), for If-Match.
 	ETag string `json:"-"`
 	// Warnings are the write's Warning headers (a typed category's deprecated fields, kept

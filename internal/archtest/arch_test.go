@@ -45,7 +45,10 @@ func TestDependencyRules(t *testing.T) {
 			if strings.HasPrefix(imp, "github.com/jackc/") {
 				require.True(t, rel == dbPkg || strings.HasPrefix(rel, dbPkg+"/"), "only internal/db and its subpackages may import pgx (%s imports %s)", rel, imp)
 			}
-			if strings.HasPrefix(rel, "internal/") && rel != "internal/httpapi" && rel != "internal/server" && rel != "internal/cli" && imp == "net/http" {
+			// internal/testserver serves the API to other packages' tests (the client's): it is
+			// HTTP by purpose, and only tests may import it.
+			require.NotEqual(t, mod+testServerPkg, imp, "%s imports %s, which only tests may use", rel, imp)
+			if strings.HasPrefix(rel, "internal/") && rel != "internal/httpapi" && rel != "internal/server" && rel != "internal/cli" && rel != testServerPkg && imp == "net/http" {
 				t.Errorf("capability package %s must not import net/http", rel)
 			}
 			if rel == "internal/httpapi" {
@@ -77,9 +80,12 @@ func TestDependencyRules(t *testing.T) {
 // imports nothing of pgx) alone may import pgx.
 const dbPkg = "internal/db"
 
+// testServerPkg starts a whole API for tests outside internal/httpapi.
+const testServerPkg = "internal/testserver"
+
 // namedPackages are the packages the rules above name; a rule about a package that was
 // renamed or removed would pass silently, so they must all exist.
-var namedPackages = []string{dbPkg, "internal/db/dbadmin", "internal/db/migrations", "internal/httpapi", "internal/server", "internal/cli", "internal/pgembed", "client"}
+var namedPackages = []string{dbPkg, "internal/db/dbadmin", "internal/db/migrations", "internal/httpapi", "internal/server", "internal/cli", "internal/pgembed", "client", testServerPkg}
 
 func TestNamedPackagesExist(t *testing.T) {
 	t.Parallel()

@@ -311,6 +311,9 @@ func (g *globals) client() (*client.Client, error) {
 		return nil, err
 	}
 	c.UserAgent = "strata-cli/" + Version
+	// The CLI reports a 503 at once, with its reason (docs/operations.md): a person or a
+	// script decides whether to run the command again; Go programs get the client's retries.
+	c.Retries = 0
 	return c, nil
 }
 

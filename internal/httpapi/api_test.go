@@ -25,8 +25,6 @@ import (
 	"github.com/stratahq/strata/internal/secret"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
 type testBundle struct {
 	srv    *httptest.Server
 	admin  string

@@ -160,7 +160,9 @@ func TestAuthzCasesCoverRoutes(t *testing.T) {
 // things sort after it. ("admin" is quoted: items may say they were created by it.)
 var invisible = []string{"acme", "net", `"admin"`, "zeta"}
 
-// TestEveryRouteIsAuthorized: every /v1 route answers 401 without a token, and 403 (or, for
+// TestEveryRouteIsAuthorized: every /v1 route of the table answers 401 without a token (the
+// one /v1 route outside it, GET /v1/openapi.json, needs none:
+// TestOpenAPIIsTheOnlyV1RouteWithoutAToken), and 403 (or, for
 // lists, leaves the item out) to a token whose scopes name other things only. A list's first
 // page of one item holds the token's visible item, and neither the body nor the continue
 // token, decoded every way base64 allows, names an invisible thing.

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -173,7 +174,13 @@ func decodeJSON(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSONContentType(ct) {
 		return &fault.Error{Kind: fault.KindInvalid, Detail: fmt.Sprintf("Content-Type must be application/json, not %q", ct)}
 	}
-	dec := json.NewDecoder(r.Body)
+	// A body of null decodes into the zero request without an error: PUT would replace an
+	// object with an empty one. Every request body is an object, so null is refused.
+	br := bufio.NewReader(r.Body)
+	if isJSONNull(br) {
+		return fault.Invalid("", "expected a JSON object, got JSON null")
+	}
+	dec := json.NewDecoder(br)
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
@@ -187,6 +194,24 @@ func decodeJSON(r *http.Request, v any) error {
 		return fault.Invalid("", "the request body must hold exactly one JSON value")
 	}
 	return nil
+}
+
+// isJSONNull reports whether the next JSON value of br is the literal null, reading none of
+// it (whitespace aside).
+func isJSONNull(br *bufio.Reader) bool {
+	for {
+		b, err := br.Peek(1)
+		if err != nil {
+			return false
+		}
+		switch b[0] {
+		case ' ', '\t', '\r', '\n':
+			_, _ = br.ReadByte()
+			continue
+		}
+		lit, _ := br.Peek(4)
+		return string(lit) == "null"
+	}
 }
 
 // isJSONContentType accepts JSON media types, and application/x-www-form-urlencoded because

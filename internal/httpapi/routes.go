@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -127,6 +128,11 @@ type API struct {
 	// watchJitter draws the random part of a stream's lifetime in [0, d) (nil: rand.N); see
 	// watchLifetime.
 	watchJitter func(d time.Duration) time.Duration
+
+	// openAPIBody is the OpenAPI document, built on its first request (openapi.go).
+	openAPIOnce sync.Once
+	openAPIBody []byte
+	openAPIErr  error
 }
 
 // New builds the API and its routes.
@@ -304,6 +310,9 @@ func (a *API) routes() *http.ServeMux {
 	mux.Handle("GET /readyz", a.serve(a.readyz))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
 	mux.Handle("GET /version", a.serve(a.versionInfo))
+	// The API's OpenAPI document: the one /v1 route without a token (it depends only on the
+	// release, and describes user kinds generically; openapi.go).
+	mux.Handle("GET "+OpenAPIPath, a.serve(a.openAPIJSON))
 
 	// The web console: cookie sessions, pages that call the routes below in-process
 	// (console.go). Its own paths are all under /ui.
