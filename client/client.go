@@ -31,7 +31,8 @@ type Client struct {
 	// shutting down or out of database connections says so, and the next attempt usually
 	// lands. Only requests that cannot have been half done are retried — GET, HEAD, PUT and
 	// DELETE, and any request the server refused before doing anything (reason read-only,
-	// disk-full or connections) — and only with a body that can be sent again. 0 never
+	// disk-full or connections) — and only with a body that can be sent again; never a write
+	// whose outcome the server says is unknown (Problem.Outcome). 0 never
 	// retries; New sets DefaultRetries.
 	Retries int
 	// MaxRetryWait is the longest Retry-After waited for: a server that asks for longer (a
@@ -218,6 +219,11 @@ func (c *Client) retryAfter(req Request, body io.Reader, resp *http.Response, er
 	}
 	if _, ok := body.(io.Seeker); body != nil && !ok {
 		return 0, false // a stream already sent cannot be sent again
+	}
+	if e.Problem.Outcome == "unknown" {
+		// The write may have been applied: sent again, a PUT with a resourceVersion would
+		// answer 409 and a DELETE 404 for the caller's own change. The caller reads first.
+		return 0, false
 	}
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete:

@@ -269,6 +269,24 @@ func TestRetriesOn503WithRetryAfter(t *testing.T) {
 		require.Equal(t, int64(1), s.Requests()-before, "%s: not sent again", tc.name)
 		require.Less(t, time.Since(start), 5*time.Second, tc.name)
 	}
+	// A write whose outcome is unknown is never sent again, not even an idempotent method:
+	// applied, a PUT carrying its resourceVersion would come back 409 for the caller's own
+	// change. The 503 says so (Problem.Outcome) and the caller reads before retrying.
+	for name, call := range map[string]func() error{
+		"PUT": func() error { _, err := c.Orgs().Replace(ctx, o); return err },
+		"DELETE": func() error {
+			return c.Orgs().Delete(ctx, "acme", client.DeleteOptions{})
+		},
+	} {
+		s.FailNextOutcomeUnknown(1, "0")
+		before := s.Requests()
+		err := call()
+		require.True(t, errors.As(err, &e), "%s: %v", name, err)
+		require.Equal(t, 503, e.Status, name)
+		require.Equal(t, "unknown", e.Problem.Outcome, name)
+		require.Equal(t, int64(1), s.Requests()-before, "%s: an unknown outcome is not sent again", name)
+	}
+
 	// A POST the server refused before doing anything (connections) is sent again.
 	s.FailNext(1, "0", "connections")
 	_, err = c.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "beta"}})

@@ -54,6 +54,10 @@ type Problem struct {
 	// "shutting-down", "unavailable"), so a client can tell a database that refuses writes
 	// from a replica that is going away; empty for other statuses.
 	Reason string `json:"reason,omitempty"`
+	// Outcome is "unknown" on a 503 for a write whose COMMIT lost its connection: it may or
+	// may not have been applied, so read it again before retrying (the client never
+	// retries such an answer by itself).
+	Outcome string `json:"outcome,omitempty"`
 	// Report is the compatibility report of a refused kind registration (409).
 	Report *KindReport `json:"report,omitempty"`
 }

@@ -53,7 +53,7 @@ type Server struct {
 }
 
 type failure struct {
-	retryAfter, reason string
+	retryAfter, reason, outcome string
 }
 
 // Start serves the API on a fresh database until t ends.
@@ -170,6 +170,13 @@ func (s *Server) FailNext(n int, retryAfter, reason string) {
 	s.failing.Store(int64(n))
 }
 
+// FailNextOutcomeUnknown makes the next n requests answer as a write whose COMMIT lost its
+// connection: a 503 with Retry-After retryAfter and "outcome": "unknown".
+func (s *Server) FailNextOutcomeUnknown(n int, retryAfter string) {
+	s.failWith.Store(failure{retryAfter: retryAfter, reason: "unavailable", outcome: "unknown"})
+	s.failing.Store(int64(n))
+}
+
 // Requests counts the requests the server received.
 func (s *Server) Requests() int64 { return s.requests.Load() }
 
@@ -180,10 +187,14 @@ func unavailable(w http.ResponseWriter, r *http.Request, f failure) {
 		w.Header().Set("Retry-After", f.retryAfter)
 	}
 	w.WriteHeader(http.StatusServiceUnavailable)
-	_ = json.NewEncoder(w).Encode(map[string]any{
+	problem := map[string]any{
 		"type": httpapi.ProblemTypeBase + "unavailable", "title": "Service unavailable", "status": 503,
 		"detail": "the server cannot serve this request now", "instance": r.URL.Path, "reason": f.reason,
-	})
+	}
+	if f.outcome != "" {
+		problem["outcome"] = f.outcome
+	}
+	_ = json.NewEncoder(w).Encode(problem)
 }
 
 func newKeys() (*secret.Keyring, error) {
