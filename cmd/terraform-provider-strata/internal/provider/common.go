@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -71,10 +70,7 @@ func isConcurrentChange(err error) bool {
 
 // isNotFound reports a 404, which Read turns into removal from state (the next plan creates
 // the object again).
-func isNotFound(err error) bool {
-	var e *client.Error
-	return errors.As(err, &e) && client.IsNotFound(err)
-}
+func isNotFound(err error) bool { return client.IsNotFound(err) }
 
 // mapValue turns labels or annotations read from the server into the attribute's value. An
 // object without any is null when the prior value was null (the configuration did not set

@@ -115,7 +115,11 @@ func kindRefused(diags *diag.Diagnostics, kind string, err error) {
 			fmt.Fprintf(&b, "\n  %s", f.WayForward)
 		}
 		if f.Verdict != "reject" {
-			fmt.Fprintf(&b, "\n  to accept it: acknowledge { path = %q rule = %q }", f.Path, f.Rule)
+			rule := f.Ack // the acknowledgement's name, when the finding has one
+			if rule == "" {
+				rule = f.Rule
+			}
+			fmt.Fprintf(&b, "\n  to accept it: acknowledge { path = %q rule = %q }", f.Path, rule)
 		}
 	}
 	diags.AddError("Registering kind "+kind+" was refused", b.String())

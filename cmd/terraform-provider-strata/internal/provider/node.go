@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -92,7 +91,8 @@ func (r *nodeResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 		return
 	}
 	state.Name = types.StringValue(out.Metadata.Name)
-	state.Org = types.StringValue(fmt.Sprint(spec["org"]))
+	org, _ := spec["org"].(string)
+	state.Org = types.StringValue(org)
 	state.Labels = mapValue(ctx, out.Metadata.Labels, state.Labels, &resp.Diagnostics)
 	state.Annotations = mapValue(ctx, out.Metadata.Annotations, state.Annotations, &resp.Diagnostics)
 	state.ResourceVersion = types.StringValue(out.Metadata.ResourceVersion)
