@@ -138,9 +138,18 @@ func (r *kindResource) Create(ctx context.Context, req resource.CreateRequest, r
 		return
 	}
 	name := plan.Name.ValueString()
-	// A registration of an existing kind would silently become its next revision.
-	if _, err := r.c.Kind(ctx, name); err == nil {
-		resp.Diagnostics.AddError("Kind "+name+" already exists", "Import it to manage it: terraform import <address> "+name)
+	// A registration of an existing kind would silently become its next revision. The
+	// registry has no delete, so a kind Terraform destroyed (forgot) is still there when the
+	// configuration is applied again: that one, with the very schema and scope configured,
+	// is taken as it is; any other is imported first.
+	if k, err := r.c.Kind(ctx, name); err == nil {
+		if k.Builtin || k.Scope != plan.Scope.ValueString() || !sameJSON(string(k.Schema), plan.Schema.ValueString()) {
+			resp.Diagnostics.AddError("Kind "+name+" already exists", "Its registered schema or scope differs from the configuration's. Import it to manage it: terraform import <address> "+name)
+			return
+		}
+		plan.ID = plan.Name
+		plan.Revision = types.Int64Value(int64(k.Revision))
+		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 		return
 	} else if !isNotFound(err) {
 		apiError(&resp.Diagnostics, "Reading kind "+name, err)

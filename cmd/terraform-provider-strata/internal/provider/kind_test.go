@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -97,6 +98,26 @@ func TestAccKindEvolution(t *testing.T) {
 			{ResourceName: "strata_kind.database", ImportState: true, ImportStateId: "Database", ImportStateVerify: true, ImportStateVerifyIgnore: []string{"schema", "acknowledge"}},
 			{ResourceName: "strata_object.eu", ImportState: true, ImportStateId: "Region/eu", ImportStateKind: resource.ImportBlockWithID},
 			{ResourceName: "strata_object.eu", ImportState: true, ImportStateId: "Region/eu/x/y", ExpectError: regexp.MustCompile(`<Kind>/<org>/<name>`)},
+		},
+	})
+
+	// Destroyed, the kinds are still registered (the registry has no delete). Applying the
+	// configuration again takes each kind whose registered schema and scope are the
+	// configured ones as it is; one that differs must be imported first.
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{
+				Config:      s.providerBlock("") + strings.Replace(sprintf(kindConfig, "number", ack), `zone = { type = "string" }`, `zone = { type = "string" }, tier = { type = "string" }`, 1),
+				ExpectError: regexp.MustCompile(`Kind Region already exists`),
+			},
+			{
+				Config: s.providerBlock("") + sprintf(kindConfig, "number", ack),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("strata_kind.database", tfjsonpath.New("revision"), knownvalue.Int64Exact(2)),
+					statecheck.ExpectKnownValue("strata_kind.region", tfjsonpath.New("revision"), knownvalue.Int64Exact(1)),
+				},
+			},
 		},
 	})
 }
