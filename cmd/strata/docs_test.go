@@ -133,6 +133,7 @@ func TestDocsRunAsWritten(t *testing.T) {
 		"STRATA_DATA_DIR="+data,
 		"TOKEN="+strings.TrimSpace(string(token)),
 		"STRATA_BIN="+binary,
+		"STRATA_SRC="+root,
 	)
 	env = slicesDeleteEnv(env, "STRATA_TOKEN")
 
@@ -142,6 +143,10 @@ func TestDocsRunAsWritten(t *testing.T) {
 		for _, b := range bs {
 			text := strings.NewReplacer(
 				"go build -o strata ./cmd/strata", `cp "$STRATA_BIN" ./strata`,
+				// docs/terraform.md builds the provider in the reader's checkout, into their
+				// home: here from the source tree, into the scratch directory.
+				"PLUGINS=$HOME/.terraform.d/strata-dev", "PLUGINS=$PWD/strata-dev",
+				"go build -o", `go build -C "$STRATA_SRC" -o`,
 				docData, data,
 				docListen, addr,
 			).Replace(b.text)

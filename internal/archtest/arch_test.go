@@ -63,6 +63,13 @@ func TestDependencyRules(t *testing.T) {
 				require.False(t, strings.HasPrefix(d, mod+"internal/"), "the public client must not depend on internal packages (%s)", d)
 			}
 		}
+		if strings.HasPrefix(rel, providerPkg) {
+			for _, imp := range p.Imports {
+				// The Terraform provider is a client like any other: it can do nothing a
+				// token could not do through the API (its tests start a server, not it).
+				require.False(t, strings.HasPrefix(imp, mod+"internal/"), "the Terraform provider talks to strata only through the client package (%s imports %s)", rel, imp)
+			}
+		}
 		if rel == "internal/cli" {
 			for _, imp := range p.Imports {
 				if strings.HasPrefix(imp, mod+"internal/") {
@@ -85,7 +92,10 @@ const testServerPkg = "internal/testserver"
 
 // namedPackages are the packages the rules above name; a rule about a package that was
 // renamed or removed would pass silently, so they must all exist.
-var namedPackages = []string{dbPkg, "internal/db/dbadmin", "internal/db/migrations", "internal/httpapi", "internal/server", "internal/cli", "internal/pgembed", "client", testServerPkg}
+var namedPackages = []string{dbPkg, "internal/db/dbadmin", "internal/db/migrations", "internal/httpapi", "internal/server", "internal/cli", "internal/pgembed", "client", testServerPkg, providerPkg + "/internal/provider"}
+
+// providerPkg is the Terraform provider's tree.
+const providerPkg = "cmd/terraform-provider-strata"
 
 func TestNamedPackagesExist(t *testing.T) {
 	t.Parallel()
