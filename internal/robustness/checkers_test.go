@@ -324,19 +324,19 @@ func TestWatchViolations(t *testing.T) {
 		s     WatchStream
 		check string
 	}{
-		"dropped event": {stream(WatchSegment{From: 2, Events: []WatchEvent{ev("ADDED", "a", 3, "m1"), ev("MODIFIED", "a", 7, "m3")}}), "watch-reliable"},
+		"dropped event":             {stream(WatchSegment{From: 2, Events: []WatchEvent{ev("ADDED", "a", 3, "m1"), ev("MODIFIED", "a", 7, "m3")}}), "watch-reliable"},
 		"dropped before a bookmark": {stream(WatchSegment{From: 2, Events: []WatchEvent{ev("ADDED", "a", 3, "m1"), {Type: "BOOKMARK", RV: 6}}}), "watch-reliable"},
-		"duplicate": {stream(WatchSegment{From: 2, Events: []WatchEvent{ev("ADDED", "a", 3, "m1"), ev("ADDED", "a", 3, "m1")}}), "watch-ordered"},
-		"out of order": {stream(WatchSegment{From: 2, Events: []WatchEvent{ev("ADDED", "b", 5, "m2"), ev("ADDED", "a", 3, "m1")}}), "watch-ordered"},
-		"event below a bookmark": {stream(WatchSegment{From: 2, Events: []WatchEvent{{Type: "BOOKMARK", RV: 6}, ev("ADDED", "b", 5, "m2")}}), "watch-ordered"},
-		"bookmark going back": {stream(WatchSegment{From: 2, Events: []WatchEvent{ev("ADDED", "a", 3, "m1"), {Type: "BOOKMARK", RV: 2}}}), "watch-bookmark"},
-		"event not in the log": {stream(WatchSegment{From: 2, Events: []WatchEvent{ev("ADDED", "a", 3, "m1"), ev("ADDED", "z", 6, "mz")}}), "watch-reliable"},
-		"wrong content": {stream(WatchSegment{From: 2, Events: []WatchEvent{ev("MODIFIED", "a", 3, "m1")}}), "watch-content"},
-		"resume with a gap": {stream(WatchSegment{From: 2, Events: []WatchEvent{ev("ADDED", "a", 3, "m1")}}, WatchSegment{From: 5, Events: []WatchEvent{ev("MODIFIED", "a", 7, "m3")}}), "watch-resumable"},
-		"410 above the floor": {stream(WatchSegment{From: 3, Status: 410}), "watch-410"},
+		"duplicate":                 {stream(WatchSegment{From: 2, Events: []WatchEvent{ev("ADDED", "a", 3, "m1"), ev("ADDED", "a", 3, "m1")}}), "watch-ordered"},
+		"out of order":              {stream(WatchSegment{From: 2, Events: []WatchEvent{ev("ADDED", "b", 5, "m2"), ev("ADDED", "a", 3, "m1")}}), "watch-ordered"},
+		"event below a bookmark":    {stream(WatchSegment{From: 2, Events: []WatchEvent{{Type: "BOOKMARK", RV: 6}, ev("ADDED", "b", 5, "m2")}}), "watch-ordered"},
+		"bookmark going back":       {stream(WatchSegment{From: 2, Events: []WatchEvent{ev("ADDED", "a", 3, "m1"), {Type: "BOOKMARK", RV: 2}}}), "watch-bookmark"},
+		"event not in the log":      {stream(WatchSegment{From: 2, Events: []WatchEvent{ev("ADDED", "a", 3, "m1"), ev("ADDED", "z", 6, "mz")}}), "watch-reliable"},
+		"wrong content":             {stream(WatchSegment{From: 2, Events: []WatchEvent{ev("MODIFIED", "a", 3, "m1")}}), "watch-content"},
+		"resume with a gap":         {stream(WatchSegment{From: 2, Events: []WatchEvent{ev("ADDED", "a", 3, "m1")}}, WatchSegment{From: 5, Events: []WatchEvent{ev("MODIFIED", "a", 7, "m3")}}), "watch-resumable"},
+		"410 above the floor":       {stream(WatchSegment{From: 3, Status: 410}), "watch-410"},
 		"410 event above the floor": {stream(WatchSegment{From: 3, Events: []WatchEvent{{Type: "ERROR", Status: 410}}}), "watch-410"},
-		"504 on a resume": {stream(WatchSegment{From: 3, Status: 504}), "watch-status"},
-		"401 event": {stream(WatchSegment{From: 3, Events: []WatchEvent{{Type: "ERROR", Status: 401}}}), "watch-status"},
+		"504 on a resume":           {stream(WatchSegment{From: 3, Status: 504}), "watch-status"},
+		"401 event":                 {stream(WatchSegment{From: 3, Events: []WatchEvent{{Type: "ERROR", Status: 401}}}), "watch-status"},
 	} {
 		vs := CheckWatches([]WatchStream{c.s}, watchTruth)
 		require.NotEmpty(t, vs, name)

@@ -18,7 +18,7 @@ type Change struct {
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
-// ObjectKey is the partition key of an object: kind, org ('' for global kinds) and name.
+// ObjectKey is the partition key of an object: kind, org (” for global kinds) and name.
 func ObjectKey(kind, org, name string) string { return kind + "/" + org + "/" + name }
 
 // Key is the change's object key.
