@@ -1,0 +1,29 @@
+-- name: TerminateStrataBackends
+-- Ends every client backend whose application_name matches $1 (strata's pools and sessions
+-- call themselves "strata…"), never this one, and counts those it ended.
+SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int
+FROM pg_stat_activity
+WHERE application_name LIKE $1 AND backend_type = 'client backend' AND pid <> pg_backend_pid();
+
+-- name: StrataBackends
+-- The pids of the client backends whose application_name matches $1, for tests that show a
+-- fault replaced them.
+SELECT coalesce(array_agg(pid ORDER BY pid), '{}')::int[]
+FROM pg_stat_activity
+WHERE application_name LIKE $1 AND backend_type = 'client backend' AND pid <> pg_backend_pid();
+
+-- name: SyncStandbys
+-- How many synchronous standbys stream from this primary.
+SELECT count(*)::int FROM pg_stat_replication WHERE sync_state = 'sync' AND state = 'streaming';
+
+-- name: InRecovery
+-- Whether this server is a standby.
+SELECT pg_is_in_recovery();
+
+-- name: PostmasterStart
+-- When this server started, to tell a restarted server from the one before.
+SELECT pg_postmaster_start_time()::text;
+
+-- name: Sleep
+-- A statement that runs for $1 seconds, for tests that need one in flight.
+SELECT pg_sleep($1)::text;
