@@ -3,6 +3,7 @@ package robustness
 import (
 	"fmt"
 	"hash/fnv"
+	"strings"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -255,6 +256,14 @@ func lockStep(state, input, _ interface{}) []interface{} {
 		can = s.Holder == "" || s.Holder == op.LockID
 		applied = lockState{Holder: op.LockID, Serial: s.Serial}
 	case "unlock":
+		if strings.HasPrefix(s.Holder, "pg:") {
+			// No HTTP lock to release: an UNLOCK is then a retry of one already done (200)
+			// or names the pg holder (423); either way the pg client keeps its key.
+			if op.Outcome != Failed || op.Status == 423 || op.Status == 503 {
+				return []interface{}{s}
+			}
+			return nil
+		}
 		can = s.Holder == "" || s.Holder == op.LockID
 		applied = lockState{Serial: s.Serial}
 	case "write":

@@ -12,7 +12,8 @@
 //     resourceVersion is a multiple of 5 (the backlog read on a resume still has them).
 //   - "earlyunlock": tfstate.Unlock releases a lock for any lock ID, not only its holder's.
 //
-// A sabotaged binary reads the switch from the environment variable STRATA_SABOTAGE.
+// A sabotaged binary reads the switches from the environment variable STRATA_SABOTAGE, a
+// comma-separated list of their names.
 package sabotage
 
 // Active reports whether the named sabotage is switched on: never, in a normal build.

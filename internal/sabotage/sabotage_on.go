@@ -2,9 +2,13 @@
 
 package sabotage
 
-import "os"
+import (
+	"os"
+	"slices"
+	"strings"
+)
 
-var which = os.Getenv("STRATA_SABOTAGE")
+var which = strings.Split(os.Getenv("STRATA_SABOTAGE"), ",")
 
-// Active reports whether STRATA_SABOTAGE names the sabotage.
-func Active(name string) bool { return which == name }
+// Active reports whether STRATA_SABOTAGE (a comma-separated list) names the sabotage.
+func Active(name string) bool { return slices.Contains(which, name) }
