@@ -97,52 +97,54 @@ func CheckLinearizable(ops []*Op, timeout time.Duration) LinearizabilityResult {
 		}
 		sort.Strings(ks)
 		for _, k := range ks {
-			if porcupine.CheckOperationsTimeout(model, toPorcupine(perKey[k]), timeout) == porcupine.Ok {
+			result, info := porcupine.CheckOperationsVerbose(model, toPorcupine(perKey[k]), timeout)
+			if result == porcupine.Ok {
 				continue
 			}
-			min := Shrink(model, perKey[k], timeout)
-			lines := make([]string, len(min))
-			for i, op := range min {
-				lines[i] = op.String()
-			}
+			lines := FailurePoint(perKey[k], info, 12)
 			res.Violations = append(res.Violations, Violation{Check: "linearizability", Key: f + " " + k,
-				Message: fmt.Sprintf("no order of these %d operations (of %d on the key) fits the %s model", len(min), len(perKey[k]), f),
+				Message: fmt.Sprintf("no order of the key's %d operations fits the %s model; the longest linearizable prefix ends with the first operations below (in the order found); none of the operations after the marker can come next", len(perKey[k]), f),
 				History: lines})
 		}
 	}
 	return res
 }
 
-// Shrink removes operations from a non-linearizable key history while it stays
-// non-linearizable (one pass, newest first, then oldest first), so the failure prints as a
-// handful of operations instead of thousands. Each step is a Porcupine check bounded by
-// timeout; the whole shrink by ten of them.
-func Shrink(model porcupine.Model, ops []*Op, timeout time.Duration) []*Op {
-	cur := append([]*Op(nil), ops...)
-	deadline := time.Now().Add(10 * timeout)
-	illegal := func(h []*Op) bool {
-		return porcupine.CheckOperationsTimeout(model, toPorcupine(h), timeout) == porcupine.Illegal
-	}
-	// First cut the tail: everything after the shortest illegal prefix.
-	lo, hi := 1, len(cur)
-	for lo < hi && time.Now().Before(deadline) {
-		mid := (lo + hi) / 2
-		if illegal(cur[:mid]) {
-			hi = mid
-		} else {
-			lo = mid + 1
+// FailurePoint describes where a non-linearizable key history fails, from Porcupine's
+// longest partial linearization: its last n operations, then the first n operations (in
+// call order) not in it, the candidates none of which can come next. Removing operations to "shrink" a history is unsound here (a dropped
+// lock holder turns a correct refusal into an impossible one), so the history is not cut;
+// this is the part of it that shows the violation.
+func FailurePoint(ops []*Op, info porcupine.LinearizationInfo, n int) []string {
+	var longest []porcupine.Operation
+	for _, part := range info.PartialLinearizationsOperations() {
+		for _, lin := range part {
+			if len(lin) > len(longest) {
+				longest = lin
+			}
 		}
 	}
-	if illegal(cur[:hi]) {
-		cur = cur[:hi]
-	}
-	for i := len(cur) - 1; i >= 0 && time.Now().Before(deadline); i-- {
-		cand := append(append([]*Op(nil), cur[:i]...), cur[i+1:]...)
-		if len(cand) > 0 && illegal(cand) {
-			cur = cand
+	in := map[*Op]bool{}
+	var lines []string
+	for i, o := range longest {
+		op := o.Input.(*Op)
+		in[op] = true
+		if i >= len(longest)-n {
+			lines = append(lines, op.String())
 		}
 	}
-	return cur
+	lines = append(lines, "--- none of these can come next:")
+	count := 0
+	for _, op := range ops {
+		if in[op] {
+			continue
+		}
+		lines = append(lines, op.String())
+		if count++; count == n {
+			break
+		}
+	}
+	return lines
 }
 
 // CheckRVOrder checks the rules across keys that no per-key model sees: the versions of

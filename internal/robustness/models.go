@@ -3,7 +3,6 @@ package robustness
 import (
 	"fmt"
 	"hash/fnv"
-	"strings"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -239,67 +238,85 @@ var PillarModel = (&porcupine.NondeterministicModel{
 	},
 }).ToModel()
 
-// lockState is a workspace lock: who holds it ("" nobody, an HTTP lock id, or "pg:" and a
-// pg client's session) and the serial of the last state written under it.
+// lockState is a workspace lock: the HTTP lock's id ("" none), the pg client session
+// holding the workspace's advisory key ("" none), whether the HTTP lock is unprotected (its
+// keeper's session broke while it was held: a pg client may then take the key beside it,
+// docs/terraform.md "Gaps are recorded"), and the serial of the last state written.
 type lockState struct {
-	Holder string
+	HTTP   string
+	PG     string
+	Gap    bool
 	Serial int64
 }
 
 func lockStep(state, input, _ interface{}) []interface{} {
 	s := state.(lockState)
 	op := input.(*Op)
-	var applied lockState
-	can := false
+	one := func(n lockState) []interface{} { return []interface{}{n} }
+	switch op.Kind {
+	case "gap":
+		// A fault that breaks keeper sessions: a lock held now loses its key for a while.
+		if s.HTTP != "" {
+			s.Gap = true
+		}
+		return one(s)
+	case "pglock":
+		if op.Outcome == OK && !op.Granted {
+			// A refusal is always possible: a strata keeper takes the key before an HTTP
+			// lock's row commits and lets it go only after the row is deleted, so around
+			// every LOCK and UNLOCK the key is briefly held while no HTTP lock is.
+			// Exclusion is about grants.
+			return one(s)
+		}
+		can := s.PG == "" && (s.HTTP == "" || s.Gap)
+		applied := s
+		applied.PG = op.LockID
+		switch {
+		case op.Outcome == OK && can:
+			return one(applied)
+		case op.Outcome == OK:
+			return nil
+		case can:
+			return []interface{}{s, applied}
+		}
+		return one(s)
+	case "pgunlock", "pglost":
+		can := s.PG == op.LockID
+		applied := s
+		applied.PG = ""
+		if op.Outcome == OK {
+			if op.Granted != can {
+				return nil
+			}
+			return one(applied)
+		}
+		if can {
+			return []interface{}{s, applied}
+		}
+		return one(s)
+	}
+	var can bool
+	applied := s
 	switch op.Kind {
 	case "lock":
-		can = s.Holder == "" || s.Holder == op.LockID
-		applied = lockState{Holder: op.LockID, Serial: s.Serial}
+		can = s.PG == "" && (s.HTTP == "" || s.HTTP == op.LockID)
+		if s.HTTP != op.LockID {
+			applied.HTTP, applied.Gap = op.LockID, false
+		}
 	case "unlock":
-		if strings.HasPrefix(s.Holder, "pg:") {
-			// No HTTP lock to release: an UNLOCK is then a retry of one already done (200)
-			// or names the pg holder (423); either way the pg client keeps its key.
-			if op.Outcome != Failed || op.Status == 423 || op.Status == 503 {
-				return []interface{}{s}
+		if s.HTTP == "" && s.PG != "" {
+			// No HTTP lock to release: a retry (200) or the pg holder named (423); the pg
+			// client keeps its key either way.
+			if op.Outcome == OK || op.Status == 423 || op.Status == 503 || op.Outcome == Unknown {
+				return one(s)
 			}
 			return nil
 		}
-		can = s.Holder == "" || s.Holder == op.LockID
-		applied = lockState{Serial: s.Serial}
+		can = s.HTTP == "" || s.HTTP == op.LockID
+		applied.HTTP, applied.Gap = "", false
 	case "write":
-		can = s.Holder == op.LockID && op.Serial > s.Serial
-		applied = lockState{Holder: s.Holder, Serial: op.Serial}
-	case "pglock":
-		can = s.Holder == ""
-		applied = lockState{Holder: "pg:" + op.LockID, Serial: s.Serial}
-		if op.Outcome == OK {
-			if op.Granted != can {
-				return nil
-			}
-			if !can {
-				return []interface{}{s}
-			}
-			return []interface{}{applied}
-		}
-	case "pgunlock", "pglost":
-		can = s.Holder == "pg:"+op.LockID
-		applied = lockState{Serial: s.Serial}
-		if op.Kind == "pglost" {
-			// The session's end releases its key at a moment nobody observes.
-			if can {
-				return []interface{}{s, applied}
-			}
-			return []interface{}{s}
-		}
-		if op.Outcome == OK {
-			if op.Granted != can {
-				return nil
-			}
-			if !can {
-				return []interface{}{s}
-			}
-			return []interface{}{applied}
-		}
+		can = s.HTTP == op.LockID && s.PG == "" && op.Serial > s.Serial
+		applied.Serial = op.Serial
 	default:
 		panic("lock op " + op.Kind)
 	}
@@ -308,22 +325,22 @@ func lockStep(state, input, _ interface{}) []interface{} {
 		if !can {
 			return nil
 		}
-		return []interface{}{applied}
+		return one(applied)
 	case Failed:
 		if op.Status == 409 || op.Status == 423 {
 			if can {
 				return nil // refused although the lock allowed it
 			}
-			if op.Status == 423 && (s.Holder == "" || s.Holder == op.LockID) {
+			if op.Status == 423 && s.PG == "" && (s.HTTP == "" || s.HTTP == op.LockID) {
 				return nil // a 423 names another holder; there was none
 			}
 		}
-		return []interface{}{s}
+		return one(s)
 	}
 	if can {
 		return []interface{}{s, applied}
 	}
-	return []interface{}{s}
+	return one(s)
 }
 
 // LockModel is a Terraform workspace lock shared by HTTP and pg-backend clients.
@@ -333,12 +350,12 @@ var LockModel = (&porcupine.NondeterministicModel{
 	Step:      lockStep,
 	Hash: func(state interface{}) uint64 {
 		s := state.(lockState)
-		return hashString(fmt.Sprintf("%s|%d", s.Holder, s.Serial))
+		return hashString(fmt.Sprintf("%s|%s|%v|%d", s.HTTP, s.PG, s.Gap, s.Serial))
 	},
 	DescribeOperation: describeOp,
 	DescribeState: func(state interface{}) string {
 		s := state.(lockState)
-		return fmt.Sprintf("holder=%q serial=%d", s.Holder, s.Serial)
+		return fmt.Sprintf("http=%q pg=%q gap=%v serial=%d", s.HTTP, s.PG, s.Gap, s.Serial)
 	},
 }).ToModel()
 

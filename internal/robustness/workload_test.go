@@ -121,6 +121,9 @@ func (p *phase) finish(op *Op, a answer) {
 		p.mu.Unlock()
 	}
 	p.rec.End(op)
+	if a.err != nil {
+		time.Sleep(20 * time.Millisecond) // a replica that is down is not hammered
+	}
 }
 
 type objectJSON struct {
@@ -311,7 +314,7 @@ func (p *phase) lockClient(ctx context.Context, replica int) {
 		case "lock":
 			a = p.do(ctx, replica, "LOCK", path, op.RequestID, lockBody(id), nil)
 		case "unlock":
-			a = p.do(ctx, replica, "UNLOCK", path, op.RequestID, []byte(`{"ID":"`+id+`"}`), nil)
+			a = p.do(context.WithoutCancel(ctx), replica, "UNLOCK", path, op.RequestID, []byte(`{"ID":"`+id+`"}`), nil)
 		case "write":
 			a = p.do(ctx, replica, "POST", path+"?ID="+url.QueryEscape(id), op.RequestID, stateBody(serial), nil)
 		}
@@ -334,8 +337,13 @@ func (p *phase) lockClient(ctx context.Context, replica int) {
 			time.Sleep(5 * time.Millisecond)
 			continue
 		}
-		for ctx.Err() == nil && call("unlock", id, 0).Outcome == Unknown {
-			time.Sleep(20 * time.Millisecond)
+		// Unlock until the answer says the lock is gone (200) or was never this client's
+		// (423), even after the phase ends: a lock left behind would refuse everyone.
+		for i := 0; i < 100; i++ {
+			if u := call("unlock", id, 0); u.Outcome == OK || u.Status == 423 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }
@@ -487,50 +495,71 @@ func (p *phase) watcher(ctx context.Context, replica int, from int64, progress *
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			seg.End = truncate(b, 200)
-			st.Segments = append(st.Segments, seg)
-			sleepCtx(ctx, 100*time.Millisecond)
-			continue
-		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
-		for sc.Scan() {
-			var line struct {
-				Type   string          `json:"type"`
-				Object json.RawMessage `json:"object"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) != nil {
-				seg.End = "bad line: " + truncate(sc.Bytes(), 200)
-				break
-			}
-			ev := WatchEvent{Type: line.Type, At: p.rec.Now()}
-			if line.Type == "ERROR" {
-				var pr struct {
-					Status int    `json:"status"`
-					Reason string `json:"reason"`
-				}
-				_ = json.Unmarshal(line.Object, &pr)
-				ev.Status, ev.Reason = pr.Status, pr.Reason
-			} else {
-				var o objectJSON
-				_ = json.Unmarshal(line.Object, &o)
-				ev.Name, ev.RV, ev.Marker = o.Metadata.Name, parseRV(o.Metadata.ResourceVersion), o.Metadata.Annotations[markerAnnotation]
-				if ev.RV > from {
-					from = ev.RV
-					progress.Store(from)
-				}
-			}
-			seg.Events = append(seg.Events, ev)
-		}
-		resp.Body.Close()
-		if seg.End == "" {
-			seg.End = "eof"
-			if err := sc.Err(); err != nil {
-				seg.End = "transport: " + err.Error()
-			}
+		} else {
+			p.readStream(resp, &seg, &from, progress)
 		}
 		st.Segments = append(st.Segments, seg)
-		if n := len(seg.Events); n > 0 && seg.Events[n-1].Type == "ERROR" && seg.Events[n-1].Status == 410 {
-			return
+		n := len(seg.Events)
+		if seg.Status == 410 || n > 0 && seg.Events[n-1].Type == "ERROR" && seg.Events[n-1].Status == 410 {
+			// The history this stream followed is gone (pruned, or a new epoch after a
+			// promotion): list again and follow a new stream from the list's version.
+			p.mu.Lock()
+			p.streams = append(p.streams, st)
+			p.mu.Unlock()
+			st = WatchStream{Name: fmt.Sprintf("%s/watch-replica-%d/relist-%d", p.name, replica, len(p.streams)), Replica: replica, Kind: "Org"}
+			for ctx.Err() == nil {
+				rv, err := p.listRV(ctx, replica)
+				if err == nil {
+					from = rv
+					progress.Store(from)
+					break
+				}
+				sleepCtx(ctx, 100*time.Millisecond)
+			}
+		} else if seg.Status != 0 {
+			sleepCtx(ctx, 100*time.Millisecond)
+		}
+	}
+}
+
+// readStream reads one watch response into seg, advancing from and progress with every
+// version delivered (an event's or a bookmark's).
+func (p *phase) readStream(resp *http.Response, seg *WatchSegment, from *int64, progress *atomic.Int64) {
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
+	for sc.Scan() {
+		var line struct {
+			Type   string          `json:"type"`
+			Object json.RawMessage `json:"object"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) != nil {
+			seg.End = "bad line: " + truncate(sc.Bytes(), 200)
+			break
+		}
+		ev := WatchEvent{Type: line.Type, At: p.rec.Now()}
+		if line.Type == "ERROR" {
+			var pr struct {
+				Status int    `json:"status"`
+				Reason string `json:"reason"`
+			}
+			_ = json.Unmarshal(line.Object, &pr)
+			ev.Status, ev.Reason = pr.Status, pr.Reason
+		} else {
+			var o objectJSON
+			_ = json.Unmarshal(line.Object, &o)
+			ev.Name, ev.RV, ev.Marker = o.Metadata.Name, parseRV(o.Metadata.ResourceVersion), o.Metadata.Annotations[markerAnnotation]
+			if ev.RV > *from {
+				*from = ev.RV
+				progress.Store(*from)
+			}
+		}
+		seg.Events = append(seg.Events, ev)
+	}
+	resp.Body.Close()
+	if seg.End == "" {
+		seg.End = "eof"
+		if err := sc.Err(); err != nil {
+			seg.End = "transport: " + err.Error()
 		}
 	}
 }
