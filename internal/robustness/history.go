@@ -129,8 +129,11 @@ func (o *Op) String() string {
 	if o.ETag != "" {
 		s += " → etag=" + o.ETag
 	}
-	if !o.IsWrite() || o.Kind == "pglock" || o.Kind == "pgunlock" {
-		s += fmt.Sprintf(" exists=%v read=%q granted=%v", o.Exists, o.ReadMarker, o.Granted)
+	if !o.IsWrite() {
+		s += fmt.Sprintf(" → exists=%v read=%q", o.Exists, o.ReadMarker)
+	}
+	if o.Kind == "pglock" || o.Kind == "pgunlock" {
+		s += fmt.Sprintf(" → granted=%v", o.Granted)
 	}
 	if o.Resolved != "" {
 		s += " (" + o.Resolved + ")"

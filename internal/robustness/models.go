@@ -307,10 +307,10 @@ func lockStep(state, input, _ interface{}) []interface{} {
 		if s.HTTP == "" && s.PG != "" {
 			// No HTTP lock to release: a retry (200) or the pg holder named (423); the pg
 			// client keeps its key either way.
-			if op.Outcome == OK || op.Status == 423 || op.Status == 503 || op.Outcome == Unknown {
-				return one(s)
+			if op.Outcome == Failed && op.Status == 409 {
+				return nil
 			}
-			return nil
+			return one(s)
 		}
 		can = s.HTTP == "" || s.HTTP == op.LockID
 		applied.HTTP, applied.Gap = "", false

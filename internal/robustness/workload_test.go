@@ -330,6 +330,7 @@ func (p *phase) lockClient(ctx context.Context, replica int) {
 		switch {
 		case l.Outcome == OK:
 			call("write", id, p.serial.Add(1))
+			time.Sleep(20 * time.Millisecond) // a run holds its lock a while
 		case l.Outcome == Failed && p.intn(2) == 0:
 			call("unlock", id, 0)
 			continue
@@ -413,6 +414,7 @@ func (p *phase) pgClient(ctx context.Context, session int) {
 		if _, ok := step("pgunlock"); !ok {
 			lost()
 		}
+		time.Sleep(time.Duration(20+p.intn(40)) * time.Millisecond) // leave the HTTP clients a turn
 	}
 }
 
