@@ -48,7 +48,7 @@ type shape struct {
 }
 
 func shortShape() shape {
-	return shape{warm: 1200 * time.Millisecond, hold: 1000 * time.Millisecond, after: 800 * time.Millisecond,
+	return shape{warm: 1000 * time.Millisecond, hold: 800 * time.Millisecond, after: 600 * time.Millisecond,
 		objects: 6, nodes: 3, clients: *flagClients, timeout: 2 * time.Second, checkTimeout: 60 * time.Second}
 }
 

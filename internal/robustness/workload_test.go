@@ -329,8 +329,8 @@ func (p *phase) lockClient(ctx context.Context, replica int) {
 		l := call("lock", id, 0)
 		switch {
 		case l.Outcome == OK:
+			time.Sleep(20 * time.Millisecond) // a run plans under its lock, then writes
 			call("write", id, p.serial.Add(1))
-			time.Sleep(20 * time.Millisecond) // a run holds its lock a while
 		case l.Outcome == Failed && p.intn(2) == 0:
 			call("unlock", id, 0)
 			continue
