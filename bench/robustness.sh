@@ -36,7 +36,7 @@ go test -tags robustness -count=1 -timeout 0 -run 'TestRobustness$' ./internal/r
 	-robustness.duration="$duration" -robustness.seed="$seed" \
 	-robustness.replicas="$replicas" -robustness.clients="$clients" \
 	-robustness.faults="${FAULTS:-}" -robustness.out="$out" 2>&1 |
-	tee "$out/run.log" | grep -E '^(=== RUN|\s*--- |\s+robustness_test|FAIL|ok|PASS)'
+	tee "$out/run.log" | grep --line-buffered -E '^(=== RUN|\s*--- |\s+robustness_test|FAIL|ok|PASS)'
 status=${PIPESTATUS[0]}
 set -e
 grep -o 'robustness: replicas=.*' "$out/run.log" | tail -1

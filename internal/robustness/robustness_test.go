@@ -189,7 +189,7 @@ func runControls(t *testing.T, ctx context.Context, outDir string) {
 	require.NoError(t, err)
 	defer d.Close()
 	sh := shortShape()
-	sh.warm, sh.hold, sh.after = 3*time.Second, 0, 0
+	sh.warm, sh.hold, sh.after = 2500*time.Millisecond, 0, 0
 	var s phaseStats
 	ok := t.Run("sabotaged", func(t *testing.T) {
 		s = runPhaseExpectingViolations(t, ctx, c, d, sh, outDir)
@@ -239,7 +239,7 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 	defer p.http.CloseIdleConnections()
 	require.NoError(t, c.WaitReady(ctx))
 	setupCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	require.NoError(t, p.setup(setupCtx, sh.objects, sh.nodes))
+	require.NoError(t, p.setup(setupCtx, sh.objects, sh.nodes, max(1, sh.clients/8/3)))
 	cancel()
 	start, err := p.listRV(ctx, 0)
 	require.NoError(t, err)
@@ -262,7 +262,7 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 	}
 	lockers := max(2, sh.clients/8)
 	pillars := max(1, sh.clients/4)
-	objects := max(1, sh.clients-lockers-pillars-1)
+	objects := max(1, sh.clients-lockers-pillars-len(p.workspaces)-1)
 	for i := range objects {
 		spawn(p.objectClient, i%len(urls))
 	}
@@ -270,9 +270,11 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 		spawn(p.pillarClient, (i+1)%len(urls))
 	}
 	for i := range lockers {
-		spawn(p.lockClient, (i+2)%len(urls))
+		spawn(func(ctx context.Context, r int) { p.lockClient(ctx, r, i%len(p.workspaces)) }, (i+2)%len(urls))
 	}
-	spawn(p.pgClient, 0)
+	for ws := range p.workspaces {
+		spawn(p.pgClient, ws)
+	}
 	spawn(p.lister, len(urls)-1)
 
 	sleepCtx(ctx, sh.warm)
@@ -281,15 +283,20 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 		// A fault may break the lock keepers' sessions, and a pg client may then take a
 		// held lock's key (docs/terraform.md, "Gaps are recorded"): the lock model is told
 		// that a gap may start between the injection and 5 s (a reconcile) after the heal.
-		gap := p.rec.Begin(&Op{Client: p.rec.NewClient(), Family: "lock", Key: p.project + "/default", Kind: "gap", Replica: -1, Outcome: OK})
+		var gaps []*Op
+		for _, ws := range p.workspaces {
+			gaps = append(gaps, p.rec.Begin(&Op{Client: p.rec.NewClient(), Family: "lock", Key: p.project + "/" + ws, Kind: "gap", Replica: -1, Outcome: OK}))
+		}
 		require.NoError(t, f.Inject(ctx))
 		sleepCtx(ctx, sh.hold)
 		healCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 		require.NoError(t, f.Heal(healCtx), "heal %s", f.Name())
 		cancel()
 		t.Logf("healed %s", f.Name())
-		p.rec.End(gap)
-		gap.Return += int64(5 * time.Second)
+		for _, gap := range gaps {
+			p.rec.End(gap)
+			gap.Return += int64(5 * time.Second)
+		}
 	}
 	sleepCtx(ctx, sh.after)
 	stopClients()

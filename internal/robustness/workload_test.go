@@ -42,9 +42,10 @@ type phase struct {
 	http     *http.Client
 	timeout  time.Duration // per request; past it the outcome is unknown
 
-	objects []string // org names
-	nodes   []string // node names (pillar rows node/<name>/r)
-	stateID int64    // the workspace's advisory key
+	objects    []string // org names
+	nodes      []string // node names (pillar rows node/<name>/r)
+	workspaces []string // the project's workspaces, a few lock clients each (per-key concurrency stays small)
+	stateIDs   []int64  // each workspace's advisory key
 
 	serial atomic.Int64
 	marks  atomic.Int64
@@ -301,10 +302,10 @@ func stateBody(serial int64) []byte {
 // lock id (POST ?ID=), UNLOCK; after a refused LOCK it sometimes sends UNLOCK with its own id
 // anyway (a confused client, which must get 423 while another holds the lock); after an
 // unknown outcome it unlocks until it knows.
-func (p *phase) lockClient(ctx context.Context, replica int) {
+func (p *phase) lockClient(ctx context.Context, replica, ws int) {
 	client := p.rec.NewClient()
-	path := "/v1/state/" + p.project + "/default"
-	key := p.project + "/default"
+	path := "/v1/state/" + p.project + "/" + p.workspaces[ws]
+	key := p.project + "/" + p.workspaces[ws]
 	call := func(kind, id string, serial int64) *Op {
 		m := p.marker()
 		op := &Op{Client: client, Family: "lock", Key: key, Kind: kind, Replica: replica, LockID: id, Serial: serial, RequestID: "rb-" + m}
@@ -353,9 +354,9 @@ func (p *phase) lockClient(ctx context.Context, replica int) {
 // workspace's row id in a session of its own, a pause, pg_advisory_unlock. A session that
 // fails ends (its key is released at a moment nobody sees: a pglost operation) and a new one
 // is opened.
-func (p *phase) pgClient(ctx context.Context, session int) {
+func (p *phase) pgClient(ctx context.Context, ws int) {
 	client := p.rec.NewClient()
-	key := p.project + "/default"
+	key := p.project + "/" + p.workspaces[ws]
 	var s *db.Session
 	name := ""
 	lost := func() {
@@ -382,7 +383,7 @@ func (p *phase) pgClient(ctx context.Context, session int) {
 				time.Sleep(50 * time.Millisecond)
 				continue
 			}
-			s, name = ns, fmt.Sprintf("%s-s%d-%d", p.prefix, session, p.marks.Add(1))
+			s, name = ns, fmt.Sprintf("%s-s%d-%d", p.prefix, ws, p.marks.Add(1))
 		}
 		step := func(kind string) (*Op, bool) {
 			op := &Op{Client: client, Family: "lock", Key: key, Kind: kind, Replica: -1, LockID: name}
@@ -390,9 +391,9 @@ func (p *phase) pgClient(ctx context.Context, session int) {
 			octx, cancel := context.WithTimeout(ctx, p.timeout)
 			var err error
 			if kind == "pglock" {
-				op.Granted, err = s.TryAdvisoryLock(octx, p.stateID)
+				op.Granted, err = s.TryAdvisoryLock(octx, p.stateIDs[ws])
 			} else {
-				op.Granted, err = s.AdvisoryUnlock(octx, p.stateID)
+				op.Granted, err = s.AdvisoryUnlock(octx, p.stateIDs[ws])
 			}
 			cancel()
 			if err != nil {
@@ -611,8 +612,8 @@ func (p *phase) mustDo(ctx context.Context, method, path string, body []byte) er
 var errSetup = errors.New("setup")
 
 // setup creates what the phase's clients work on that is not itself under test: an org and
-// nodes for the pillar rows, the Terraform project and its workspace's first state.
-func (p *phase) setup(ctx context.Context, objects, nodes int) error {
+// nodes for the pillar rows, the Terraform project and its workspaces' first states.
+func (p *phase) setup(ctx context.Context, objects, nodes, workspaces int) error {
 	for i := range objects {
 		p.objects = append(p.objects, fmt.Sprintf("%s-o%d", p.prefix, i))
 	}
@@ -630,14 +631,17 @@ func (p *phase) setup(ctx context.Context, objects, nodes int) error {
 	if err := p.mustDo(ctx, "PUT", "/v1/projects/"+p.project, nil); err != nil {
 		return err
 	}
-	if err := p.mustDo(ctx, "POST", "/v1/state/"+p.project+"/default", stateBody(0)); err != nil {
-		return err
+	for i := range workspaces {
+		ws := fmt.Sprintf("w%d", i)
+		if err := p.mustDo(ctx, "POST", "/v1/state/"+p.project+"/"+ws, stateBody(0)); err != nil {
+			return err
+		}
+		id, err := StateID(ctx, p.db, p.project, ws)
+		if err != nil {
+			return fmt.Errorf("%w: state id: %v", errSetup, err)
+		}
+		p.workspaces, p.stateIDs = append(p.workspaces, ws), append(p.stateIDs, id)
 	}
-	id, err := StateID(ctx, p.db, p.project, "default")
-	if err != nil {
-		return fmt.Errorf("%w: state id: %v", errSetup, err)
-	}
-	p.stateID = id
 	return nil
 }
 
