@@ -404,3 +404,26 @@ func TestLockGap(t *testing.T) {
 	y.add(Op{Client: 0, Family: "lock", Key: lockKey, Kind: "write", LockID: "L1", Serial: 1, Call: 50, Return: 60, Outcome: OK, Status: 200})
 	requireViolation(t, linearizable(t, y.ops).Violations, "linearizability")
 }
+
+// TestResolveDeleteIgnoresAnEarlierDeletion: a delete sent with a stale precondition, whose
+// outcome is unknown, is not the author of an older deletion that followed the same version
+// (found in a long run: an unconditional delete had made it long before).
+func TestResolveDeleteIgnoresAnEarlierDeletion(t *testing.T) {
+	t.Parallel()
+	var x h
+	x.add(Op{Client: 0, Family: "object", Key: objKey, Kind: "create", Marker: "m1", Call: 0, Return: 10, Outcome: OK, Status: 201, RV: 5})
+	x.add(Op{Client: 1, Family: "object", Key: objKey, Kind: "delete", Call: 20, Return: 30, Outcome: OK, Status: 204})
+	x.add(Op{Client: 0, Family: "object", Key: objKey, Kind: "create", Marker: "m2", Call: 40, Return: 50, Outcome: OK, Status: 201, RV: 9})
+	stale := x.add(Op{Client: 2, Family: "object", Key: objKey, Kind: "delete", PrecondRV: 5, Call: 60, Outcome: Unknown})
+	truth := Truth{Changes: []Change{
+		{RV: 5, Kind: "Org", Name: "r-1", Type: "ADDED", Marker: "m1"},
+		{RV: 6, Kind: "Org", Name: "r-1", Type: "DELETED", Marker: "m1"},
+		{RV: 9, Kind: "Org", Name: "r-1", Type: "ADDED", Marker: "m2"},
+	}}
+	out, resolved, dropped := Resolve(x.ops, truth)
+	require.Equal(t, 0, resolved)
+	require.Equal(t, 1, dropped)
+	require.NotContains(t, out, stale)
+	require.Empty(t, CheckLinearizable(out, timeout).Violations)
+	require.Empty(t, CheckRVOrder(out))
+}

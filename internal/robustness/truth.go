@@ -62,6 +62,31 @@ func Resolve(ops []*Op, truth Truth) (out []*Op, resolved, dropped int) {
 		}
 		last[k] = c.RV
 	}
+	// A change made by an operation has a version above that of every write acknowledged
+	// before the operation was called (versions are database-wide; CheckRVOrder holds strata
+	// to it): an older DELETED change that followed the same version — made by someone else
+	// before this delete was even sent — is not this delete's.
+	var acked []*Op
+	for _, op := range ops {
+		if op.Outcome == OK && op.RV > 0 && op.Return != Never {
+			acked = append(acked, op)
+		}
+	}
+	sort.Slice(acked, func(i, j int) bool { return acked[i].Return < acked[j].Return })
+	floorAt := make([]int64, len(acked)) // floorAt[i]: the highest version among acked[:i+1]
+	for i, op := range acked {
+		floorAt[i] = op.RV
+		if i > 0 && floorAt[i-1] > floorAt[i] {
+			floorAt[i] = floorAt[i-1]
+		}
+	}
+	floorBefore := func(call int64) int64 {
+		n := sort.Search(len(acked), func(i int) bool { return acked[i].Return >= call })
+		if n == 0 {
+			return 0
+		}
+		return floorAt[n-1]
+	}
 	// Deletes that may claim the same DELETED change: resolve only a lone claimant.
 	claimants := map[string]int{}
 	for _, op := range ops {
@@ -87,7 +112,7 @@ func Resolve(ops []*Op, truth Truth) (out []*Op, resolved, dropped int) {
 		case op.Family == "object" && op.Kind == "delete" && op.PrecondRV != 0:
 			at := fmt.Sprintf("%s@%d", op.Key, op.PrecondRV)
 			rv, ok := deletedAfter[at]
-			if !ok {
+			if !ok || rv <= floorBefore(op.Call) {
 				dropped++
 				continue
 			}
