@@ -181,7 +181,7 @@ func runControls(t *testing.T, ctx context.Context, outDir string) {
 	logf, err := os.Create(filepath.Join(outDir, "controls-cluster.log"))
 	require.NoError(t, err)
 	defer logf.Close()
-	c, err := chaos.Start(ctx, chaos.Options{Replicas: 2, Binary: bin, Log: logf, Seed: *flagSeed,
+	c, err := chaos.Start(ctx, chaos.Options{Replicas: 1, Binary: bin, Log: logf, Seed: *flagSeed,
 		Env: []string{"STRATA_SABOTAGE=precondition,dropwatch,earlyunlock"}, Args: []string{"--watch-bookmark-interval", "1s"}})
 	require.NoError(t, err)
 	defer c.Stop()
