@@ -27,3 +27,12 @@ SELECT pg_postmaster_start_time()::text;
 -- name: Sleep
 -- A statement that runs for $1 seconds, for tests that need one in flight.
 SELECT pg_sleep($1)::text;
+
+-- name: StrataTransactions
+-- How many of strata's backends (application_name LIKE $1) hold a transaction that wrote or
+-- sits idle in a transaction: what a drain waits to reach zero. Read-only statements of the
+-- watch pollers, outside a transaction block, do not count.
+SELECT count(*)::int
+FROM pg_stat_activity
+WHERE application_name LIKE $1 AND backend_type = 'client backend' AND pid <> pg_backend_pid()
+  AND (backend_xid IS NOT NULL OR state LIKE 'idle in transaction%');

@@ -410,8 +410,77 @@ func TestFaultsList(t *testing.T) {
 		names = append(names, f.Name())
 	}
 	require.Equal(t, []string{"pg-restart-fast", "pg-restart-immediate", "kill9-replica-1", "cut-connections",
-		"delay-replica-1", "blackhole-replica-1", "terminate-backends", "promote-standby"}, names)
+		"delay-replica-1", "blackhole-replica-1", "terminate-backends", "pause-replica-1", "promote-standby", "stop-standby"}, names)
 	require.Contains(t, c.DatabaseURL(), "target_session_attrs=read-write")
+	require.Contains(t, c.DatabaseURL(), c.pg.current().addr())
+	require.Contains(t, c.DatabaseURL(), c.pg.standbyNode().addr())
+	require.NotContains(t, c.PrimaryURL(), ",", "one host, for lib/pq")
+	require.Contains(t, c.PrimaryURL(), c.pg.current().addr())
+}
+
+// TestPause stops a replica with SIGSTOP: it accepts connections but answers nothing, the
+// other replica goes on, and after Heal it answers again (the same process).
+func TestPause(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	r := c.Replicas()[1]
+	f := c.Pause(1)
+	require.Equal(t, "pause-replica-1", f.Name())
+	healOnFailure(t, f)
+	pid := r.Pid()
+
+	require.NoError(t, f.Inject(ctxFor(t, time.Minute)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := probe(ctx, r.addr(), "/readyz")
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "a paused replica answers nothing")
+	status, _ := write(t, c, c.Replicas()[0], 10*time.Second)
+	require.Equal(t, http.StatusCreated, status, "the other replica goes on")
+
+	require.NoError(t, f.Heal(ctxFor(t, time.Minute)))
+	require.Equal(t, pid, r.Pid())
+	requireWrites(t, c)
+}
+
+// TestStopStandby stops the synchronous standby: a COMMIT waits for it (and a write that
+// needs a row such a COMMIT holds waits behind it), so an impatient client's write gets no
+// acknowledgement, and a patient client's write hangs — WaitIdle sees its transaction — until
+// Heal, then succeeds. Whether the impatient write was applied depends on where it waited:
+// in its own COMMIT it was committed locally, behind another's lock it was rolled back; the
+// harness resolves such outcomes from the database.
+func TestStopStandby(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	f := c.StopStandby()
+	require.Equal(t, "stop-standby", f.Name())
+	healOnFailure(t, f)
+	require.NoError(t, c.WaitIdle(ctxFor(t, 30*time.Second)))
+
+	require.NoError(t, f.Inject(ctxFor(t, time.Minute)))
+	impatient, lost := write(t, c, c.Replicas()[0], 2*time.Second)
+	require.NotEqual(t, http.StatusCreated, impatient, "a write cannot be acknowledged without the synchronous standby")
+	patient := make(chan int, 1)
+	go func() {
+		status, _ := write(t, c, c.Replicas()[1], time.Minute)
+		patient <- status
+	}()
+	require.Eventually(t, func() bool {
+		n, err := c.pg.transactions(context.Background())
+		return err == nil && n > 0
+	}, 10*time.Second, 50*time.Millisecond, "the patient write waits in its COMMIT")
+	require.Error(t, c.WaitIdle(ctxFor(t, 500*time.Millisecond)), "WaitIdle sees the waiting transaction")
+
+	require.NoError(t, f.Heal(ctxFor(t, time.Minute)))
+	select {
+	case status := <-patient:
+		require.Equal(t, http.StatusCreated, status)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the patient write did not finish after Heal")
+	}
+	require.NoError(t, c.WaitIdle(ctxFor(t, 30*time.Second)))
+	t.Logf("the impatient write answered %d; GET afterwards: %d", impatient,
+		request(t, c, c.Replicas()[1], "GET", "/v1/orgs/"+lost, "", 10*time.Second))
+	requireWrites(t, c)
 }
 
 // echoServer answers every connection by echoing what it reads.

@@ -139,6 +139,41 @@ func (c *Cluster) AdminToken() string { return c.token }
 // not through any proxy: every server listed, the writable one chosen.
 func (c *Cluster) DatabaseURL() string { return c.pg.directURL() }
 
+// PrimaryURL is a direct single-host URL of the current primary, for clients that take one
+// host only (lib/pq, Terraform's pg backend); it changes at a promotion.
+func (c *Cluster) PrimaryURL() string { return multiHostURL([]string{c.pg.current().addr()}) }
+
+// WaitIdle waits until no strata backend holds a transaction that wrote (or sits idle in
+// one) on the primary, three checks in a row 100 ms apart: a drain before ground truth is
+// read, since a request its client gave up on may still commit. Without a deadline in ctx it
+// waits a minute at most.
+func (c *Cluster) WaitIdle(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+	}
+	quiet := 0
+	var last error
+	for quiet < 3 {
+		n, err := c.pg.transactions(ctx)
+		switch {
+		case err != nil:
+			quiet, last = 0, err
+		case n == 0:
+			quiet++
+		default:
+			quiet, last = 0, fmt.Errorf("%d strata transactions open", n)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("chaos: wait for idle: %w (%v)", ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // Dir is the directory holding everything of the cluster.
 func (c *Cluster) Dir() string { return c.dir }
 
@@ -308,7 +343,29 @@ func (r *Replica) Kill9() error {
 	}
 }
 
-// stop sends SIGTERM and, after 15 s, SIGKILL.
+// Pause stops the replica with SIGSTOP: it keeps its connections and its port, and answers
+// nothing, until Resume (SIGCONT).
+func (r *Replica) Pause() error { return r.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused replica; a replica that is not running (killed meanwhile) is
+// left alone.
+func (r *Replica) Resume() error {
+	if r.Pid() == 0 {
+		return nil
+	}
+	return r.signal(syscall.SIGCONT)
+}
+
+func (r *Replica) signal(sig syscall.Signal) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil || r.exited() {
+		return fmt.Errorf("replica %d is not running", r.Index)
+	}
+	return r.cmd.Process.Signal(sig)
+}
+
+// stop sends SIGTERM (and SIGCONT, should it be paused) and, after 15 s, SIGKILL.
 func (r *Replica) stop() {
 	r.mu.Lock()
 	cmd, done := r.cmd, r.done
@@ -317,6 +374,7 @@ func (r *Replica) stop() {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGCONT)
 	select {
 	case <-done:
 	case <-time.After(15 * time.Second):

@@ -13,6 +13,8 @@
 //	for _, r := range c.Replicas() { r.URL() }           // http://127.0.0.1:port, stable across restarts
 //	c.AdminToken()                                       // the bootstrap admin token (Authorization: Bearer …)
 //	c.DatabaseURL()                                      // direct (no proxy) URL, multi-host with a standby
+//	c.PrimaryURL()                                       // direct single-host URL of the current primary (lib/pq)
+//	c.WaitIdle(ctx)                                      // drain: no strata transaction left open
 //
 // Start initialises PostgreSQL (the installed major version, found as internal/pgembed finds
 // it; run as the postgres user when the process is root) on loopback with fsync, full page
@@ -29,8 +31,12 @@
 // start together. Start returns when every replica answers GET /readyz?writes=true with 200.
 //
 // Replica.Kill9 sends SIGKILL and waits for the exit; Replica.Restart starts the same binary
-// with the same arguments and port and waits until it is ready. Cluster.WaitReady waits for
-// every replica. Cluster.Stop (idempotent) heals the proxies, stops the replicas (SIGTERM,
+// with the same arguments and port and waits until it is ready; Replica.Pause and Resume send
+// SIGSTOP and SIGCONT; Replica.Pid is the running process's id (0 when none). Cluster.WaitReady
+// waits for every replica. Cluster.WaitIdle is the drain before ground truth is read: it waits
+// until no strata backend holds a transaction that wrote (or sits idle in one), since a
+// request whose client gave up may still commit. Options.Dir, when given, must not hold an
+// earlier cluster. Cluster.Stop (idempotent) heals the proxies, stops the replicas (SIGTERM,
 // then SIGKILL after 15 s), stops PostgreSQL (-m immediate) and removes the directory when
 // Start made it; with Options.Dir set the directory (PostgreSQL's logs in pg/*.log, every
 // data directory) is kept for the report. Options.Log receives every replica's log lines,
@@ -47,9 +53,9 @@
 // Inject breaks something and returns as soon as it is broken; Heal repairs it and returns once
 // the cluster is whole again: every replica running and answering /readyz?writes=true with 200
 // (Heal without a deadline in ctx waits at most two minutes). A fault can be injected again
-// after it healed. Cluster.Faults returns one of each below, in this order, with Kill9, Delay
-// and Blackhole aimed at the last replica (and Promote only with a standby); the constructors
-// make them for any replica:
+// after it healed. Cluster.Faults returns one of each below, in this order, with Kill9, Delay,
+// Blackhole and Pause aimed at the last replica (and Promote and StopStandby only with a
+// standby); the constructors make them for any replica:
 //
 //   - PGStop("fast"), PGStop("immediate"), named pg-restart-fast and pg-restart-immediate:
 //     Inject runs pg_ctl stop -m fast (clients disconnected, a shutdown checkpoint) or
@@ -69,15 +75,24 @@
 //   - TerminateBackends(), terminate-backends: SELECT pg_terminate_backend(pid) of every
 //     backend whose application_name starts with "strata" (all of strata's pools and
 //     sessions, on every replica); Heal only waits.
+//   - Pause(i), pause-replica-i: SIGSTOP of replica i: it keeps its connections, sessions,
+//     advisory locks and port, and answers nothing (its index goes stale while clients still
+//     reach it); Heal sends SIGCONT.
 //   - Promote(), promote-standby (needs Standby): the primary is stopped -m immediate and the
 //     synchronous standby promoted; Inject returns once it accepts writes. The replicas' multi-
 //     host URL finds it. Heal rebuilds the old primary as the new synchronous standby
 //     (pg_basebackup), so the fault can be injected again (the roles alternate).
+//   - StopStandby(), stop-standby (needs Standby): the synchronous standby stops (-m fast), so
+//     every COMMIT that wrote waits for it (and what needs the rows such a COMMIT holds waits
+//     behind it) until Heal starts it again; a client that gives up meanwhile has an unknown
+//     outcome: committed locally if it waited in its own COMMIT, rolled back if it waited for a
+//     lock.
 //
 // Combine(f...) injects several faults together (in order) and heals them all (in reverse)
-// before it waits once for readiness. Faults on PostgreSQL itself (PGStop, Promote) are
-// serialized on the cluster and must not be combined with one another; the proxy faults,
-// Kill9 and TerminateBackends combine freely with everything.
+// before it waits once for readiness. The faults that stop a PostgreSQL server (PGStop,
+// Promote, StopStandby) are serialized on the cluster and must not be combined with one
+// another; the proxy faults, Kill9, Pause and TerminateBackends combine freely with
+// everything.
 //
 // # Reaching the proxies
 //

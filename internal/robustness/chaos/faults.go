@@ -50,8 +50,9 @@ func (f *fault) Heal(ctx context.Context) error {
 
 func nothing(context.Context) error { return nil }
 
-// Faults returns one fault of each kind, in the package doc's order: Kill9, Delay and
-// Blackhole aim at the last replica, and Promote is there only with a standby.
+// Faults returns one fault of each kind, in the package doc's order: Kill9, Delay, Blackhole
+// and Pause aim at the last replica, and Promote and StopStandby are there only with a
+// standby.
 func (c *Cluster) Faults() []Fault {
 	last := len(c.replicas) - 1
 	fs := []Fault{
@@ -62,11 +63,30 @@ func (c *Cluster) Faults() []Fault {
 		c.Delay(last, 75*time.Millisecond, 50*time.Millisecond),
 		c.Blackhole(last),
 		c.TerminateBackends(),
+		c.Pause(last),
 	}
 	if c.pg.standbyNode() != nil {
-		fs = append(fs, c.Promote())
+		fs = append(fs, c.Promote(), c.StopStandby())
 	}
 	return fs
+}
+
+// Pause stops replica i with SIGSTOP at Inject and continues it at Heal.
+func (c *Cluster) Pause(i int) Fault {
+	r := c.replicas[i]
+	return &fault{c: c, name: fmt.Sprintf("pause-replica-%d", i),
+		inject: func(context.Context) error { return r.Pause() },
+		heal:   func(context.Context) error { return r.Resume() },
+	}
+}
+
+// StopStandby stops the synchronous standby at Inject (commits wait for it) and starts it at
+// Heal.
+func (c *Cluster) StopStandby() Fault {
+	return &fault{c: c, name: "stop-standby",
+		inject: c.pg.stopStandby,
+		heal:   c.pg.startStandby,
+	}
 }
 
 // PGStop stops the primary with pg_ctl stop -m mode ("fast" or "immediate") at Inject and

@@ -54,7 +54,10 @@ type postgres struct {
 	mu      sync.Mutex
 	nodes   []*pgNode
 	primary int // index into nodes
-	down    bool
+	// down: the primary is stopped (PGStop) or, after a promotion, the old primary is.
+	down bool
+	// standbyDown: the standby is stopped (StopStandby).
+	standbyDown bool
 }
 
 // baseConf is every node's configuration: durable (fsync, full page writes, synchronous
@@ -234,8 +237,8 @@ func (p *postgres) promote(ctx context.Context) error {
 	if sb == nil {
 		return errors.New("promote: the cluster has no standby (Options.Standby)")
 	}
-	if p.down {
-		return errors.New("promote: the primary is stopped (a PGStop fault is active)")
+	if p.down || p.standbyDown {
+		return errors.New("promote: the primary or the standby is stopped (a PGStop, Promote or StopStandby fault is active)")
 	}
 	if err := p.stopNode(ctx, p.primaryNode(), "immediate"); err != nil {
 		return err
@@ -277,6 +280,52 @@ func (p *postgres) terminate(ctx context.Context) (int, error) {
 	var n int
 	err = d.QueryRow(ctx, queries.Get("TerminateStrataBackends"), "strata%").Scan(&n)
 	return n, err
+}
+
+// transactions counts strata's open write or idle-in-transaction transactions on the primary.
+func (p *postgres) transactions(ctx context.Context) (int, error) {
+	d, err := p.open(ctx, p.current())
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	var n int
+	err = d.QueryRow(ctx, queries.Get("StrataTransactions"), "strata%").Scan(&n)
+	return n, err
+}
+
+// stopStandby stops the synchronous standby (-m fast); startStandby starts it again and waits
+// until it is the synchronous standby once more.
+func (p *postgres) stopStandby(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sb := p.standbyNode()
+	if sb == nil {
+		return errors.New("stop standby: the cluster has no standby (Options.Standby)")
+	}
+	if p.down {
+		return errors.New("stop standby: a PGStop or Promote fault is active")
+	}
+	p.standbyDown = true
+	return p.stopNode(ctx, sb, "fast")
+}
+
+func (p *postgres) startStandby(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.standbyDown {
+		return nil
+	}
+	sb := p.standbyNode()
+	if err := p.startNode(ctx, sb); err != nil {
+		return err
+	}
+	p.standbyDown = false
+	return p.waitFor(ctx, p.primaryNode(), "a synchronous standby streaming", func(d *db.DB) (bool, error) {
+		var n int
+		err := d.QueryRow(ctx, queries.Get("SyncStandbys")).Scan(&n)
+		return n == 1, err
+	})
 }
 
 // current is the primary, read under the lock.
