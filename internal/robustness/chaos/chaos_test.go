@@ -119,17 +119,24 @@ func write(t *testing.T, c *Cluster, r *Replica, timeout time.Duration) (int, st
 
 func request(t *testing.T, c *Cluster, r *Replica, method, path, body string, timeout time.Duration) int {
 	t.Helper()
+	status, _ := requestBody(t, c, r, method, path, body, timeout)
+	return status
+}
+
+// requestBody is request that also returns the answer's body.
+func requestBody(t *testing.T, c *Cluster, r *Replica, method, path, body string, timeout time.Duration) (int, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, r.URL()+path, strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+c.AdminToken())
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := (&http.Client{Timeout: timeout}).Do(req)
 	if err != nil {
-		return 0
+		return 0, err.Error()
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // requireWrites asserts that every replica takes a write.
@@ -278,6 +285,38 @@ func TestCutConnections(t *testing.T) {
 	requireWrites(t, c)
 }
 
+// TestLoseCommitAnswers drops the answer of every COMMIT: each write in the window answers
+// 503 with outcome "unknown" (strata cannot know), and each was applied — the COMMIT had
+// committed when its answer was lost. After Heal writes are acknowledged again.
+func TestLoseCommitAnswers(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	f := c.LoseCommitAnswers()
+	require.Equal(t, "lose-commit-answers", f.Name())
+	healOnFailure(t, f)
+	lostBefore := c.Replicas()[0].Proxy().LostCommits() + c.Replicas()[1].Proxy().LostCommits()
+
+	require.NoError(t, f.Inject(ctxFor(t, time.Minute)))
+	var names []string
+	for i := range 4 {
+		r := c.Replicas()[i%2]
+		name := fmt.Sprintf("lost%d-%d", time.Now().UnixNano()%1_000_000, i)
+		status, body := requestBody(t, c, r, "POST", "/v1/orgs", `{"metadata":{"name":"`+name+`"}}`, 10*time.Second)
+		require.Equal(t, http.StatusServiceUnavailable, status, body)
+		require.Contains(t, body, `"outcome":"unknown"`)
+		names = append(names, name)
+	}
+	lost := c.Replicas()[0].Proxy().LostCommits() + c.Replicas()[1].Proxy().LostCommits() - lostBefore
+	require.GreaterOrEqual(t, lost, int64(4))
+
+	require.NoError(t, f.Heal(ctxFor(t, time.Minute)))
+	for _, name := range names {
+		require.Equal(t, http.StatusOK, request(t, c, c.Replicas()[0], "GET", "/v1/orgs/"+name, "", 10*time.Second),
+			"%s was committed though its answer was lost", name)
+	}
+	requireWrites(t, c)
+}
+
 // TestDelay delays one replica's database traffic: a round trip through its proxy takes at
 // least twice the delay (each direction is delayed), and after Heal it is fast again.
 func TestDelay(t *testing.T) {
@@ -326,7 +365,7 @@ func TestBlackhole(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		status, _ := write(t, c, c.Replicas()[1], 3*time.Second)
+		status, _ := write(t, c, c.Replicas()[1], 1500*time.Millisecond)
 		cut.Store(int32(status))
 	}()
 	status, _ := write(t, c, c.Replicas()[0], 10*time.Second)
@@ -410,7 +449,7 @@ func TestFaultsList(t *testing.T) {
 		names = append(names, f.Name())
 	}
 	require.Equal(t, []string{"pg-restart-fast", "pg-restart-immediate", "kill9-replica-1", "cut-connections",
-		"delay-replica-1", "blackhole-replica-1", "terminate-backends", "pause-replica-1", "promote-standby", "stop-standby"}, names)
+		"delay-replica-1", "blackhole-replica-1", "terminate-backends", "pause-replica-1", "lose-commit-answers", "promote-standby", "stop-standby"}, names)
 	require.Contains(t, c.DatabaseURL(), "target_session_attrs=read-write")
 	require.Contains(t, c.DatabaseURL(), c.pg.current().addr())
 	require.Contains(t, c.DatabaseURL(), c.pg.standbyNode().addr())
@@ -457,7 +496,7 @@ func TestStopStandby(t *testing.T) {
 	require.NoError(t, c.WaitIdle(ctxFor(t, 30*time.Second)))
 
 	require.NoError(t, f.Inject(ctxFor(t, time.Minute)))
-	impatient, lost := write(t, c, c.Replicas()[0], 2*time.Second)
+	impatient, lost := write(t, c, c.Replicas()[0], time.Second)
 	require.NotEqual(t, http.StatusCreated, impatient, "a write cannot be acknowledged without the synchronous standby")
 	patient := make(chan int, 1)
 	go func() {
@@ -558,6 +597,18 @@ func TestProxy(t *testing.T) {
 	_, err = io.ReadFull(c2, buf)
 	require.NoError(t, err)
 	require.Equal(t, "new", string(buf), "a connection made during the blackhole is served at Heal")
+
+	p.LoseCommitAnswers(true)
+	_, err = echo(c, "SELECT 1")
+	require.NoError(t, err, "only a COMMIT's answer is lost")
+	_, err = echo(c, "Z"+string(commitComplete))
+	require.Error(t, err, "the connection is reset with the COMMIT's answer")
+	require.NotErrorIs(t, err, io.EOF)
+	require.EqualValues(t, 1, p.LostCommits())
+	p.Heal()
+	c = dial()
+	_, err = echo(c, string(commitComplete))
+	require.NoError(t, err, "healed: a COMMIT's answer passes")
 
 	p.SetDelay(100*time.Millisecond, 0)
 	start := time.Now()

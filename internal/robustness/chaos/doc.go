@@ -78,6 +78,11 @@
 //   - Pause(i), pause-replica-i: SIGSTOP of replica i: it keeps its connections, sessions,
 //     advisory locks and port, and answers nothing (its index goes stale while clients still
 //     reach it); Heal sends SIGCONT.
+//   - LoseCommitAnswers(), lose-commit-answers: from Inject to Heal, every replica's proxy
+//     drops PostgreSQL's answer to each COMMIT that committed (its CommandComplete "COMMIT",
+//     sent once the commit is durable and replicated) and resets the connection: the write is
+//     applied and strata cannot know it, so it must answer with an unknown outcome, never a
+//     failure.
 //   - Promote(), promote-standby (needs Standby): the primary is stopped -m immediate and the
 //     synchronous standby promoted; Inject returns once it accepts writes. The replicas' multi-
 //     host URL finds it. Heal rebuilds the old primary as the new synchronous standby
@@ -97,5 +102,6 @@
 // # Reaching the proxies
 //
 // Replica.DatabaseURL is the URL the replica was given (through its proxy); Replica.Proxy is
-// the proxy itself (Cut, SetDelay, Blackhole, Heal), for faults a harness wants to time itself.
+// the proxy itself (Cut, SetDelay, Blackhole, LoseCommitAnswers, LostCommits, Heal), for
+// faults a harness wants to time itself.
 package chaos

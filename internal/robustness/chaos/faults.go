@@ -64,6 +64,7 @@ func (c *Cluster) Faults() []Fault {
 		c.Blackhole(last),
 		c.TerminateBackends(),
 		c.Pause(last),
+		c.LoseCommitAnswers(),
 	}
 	if c.pg.standbyNode() != nil {
 		fs = append(fs, c.Promote(), c.StopStandby())
@@ -119,6 +120,28 @@ func (c *Cluster) CutConnections() Fault {
 			return nil
 		},
 		heal: nothing,
+	}
+}
+
+// LoseCommitAnswers drops the answer of every COMMIT that committed, on every replica's
+// database connections, from Inject to Heal (see Proxy.LoseCommitAnswers).
+func (c *Cluster) LoseCommitAnswers() Fault {
+	set := func(on bool) {
+		for _, r := range c.replicas {
+			r.proxy.LoseCommitAnswers(on)
+		}
+	}
+	return &fault{c: c, name: "lose-commit-answers",
+		inject: func(context.Context) error { set(true); return nil },
+		heal: func(context.Context) error {
+			set(false)
+			var n int64
+			for _, r := range c.replicas {
+				n += r.proxy.LostCommits()
+			}
+			c.logf("%d COMMIT answers lost so far", n)
+			return nil
+		},
 	}
 }
 
