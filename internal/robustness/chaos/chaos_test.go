@@ -161,6 +161,19 @@ func strataBackends(t *testing.T, c *Cluster) []int32 {
 	return pids
 }
 
+// syncStandbys is the number of synchronous standbys streaming from the primary.
+func syncStandbys(t *testing.T, c *Cluster) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := c.pg.open(ctx, c.pg.current())
+	require.NoError(t, err)
+	defer d.Close()
+	var n int
+	require.NoError(t, d.QueryRow(ctx, queries.Get("SyncStandbys")).Scan(&n))
+	return n
+}
+
 func postmasterStart(t *testing.T, c *Cluster) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -212,6 +225,7 @@ func TestPGRestart(t *testing.T) {
 
 			require.NoError(t, f.Heal(ctxFor(t, time.Minute)))
 			require.NotEqual(t, started, postmasterStart(t, c), "the primary restarted")
+			require.Equal(t, 1, syncStandbys(t, c), "healed: commits do not wait for a standby still reconnecting")
 			requireWrites(t, c)
 			require.Equal(t, http.StatusOK, request(t, c, c.Replicas()[1], "GET", "/v1/orgs/"+before, "", 10*time.Second),
 				"the write acknowledged before the stop survived it")
@@ -421,6 +435,7 @@ func TestPromote(t *testing.T) {
 
 		require.NoError(t, f.Heal(ctxFor(t, 2*time.Minute)))
 		require.Equal(t, old, c.pg.standbyNode(), "round %d: the old primary is the standby", round)
+		require.Equal(t, 1, syncStandbys(t, c), "round %d: and it is synchronous", round)
 		requireWrites(t, c)
 		require.Equal(t, http.StatusOK, request(t, c, c.Replicas()[1], "GET", "/v1/orgs/"+before, "", 10*time.Second),
 			"round %d: the write acknowledged before the promotion survived it", round)
@@ -510,6 +525,7 @@ func TestStopStandby(t *testing.T) {
 	require.Error(t, c.WaitIdle(ctxFor(t, 500*time.Millisecond)), "WaitIdle sees the waiting transaction")
 
 	require.NoError(t, f.Heal(ctxFor(t, time.Minute)))
+	require.Equal(t, 1, syncStandbys(t, c))
 	select {
 	case status := <-patient:
 		require.Equal(t, http.StatusCreated, status)

@@ -75,6 +75,7 @@ max_wal_senders = 8
 hot_standby = on
 wal_sender_timeout = 5s
 wal_receiver_status_interval = 1s
+wal_retrieve_retry_interval = 200ms
 max_connections = 300
 shared_buffers = 32MB
 log_line_prefix = '%m [%p] %a '
@@ -176,11 +177,7 @@ func (p *postgres) makeStandby(ctx context.Context, n, primary *pgNode) error {
 	if _, err := p.run(ctx, "pg_ctl", "-D", primary.data, "reload"); err != nil {
 		return err
 	}
-	return p.waitFor(ctx, primary, "a synchronous standby streaming", func(d *db.DB) (bool, error) {
-		var n int
-		err := d.QueryRow(ctx, queries.Get("SyncStandbys")).Scan(&n)
-		return n == 1, err
-	})
+	return p.waitSync(ctx)
 }
 
 func (p *postgres) startNode(ctx context.Context, n *pgNode) error {
@@ -225,7 +222,21 @@ func (p *postgres) startPrimary(ctx context.Context) error {
 		return err
 	}
 	p.down = false
-	return nil
+	if p.standbyNode() == nil || p.standbyDown {
+		return nil
+	}
+	// Until the standby has reconnected every COMMIT waits for it: the cluster is whole only
+	// once it streams again.
+	return p.waitSync(ctx)
+}
+
+// waitSync waits until the primary has its synchronous standby streaming.
+func (p *postgres) waitSync(ctx context.Context) error {
+	return p.waitFor(ctx, p.primaryNode(), "a synchronous standby streaming", func(d *db.DB) (bool, error) {
+		var n int
+		err := d.QueryRow(ctx, queries.Get("SyncStandbys")).Scan(&n)
+		return n == 1, err
+	})
 }
 
 // promote crashes the primary (-m immediate) and promotes the standby; it returns once the
@@ -321,11 +332,7 @@ func (p *postgres) startStandby(ctx context.Context) error {
 		return err
 	}
 	p.standbyDown = false
-	return p.waitFor(ctx, p.primaryNode(), "a synchronous standby streaming", func(d *db.DB) (bool, error) {
-		var n int
-		err := d.QueryRow(ctx, queries.Get("SyncStandbys")).Scan(&n)
-		return n == 1, err
-	})
+	return p.waitSync(ctx)
 }
 
 // current is the primary, read under the lock.
