@@ -86,7 +86,7 @@ func cluster(t *testing.T, injected ...Fault) *Cluster {
 			return
 		}
 		shared.log = &testLog{}
-		shared.cluster, shared.err = Start(ctx, Options{Replicas: 2, Standby: true, Binary: shared.binary, Log: shared.log})
+		shared.cluster, shared.err = Start(ctx, Options{Replicas: 2, Standby: true, ClientProxy: true, Binary: shared.binary, Log: shared.log})
 	})
 	require.NoError(t, shared.err)
 	t.Cleanup(func() {
@@ -331,6 +331,47 @@ func TestLoseCommitAnswers(t *testing.T) {
 	requireWrites(t, c)
 }
 
+// TestCutClients resets the clients' connections: a watch stream ends with an error (not a
+// clean end) while the replica runs on (the same process), and a new watch and writes work.
+func TestCutClients(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	f := c.CutClients()
+	require.Equal(t, "cut-client-connections", f.Name())
+	healOnFailure(t, f)
+	r := c.Replicas()[0]
+	pid := r.Pid()
+	watch := func() *http.Response {
+		req, err := http.NewRequest("GET", r.URL()+"/v1/orgs?watch=true", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+c.AdminToken())
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	resp := watch()
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		ended <- err
+	}()
+
+	require.NoError(t, f.Inject(ctxFor(t, time.Minute)))
+	select {
+	case err := <-ended:
+		require.Error(t, err, "the stream is cut, not ended cleanly")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch stream went on after the cut")
+	}
+	require.Equal(t, pid, r.Pid(), "the replica runs on")
+
+	require.NoError(t, f.Heal(ctxFor(t, time.Minute)))
+	watch()
+	requireWrites(t, c)
+}
+
 // TestDelay delays one replica's database traffic: a round trip through its proxy takes at
 // least twice the delay (each direction is delayed), and after Heal it is fast again.
 func TestDelay(t *testing.T) {
@@ -464,10 +505,11 @@ func TestFaultsList(t *testing.T) {
 		names = append(names, f.Name())
 	}
 	require.Equal(t, []string{"pg-restart-fast", "pg-restart-immediate", "kill9-replica-1", "cut-connections",
-		"delay-replica-1", "blackhole-replica-1", "terminate-backends", "pause-replica-1", "lose-commit-answers", "promote-standby", "stop-standby"}, names)
+		"delay-replica-1", "blackhole-replica-1", "terminate-backends", "pause-replica-1", "lose-commit-answers", "promote-standby", "stop-standby", "cut-client-connections"}, names)
 	require.Contains(t, c.DatabaseURL(), "target_session_attrs=read-write")
 	require.Contains(t, c.DatabaseURL(), c.pg.current().addr())
 	require.Contains(t, c.DatabaseURL(), c.pg.standbyNode().addr())
+	require.NotEqual(t, c.Replicas()[0].URL(), c.Replicas()[0].DirectURL(), "clients go through the client proxy")
 	require.NotContains(t, c.PrimaryURL(), ",", "one host, for lib/pq")
 	require.Contains(t, c.PrimaryURL(), c.pg.current().addr())
 }

@@ -39,6 +39,11 @@ type Options struct {
 	Env  []string
 	// Seed fixes the proxies' delay jitter.
 	Seed uint64
+	// ClientProxy puts a TCP proxy in front of every replica too: Replica.URL then goes
+	// through it (Replica.DirectURL does not), and CutClients can reset the clients'
+	// connections — in-flight requests lose their answers, watch streams end mid-event —
+	// while the replica runs on.
+	ClientProxy bool
 }
 
 // Cluster is PostgreSQL (and its standby) and the strata replicas on it.
@@ -103,6 +108,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 		r := &Replica{Index: i, c: c, port: port, proxy: proxy, dataDir: filepath.Join(c.dir, "replica"+strconv.Itoa(i))}
+		if opts.ClientProxy {
+			if r.front, err = NewProxy([]string{r.addr()}, opts.Seed+1000+uint64(i)); err != nil {
+				proxy.Close()
+				return nil, err
+			}
+		}
 		if err := os.MkdirAll(r.dataDir, 0o755); err != nil {
 			return nil, err
 		}
@@ -206,6 +217,9 @@ func (c *Cluster) Stop() error {
 		var errs []error
 		for _, r := range c.replicas {
 			r.proxy.Heal()
+			if r.front != nil {
+				r.front.Heal()
+			}
 		}
 		var wg sync.WaitGroup
 		for _, r := range c.replicas {
@@ -218,6 +232,9 @@ func (c *Cluster) Stop() error {
 		wg.Wait()
 		for _, r := range c.replicas {
 			r.proxy.Close()
+			if r.front != nil {
+				r.front.Close()
+			}
 		}
 		if c.pg != nil {
 			if err := c.pg.stop(ctx); err != nil {
@@ -246,6 +263,7 @@ type Replica struct {
 	c       *Cluster
 	port    int
 	proxy   *Proxy
+	front   *Proxy // the client proxy, nil without Options.ClientProxy
 	dataDir string
 
 	mu     sync.Mutex
@@ -255,8 +273,20 @@ type Replica struct {
 	starts int
 }
 
-// URL is the replica's HTTP base URL, the same across restarts.
-func (r *Replica) URL() string { return "http://" + r.addr() }
+// URL is the replica's HTTP base URL, the same across restarts: through its client proxy
+// with Options.ClientProxy, else DirectURL.
+func (r *Replica) URL() string {
+	if r.front != nil {
+		return "http://" + r.front.Addrs()[0]
+	}
+	return r.DirectURL()
+}
+
+// DirectURL is the replica's own HTTP base URL, never through a proxy.
+func (r *Replica) DirectURL() string { return "http://" + r.addr() }
+
+// ClientProxy is the proxy in front of the replica, nil without Options.ClientProxy.
+func (r *Replica) ClientProxy() *Proxy { return r.front }
 
 func (r *Replica) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port)) }
 

@@ -11,6 +11,7 @@
 //	c, err := chaos.Start(ctx, chaos.Options{Replicas: 3, Standby: true, Binary: bin, Log: w})
 //	defer c.Stop()
 //	for _, r := range c.Replicas() { r.URL() }           // http://127.0.0.1:port, stable across restarts
+//	                                                     // (through a client proxy with Options.ClientProxy; r.DirectURL() never)
 //	c.AdminToken()                                       // the bootstrap admin token (Authorization: Bearer …)
 //	c.DatabaseURL()                                      // direct (no proxy) URL, multi-host with a standby
 //	c.PrimaryURL()                                       // direct single-host URL of the current primary (lib/pq)
@@ -54,8 +55,9 @@
 // the cluster is whole again: every replica running and answering /readyz?writes=true with 200
 // (Heal without a deadline in ctx waits at most two minutes). A fault can be injected again
 // after it healed. Cluster.Faults returns one of each below, in this order, with Kill9, Delay,
-// Blackhole and Pause aimed at the last replica (and Promote and StopStandby only with a
-// standby); the constructors make them for any replica:
+// Blackhole and Pause aimed at the last replica (Promote and StopStandby only with a standby,
+// CutClients last and only with Options.ClientProxy); the constructors make them for any
+// replica. A harness should pick faults by Name, not by position:
 //
 //   - PGStop("fast"), PGStop("immediate"), named pg-restart-fast and pg-restart-immediate:
 //     Inject runs pg_ctl stop -m fast (clients disconnected, a shutdown checkpoint) or
@@ -92,16 +94,23 @@
 //     behind it) until Heal starts it again; a client that gives up meanwhile has an unknown
 //     outcome: committed locally if it waited in its own COMMIT, rolled back if it waited for a
 //     lock.
+//   - CutClients(), cut-client-connections (needs Options.ClientProxy): every client
+//     connection of every replica is reset by its client proxy: requests in flight lose their
+//     answers, watch streams end mid-stream, and the replicas run on. A one-shot; Heal only
+//     waits.
 //
 // Combine(f...) injects several faults together (in order) and heals them all (in reverse)
 // before it waits once for readiness. The faults that stop a PostgreSQL server (PGStop,
 // Promote, StopStandby) are serialized on the cluster and must not be combined with one
 // another; the proxy faults, Kill9, Pause and TerminateBackends combine freely with
-// everything.
+// everything. Since Heal waits for every replica, a fault healed while another is still
+// injected may wait for that one (a blackholed or paused replica is not ready): overlap
+// faults through Combine, or heal them in the reverse order of injection.
 //
 // # Reaching the proxies
 //
 // Replica.DatabaseURL is the URL the replica was given (through its proxy); Replica.Proxy is
 // the proxy itself (Cut, SetDelay, Blackhole, LoseCommitAnswers, LostCommits, Heal), for
-// faults a harness wants to time itself.
+// faults a harness wants to time itself; Replica.ClientProxy is the one in front of it (nil
+// without Options.ClientProxy). Readiness is always probed directly, not through it.
 package chaos

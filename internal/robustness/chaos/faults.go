@@ -69,7 +69,30 @@ func (c *Cluster) Faults() []Fault {
 	if c.pg.standbyNode() != nil {
 		fs = append(fs, c.Promote(), c.StopStandby())
 	}
+	if c.opts.ClientProxy {
+		fs = append(fs, c.CutClients())
+	}
 	return fs
+}
+
+// CutClients resets every client connection of every replica at Inject (needs
+// Options.ClientProxy): requests in flight lose their answers, watch streams end mid-stream,
+// and the replicas run on. Heal only waits.
+func (c *Cluster) CutClients() Fault {
+	return &fault{c: c, name: "cut-client-connections",
+		inject: func(context.Context) error {
+			n := 0
+			for _, r := range c.replicas {
+				if r.front == nil {
+					return errors.New("cut-client-connections needs Options.ClientProxy")
+				}
+				n += r.front.Cut()
+			}
+			c.logf("cut %d client connections", n)
+			return nil
+		},
+		heal: nothing,
+	}
 }
 
 // Pause stops replica i with SIGSTOP at Inject and continues it at Heal.
