@@ -1,9 +1,11 @@
--- name: TerminateStrataBackends
--- Ends every client backend whose application_name matches $1 (strata's pools and sessions
--- call themselves "strata…"), never this one, and counts those it ended.
+-- name: TerminateProxiedBackends
+-- Ends every client backend connected from one of the loopback ports $1 (the replicas'
+-- proxies' ends of their connections), never this one, and counts those it ended. The ports
+-- pick strata's replicas out exactly: a harness's own pools say "strata" too.
 SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int
 FROM pg_stat_activity
-WHERE application_name LIKE $1 AND backend_type = 'client backend' AND pid <> pg_backend_pid();
+WHERE client_addr = '127.0.0.1' AND client_port = ANY($1::int[]) AND backend_type = 'client backend'
+  AND pid <> pg_backend_pid();
 
 -- name: StrataBackends
 -- The pids of the client backends whose application_name matches $1, for tests that show a
@@ -36,3 +38,7 @@ SELECT count(*)::int
 FROM pg_stat_activity
 WHERE application_name LIKE $1 AND backend_type = 'client backend' AND pid <> pg_backend_pid()
   AND (backend_xid IS NOT NULL OR state LIKE 'idle in transaction%');
+
+-- name: BackendPid
+-- This session's backend, to tell whether a connection survived.
+SELECT pg_backend_pid();

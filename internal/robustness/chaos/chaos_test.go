@@ -433,21 +433,30 @@ func TestBlackhole(t *testing.T) {
 	requireWrites(t, c)
 }
 
-// TestTerminateBackends ends strata's backends from SQL: every one it had is gone, and the
-// replicas take writes after Heal.
+// TestTerminateBackends ends the replicas' backends from SQL: every one they had is gone, a
+// bystander's connection — a harness's ground-truth pool, which calls itself "strata" like
+// every internal/db pool — survives, and the replicas take writes after Heal.
 func TestTerminateBackends(t *testing.T) {
 	t.Parallel()
 	c := cluster(t)
 	f := c.TerminateBackends()
 	require.Equal(t, "terminate-backends", f.Name())
 	healOnFailure(t, f)
+	bystander, err := db.Open(ctxFor(t, 10*time.Second), db.Options{URL: c.DatabaseURL(), MaxConns: 1, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	defer bystander.Close()
+	var pid, pidAfter int32
+	require.NoError(t, bystander.QueryRow(ctxFor(t, 10*time.Second), queries.Get("BackendPid")).Scan(&pid))
 	before := strataBackends(t, c)
-	require.NotEmpty(t, before)
+	require.Contains(t, before, pid, "the bystander calls itself strata")
+	require.Greater(t, len(before), 1)
 
 	require.NoError(t, f.Inject(ctxFor(t, time.Minute)))
-	for _, pid := range strataBackends(t, c) {
-		require.NotContains(t, before, pid, "a backend survived pg_terminate_backend")
+	for _, p := range strataBackends(t, c) {
+		require.True(t, p == pid || !slices.Contains(before, p), "a replica's backend survived pg_terminate_backend")
 	}
+	require.NoError(t, bystander.QueryRow(ctxFor(t, 10*time.Second), queries.Get("BackendPid")).Scan(&pidAfter))
+	require.Equal(t, pid, pidAfter, "the bystander's connection survived")
 
 	require.NoError(t, f.Heal(ctxFor(t, time.Minute)))
 	requireWrites(t, c)
@@ -496,16 +505,20 @@ func TestCombined(t *testing.T) {
 	requireWrites(t, c)
 }
 
-// TestFaultsList names one fault of each kind.
+// TestFaultsList names one fault of each kind, in Faults and ExtraFaults.
 func TestFaultsList(t *testing.T) {
 	t.Parallel()
 	c := cluster(t)
-	var names []string
-	for _, f := range c.Faults() {
-		names = append(names, f.Name())
+	names := func(fs []Fault) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.Name())
+		}
+		return out
 	}
 	require.Equal(t, []string{"pg-restart-fast", "pg-restart-immediate", "kill9-replica-1", "cut-connections",
-		"delay-replica-1", "blackhole-replica-1", "terminate-backends", "pause-replica-1", "lose-commit-answers", "promote-standby", "stop-standby", "cut-client-connections"}, names)
+		"delay-replica-1", "blackhole-replica-1", "terminate-backends", "promote-standby"}, names(c.Faults()))
+	require.Equal(t, []string{"pause-replica-1", "lose-commit-answers", "stop-standby", "cut-client-connections"}, names(c.ExtraFaults()))
 	require.Contains(t, c.DatabaseURL(), "target_session_attrs=read-write")
 	require.Contains(t, c.DatabaseURL(), c.pg.current().addr())
 	require.Contains(t, c.DatabaseURL(), c.pg.standbyNode().addr())

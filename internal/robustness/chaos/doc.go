@@ -35,8 +35,9 @@
 // with the same arguments and port and waits until it is ready; Replica.Pause and Resume send
 // SIGSTOP and SIGCONT; Replica.Pid is the running process's id (0 when none). Cluster.WaitReady
 // waits for every replica. Cluster.WaitIdle is the drain before ground truth is read: it waits
-// until no strata backend holds a transaction that wrote (or sits idle in one), since a
-// request whose client gave up may still commit. Options.Dir, when given, must not hold an
+// until no backend whose application_name starts with "strata" holds a transaction that wrote
+// (or sits idle in one), since a request whose client gave up may still commit (internal/db
+// pools call themselves "strata" by default, so a harness's own must be idle too). Options.Dir, when given, must not hold an
 // earlier cluster. Cluster.Stop (idempotent) heals the proxies, stops the replicas (SIGTERM,
 // then SIGKILL after 15 s), stops PostgreSQL (-m immediate) and removes the directory when
 // Start made it; with Options.Dir set the directory (PostgreSQL's logs in pg/*.log, every
@@ -54,10 +55,12 @@
 // Inject breaks something and returns as soon as it is broken; Heal repairs it and returns once
 // the cluster is whole again: every replica running and answering /readyz?writes=true with 200
 // (Heal without a deadline in ctx waits at most two minutes). A fault can be injected again
-// after it healed. Cluster.Faults returns one of each below, in this order, with Kill9, Delay,
-// Blackhole and Pause aimed at the last replica (Promote and StopStandby only with a standby,
-// CutClients last and only with Options.ClientProxy); the constructors make them for any
-// replica. A harness should pick faults by Name, not by position:
+// after it healed. Cluster.Faults returns the set, one of each, in this order: PGStop
+// fast and immediate, Kill9, CutConnections, Delay, Blackhole, TerminateBackends, and Promote
+// with a standby (Kill9, Delay and Blackhole aimed at the last replica). Cluster.ExtraFaults
+// returns the ones added since: Pause (the last replica), LoseCommitAnswers, StopStandby with
+// a standby, CutClients with Options.ClientProxy. The constructors make them for any replica.
+// Pick faults by Name, not by position:
 //
 //   - PGStop("fast"), PGStop("immediate"), named pg-restart-fast and pg-restart-immediate:
 //     Inject runs pg_ctl stop -m fast (clients disconnected, a shutdown checkpoint) or
@@ -75,8 +78,9 @@
 //     the server, while the other replicas go on. Heal forwards what was held, in order, as a
 //     healed network would deliver it (a connection the replica gave up meanwhile is closed).
 //   - TerminateBackends(), terminate-backends: SELECT pg_terminate_backend(pid) of every
-//     backend whose application_name starts with "strata" (all of strata's pools and
-//     sessions, on every replica); Heal only waits.
+//     backend connected through a replica's proxy (all of strata's pools and sessions, on
+//     every replica, picked by client_port; a harness's own connections, though they may call
+//     themselves "strata" too, stay); Heal only waits.
 //   - Pause(i), pause-replica-i: SIGSTOP of replica i: it keeps its connections, sessions,
 //     advisory locks and port, and answers nothing (its index goes stale while clients still
 //     reach it); Heal sends SIGCONT.

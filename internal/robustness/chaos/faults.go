@@ -50,9 +50,10 @@ func (f *fault) Heal(ctx context.Context) error {
 
 func nothing(context.Context) error { return nil }
 
-// Faults returns one fault of each kind, in the package doc's order: Kill9, Delay, Blackhole
-// and Pause aim at the last replica, and Promote and StopStandby are there only with a
-// standby.
+// Faults returns the fault set, one of each, in the package doc's order, as the first
+// version of this package did (a harness's short run injects each in turn, so the list stays
+// this size): Kill9, Delay and Blackhole aim at the last replica, and Promote is there only
+// with a standby.
 func (c *Cluster) Faults() []Fault {
 	last := len(c.replicas) - 1
 	fs := []Fault{
@@ -63,11 +64,20 @@ func (c *Cluster) Faults() []Fault {
 		c.Delay(last, 75*time.Millisecond, 50*time.Millisecond),
 		c.Blackhole(last),
 		c.TerminateBackends(),
-		c.Pause(last),
-		c.LoseCommitAnswers(),
 	}
 	if c.pg.standbyNode() != nil {
-		fs = append(fs, c.Promote(), c.StopStandby())
+		fs = append(fs, c.Promote())
+	}
+	return fs
+}
+
+// ExtraFaults returns the faults added since, one of each, for long runs: Pause aims at the
+// last replica, StopStandby is there only with a standby, CutClients only with
+// Options.ClientProxy.
+func (c *Cluster) ExtraFaults() []Fault {
+	fs := []Fault{c.Pause(len(c.replicas) - 1), c.LoseCommitAnswers()}
+	if c.pg.standbyNode() != nil {
+		fs = append(fs, c.StopStandby())
 	}
 	if c.opts.ClientProxy {
 		fs = append(fs, c.CutClients())
@@ -186,11 +196,16 @@ func (c *Cluster) Blackhole(i int) Fault {
 	}
 }
 
-// TerminateBackends ends every strata backend with pg_terminate_backend at Inject.
+// TerminateBackends ends every replica's backends with pg_terminate_backend at Inject: those
+// connected through the replicas' proxies, and no other (a harness's own connections stay).
 func (c *Cluster) TerminateBackends() Fault {
 	return &fault{c: c, name: "terminate-backends",
 		inject: func(ctx context.Context) error {
-			n, err := c.pg.terminate(ctx)
+			var ports []int32
+			for _, r := range c.replicas {
+				ports = append(ports, r.proxy.upstreamPorts()...)
+			}
+			n, err := c.pg.terminate(ctx, ports)
 			c.logf("terminated %d backends", n)
 			return err
 		},

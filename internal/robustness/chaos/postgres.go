@@ -280,16 +280,16 @@ func (p *postgres) rebuildStandby(ctx context.Context) error {
 	return nil
 }
 
-// terminate ends every backend of strata's (application_name strata…) on the primary and
-// returns how many.
-func (p *postgres) terminate(ctx context.Context) (int, error) {
+// terminate ends every backend on the primary connected from one of ports (the replicas'
+// proxies' ends) and returns how many.
+func (p *postgres) terminate(ctx context.Context, ports []int32) (int, error) {
 	d, err := p.open(ctx, p.current())
 	if err != nil {
 		return 0, err
 	}
 	defer d.Close()
 	var n int
-	err = d.QueryRow(ctx, queries.Get("TerminateStrataBackends"), "strata%").Scan(&n)
+	err = d.QueryRow(ctx, queries.Get("TerminateProxiedBackends"), ports).Scan(&n)
 	return n, err
 }
 

@@ -209,6 +209,20 @@ func (p *Proxy) LoseCommitAnswers(on bool) { p.loseCommits.Store(on) }
 // LostCommits counts the COMMIT answers LoseCommitAnswers dropped.
 func (p *Proxy) LostCommits() int64 { return p.lostCommits.Load() }
 
+// upstreamPorts are the local ports of the proxy's connections to its upstreams: how
+// PostgreSQL's pg_stat_activity.client_port names the replica's backends.
+func (p *Proxy) upstreamPorts() []int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []int32
+	for pr := range p.conns {
+		if a, ok := pr.server.LocalAddr().(*net.TCPAddr); ok {
+			out = append(out, int32(a.Port))
+		}
+	}
+	return out
+}
+
 // Conns is the number of connections the proxy holds now.
 func (p *Proxy) Conns() int {
 	p.mu.Lock()
