@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -687,4 +690,43 @@ func TestProxy(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "slow", got)
 	require.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond, "both directions are delayed")
+}
+
+// TestRemoveLeftovers removes the cluster directory of an owner that is gone and keeps the
+// one of a live owner (this process) and one that is not a cluster directory.
+func TestRemoveLeftovers(t *testing.T) {
+	t.Parallel()
+	// Not t.TempDir: its parent is private, and as root PostgreSQL runs as the postgres user.
+	root, err := os.MkdirTemp("", "strata-leftovers-test-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(root, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	gone := filepath.Join(root, ownDirPrefix+"gone")
+	live := filepath.Join(root, ownDirPrefix+"live")
+	other := filepath.Join(root, "strata-other")
+	for _, d := range []string{gone, live, other} {
+		require.NoError(t, os.MkdirAll(filepath.Join(d, "pg", "pg0"), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(gone, ownerFile), fmt.Appendf(nil, "%d 1\n", dead.Process.Pid), 0o644))
+	require.NoError(t, writeOwner(live))
+	require.NoError(t, os.WriteFile(filepath.Join(other, ownerFile), []byte("1 1\n"), 0o644))
+
+	// The gone owner's PostgreSQL still runs, as after a killed test run.
+	require.NoError(t, os.RemoveAll(filepath.Join(gone, "pg")))
+	pg, err := startPostgres(ctxFor(t, time.Minute), filepath.Join(gone, "pg"), false, func(string, ...any) {})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg.stop(context.Background()) })
+	b, err := os.ReadFile(filepath.Join(pg.nodes[0].data, "postmaster.pid"))
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
+	require.NoError(t, err)
+	require.NotEmpty(t, processStart(pid))
+
+	removeLeftovers(context.Background(), root)
+	require.NoDirExists(t, gone)
+	require.Empty(t, processStart(pid), "the orphaned postmaster is stopped")
+	require.DirExists(t, live)
+	require.DirExists(t, other)
 }

@@ -72,10 +72,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	c := &Cluster{opts: opts, dir: opts.Dir, log: &lineLog{w: opts.Log}}
 	if c.dir == "" {
-		if c.dir, err = os.MkdirTemp("", "strata-chaos-"); err != nil {
+		removeLeftovers(ctx, os.TempDir())
+		if c.dir, err = os.MkdirTemp("", ownDirPrefix+"*"); err != nil {
 			return nil, err
 		}
 		c.ownDir = true
+		if err := writeOwner(c.dir); err != nil {
+			_ = os.RemoveAll(c.dir)
+			return nil, err
+		}
 	} else if err := os.MkdirAll(c.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -335,6 +340,8 @@ func (r *Replica) start(ctx context.Context, bootstrap bool) error {
 	prefix := fmt.Sprintf("replica %d: ", r.Index)
 	cmd.Stdout = &prefixWriter{log: r.c.log, prefix: prefix, tail: r.tail}
 	cmd.Stderr = cmd.Stdout
+	// A replica must not outlive the process that drives it (a killed test run).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		r.mu.Unlock()
 		return fmt.Errorf("replica %d: %w", r.Index, err)

@@ -42,7 +42,10 @@
 // then SIGKILL after 15 s), stops PostgreSQL (-m immediate) and removes the directory when
 // Start made it; with Options.Dir set the directory (PostgreSQL's logs in pg/*.log, every
 // data directory) is kept for the report. Options.Log receives every replica's log lines,
-// prefixed "replica N: ", and one "chaos: " line per fault injected or healed.
+// prefixed "replica N: ", and one "chaos: " line per fault injected or healed. A test run that
+// is killed cannot Stop: its replicas die with it (a parent-death signal), and the next Start
+// stops the PostgreSQL servers of temporary cluster directories whose owner is gone and
+// removes the directories, as internal/pgtest does for its clusters.
 //
 // # Faults
 //

@@ -82,15 +82,14 @@ log_line_prefix = '%m [%p] %a '
 include 'node.conf'
 `
 
-func startPostgres(ctx context.Context, root string, standby bool, logf func(string, ...any)) (_ *postgres, err error) {
+// newPostgresTools finds PostgreSQL's programs and the user that runs them (the postgres
+// user when this process is root, as PostgreSQL refuses to run as root).
+func newPostgresTools(root string) (*postgres, error) {
 	bin, err := pgembed.FindBinaries()
 	if err != nil {
 		return nil, err
 	}
-	p := &postgres{bin: bin, root: root, log: logf}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, err
-	}
+	p := &postgres{bin: bin, root: root}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -99,7 +98,21 @@ func startPostgres(ctx context.Context, root string, standby bool, logf func(str
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
 		p.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(root, uid, gid); err != nil {
+	}
+	return p, nil
+}
+
+func startPostgres(ctx context.Context, root string, standby bool, logf func(string, ...any)) (_ *postgres, err error) {
+	p, err := newPostgresTools(root)
+	if err != nil {
+		return nil, err
+	}
+	p.log = logf
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	if p.cred != nil {
+		if err := os.Chown(root, int(p.cred.Uid), int(p.cred.Gid)); err != nil {
 			return nil, err
 		}
 	}
