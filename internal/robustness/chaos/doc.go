@@ -31,21 +31,23 @@
 // STRATA_BOOTSTRAP_TOKEN set to AdminToken (so the token exists exactly once); the others then
 // start together. Start returns when every replica answers GET /readyz?writes=true with 200.
 //
-// Replica.Kill9 sends SIGKILL and waits for the exit; Replica.Restart starts the same binary
-// with the same arguments and port and waits until it is ready; Replica.Pause and Resume send
-// SIGSTOP and SIGCONT; Replica.Pid is the running process's id (0 when none). Cluster.WaitReady
-// waits for every replica. Cluster.WaitIdle is the drain before ground truth is read: it waits
-// until no backend whose application_name starts with "strata" holds a transaction that wrote
-// (or sits idle in one), since a request whose client gave up may still commit (internal/db
-// pools call themselves "strata" by default, so a harness's own must be idle too). Options.Dir, when given, must not hold an
-// earlier cluster. Cluster.Stop (idempotent) heals the proxies, stops the replicas (SIGTERM,
-// then SIGKILL after 15 s), stops PostgreSQL (-m immediate) and removes the directory when
-// Start made it; with Options.Dir set the directory (PostgreSQL's logs in pg/*.log, every
-// data directory) is kept for the report. Options.Log receives every replica's log lines,
-// prefixed "replica N: ", and one "chaos: " line per fault injected or healed. A test run that
-// is killed cannot Stop: its replicas die with it (a parent-death signal), and the next Start
-// stops the PostgreSQL servers of temporary cluster directories whose owner is gone and
-// removes the directories, as internal/pgtest does for its clusters.
+// Replica.Kill9 sends SIGKILL and waits for the exit; Replica.Restart(ctx) starts the same
+// binary with the same arguments and port and waits until it is ready; Replica.Pause and
+// Resume send SIGSTOP and SIGCONT; Replica.Pid is the running process's id (0 when none).
+// Cluster.WaitReady waits for every replica. Cluster.WaitIdle is the drain before ground truth
+// is read: it waits until no backend whose application_name starts with "strata" holds a
+// transaction that wrote (or sits idle in one), since a request whose client gave up may still
+// commit (internal/db pools call themselves "strata" by default, so a harness's own must be
+// idle too).
+//
+// Cluster.Stop (idempotent) heals the proxies, stops the replicas (SIGTERM, then SIGKILL after
+// 15 s), stops PostgreSQL (-m immediate) and removes the directory when Start made it; with
+// Options.Dir set (it must not hold an earlier cluster) the directory — PostgreSQL's logs in
+// pg/*.log, every data directory — is kept for the report. Options.Log receives every
+// replica's log lines, prefixed "replica N: ", and one "chaos: " line per fault injected or
+// healed. A test run that is killed cannot Stop: its replicas die with it (a parent-death
+// signal), and the next Start stops the PostgreSQL servers of temporary cluster directories
+// whose owner is gone and removes the directories, as internal/pgtest does for its clusters.
 //
 // # Faults
 //
