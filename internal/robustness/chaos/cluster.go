@@ -341,7 +341,7 @@ func (r *Replica) start(ctx context.Context, bootstrap bool) error {
 	cmd.Stdout = &prefixWriter{log: r.c.log, prefix: prefix, tail: r.tail}
 	cmd.Stderr = cmd.Stdout
 	// A replica must not outlive the process that drives it (a killed test run).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = replicaProcAttr()
 	if err := cmd.Start(); err != nil {
 		r.mu.Unlock()
 		return fmt.Errorf("replica %d: %w", r.Index, err)
