@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,7 +89,7 @@ func cluster(t *testing.T, injected ...Fault) *Cluster {
 			return
 		}
 		shared.log = &testLog{}
-		shared.cluster, shared.err = Start(ctx, Options{Replicas: 2, Standby: true, Binary: shared.binary, Log: shared.log})
+		shared.cluster, shared.err = Start(ctx, Options{Replicas: 2, Standby: true, ClientProxy: true, Binary: shared.binary, Log: shared.log})
 	})
 	require.NoError(t, shared.err)
 	t.Cleanup(func() {
@@ -119,17 +122,24 @@ func write(t *testing.T, c *Cluster, r *Replica, timeout time.Duration) (int, st
 
 func request(t *testing.T, c *Cluster, r *Replica, method, path, body string, timeout time.Duration) int {
 	t.Helper()
+	status, _ := requestBody(t, c, r, method, path, body, timeout)
+	return status
+}
+
+// requestBody is request that also returns the answer's body.
+func requestBody(t *testing.T, c *Cluster, r *Replica, method, path, body string, timeout time.Duration) (int, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, r.URL()+path, strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+c.AdminToken())
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := (&http.Client{Timeout: timeout}).Do(req)
 	if err != nil {
-		return 0
+		return 0, err.Error()
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // requireWrites asserts that every replica takes a write.
@@ -152,6 +162,19 @@ func strataBackends(t *testing.T, c *Cluster) []int32 {
 	var pids []int32
 	require.NoError(t, d.QueryRow(ctx, queries.Get("StrataBackends"), "strata%").Scan(&pids))
 	return pids
+}
+
+// syncStandbys is the number of synchronous standbys streaming from the primary.
+func syncStandbys(t *testing.T, c *Cluster) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := c.pg.open(ctx, c.pg.current())
+	require.NoError(t, err)
+	defer d.Close()
+	var n int
+	require.NoError(t, d.QueryRow(ctx, queries.Get("SyncStandbys")).Scan(&n))
+	return n
 }
 
 func postmasterStart(t *testing.T, c *Cluster) string {
@@ -205,6 +228,7 @@ func TestPGRestart(t *testing.T) {
 
 			require.NoError(t, f.Heal(ctxFor(t, time.Minute)))
 			require.NotEqual(t, started, postmasterStart(t, c), "the primary restarted")
+			require.Equal(t, 1, syncStandbys(t, c), "healed: commits do not wait for a standby still reconnecting")
 			requireWrites(t, c)
 			require.Equal(t, http.StatusOK, request(t, c, c.Replicas()[1], "GET", "/v1/orgs/"+before, "", 10*time.Second),
 				"the write acknowledged before the stop survived it")
@@ -278,6 +302,79 @@ func TestCutConnections(t *testing.T) {
 	requireWrites(t, c)
 }
 
+// TestLoseCommitAnswers drops the answer of every COMMIT: each write in the window answers
+// 503 with outcome "unknown" (strata cannot know), and each was applied — the COMMIT had
+// committed when its answer was lost. After Heal writes are acknowledged again.
+func TestLoseCommitAnswers(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	f := c.LoseCommitAnswers()
+	require.Equal(t, "lose-commit-answers", f.Name())
+	healOnFailure(t, f)
+	lostBefore := c.Replicas()[0].Proxy().LostCommits() + c.Replicas()[1].Proxy().LostCommits()
+
+	require.NoError(t, f.Inject(ctxFor(t, time.Minute)))
+	var names []string
+	for i := range 4 {
+		r := c.Replicas()[i%2]
+		name := fmt.Sprintf("lost%d-%d", time.Now().UnixNano()%1_000_000, i)
+		status, body := requestBody(t, c, r, "POST", "/v1/orgs", `{"metadata":{"name":"`+name+`"}}`, 10*time.Second)
+		require.Equal(t, http.StatusServiceUnavailable, status, body)
+		require.Contains(t, body, `"outcome":"unknown"`)
+		names = append(names, name)
+	}
+	lost := c.Replicas()[0].Proxy().LostCommits() + c.Replicas()[1].Proxy().LostCommits() - lostBefore
+	require.GreaterOrEqual(t, lost, int64(4))
+
+	require.NoError(t, f.Heal(ctxFor(t, time.Minute)))
+	for _, name := range names {
+		require.Equal(t, http.StatusOK, request(t, c, c.Replicas()[0], "GET", "/v1/orgs/"+name, "", 10*time.Second),
+			"%s was committed though its answer was lost", name)
+	}
+	requireWrites(t, c)
+}
+
+// TestCutClients resets the clients' connections: a watch stream ends with an error (not a
+// clean end) while the replica runs on (the same process), and a new watch and writes work.
+func TestCutClients(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	f := c.CutClients()
+	require.Equal(t, "cut-client-connections", f.Name())
+	healOnFailure(t, f)
+	r := c.Replicas()[0]
+	pid := r.Pid()
+	watch := func() *http.Response {
+		req, err := http.NewRequest("GET", r.URL()+"/v1/orgs?watch=true", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+c.AdminToken())
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	resp := watch()
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		ended <- err
+	}()
+
+	require.NoError(t, f.Inject(ctxFor(t, time.Minute)))
+	select {
+	case err := <-ended:
+		require.Error(t, err, "the stream is cut, not ended cleanly")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch stream went on after the cut")
+	}
+	require.Equal(t, pid, r.Pid(), "the replica runs on")
+
+	require.NoError(t, f.Heal(ctxFor(t, time.Minute)))
+	watch()
+	requireWrites(t, c)
+}
+
 // TestDelay delays one replica's database traffic: a round trip through its proxy takes at
 // least twice the delay (each direction is delayed), and after Heal it is fast again.
 func TestDelay(t *testing.T) {
@@ -326,7 +423,7 @@ func TestBlackhole(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		status, _ := write(t, c, c.Replicas()[1], 3*time.Second)
+		status, _ := write(t, c, c.Replicas()[1], 1500*time.Millisecond)
 		cut.Store(int32(status))
 	}()
 	status, _ := write(t, c, c.Replicas()[0], 10*time.Second)
@@ -339,21 +436,30 @@ func TestBlackhole(t *testing.T) {
 	requireWrites(t, c)
 }
 
-// TestTerminateBackends ends strata's backends from SQL: every one it had is gone, and the
-// replicas take writes after Heal.
+// TestTerminateBackends ends the replicas' backends from SQL: every one they had is gone, a
+// bystander's connection — a harness's ground-truth pool, which calls itself "strata" like
+// every internal/db pool — survives, and the replicas take writes after Heal.
 func TestTerminateBackends(t *testing.T) {
 	t.Parallel()
 	c := cluster(t)
 	f := c.TerminateBackends()
 	require.Equal(t, "terminate-backends", f.Name())
 	healOnFailure(t, f)
+	bystander, err := db.Open(ctxFor(t, 10*time.Second), db.Options{URL: c.DatabaseURL(), MaxConns: 1, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	defer bystander.Close()
+	var pid, pidAfter int32
+	require.NoError(t, bystander.QueryRow(ctxFor(t, 10*time.Second), queries.Get("BackendPid")).Scan(&pid))
 	before := strataBackends(t, c)
-	require.NotEmpty(t, before)
+	require.Contains(t, before, pid, "the bystander calls itself strata")
+	require.Greater(t, len(before), 1)
 
 	require.NoError(t, f.Inject(ctxFor(t, time.Minute)))
-	for _, pid := range strataBackends(t, c) {
-		require.NotContains(t, before, pid, "a backend survived pg_terminate_backend")
+	for _, p := range strataBackends(t, c) {
+		require.True(t, p == pid || !slices.Contains(before, p), "a replica's backend survived pg_terminate_backend")
 	}
+	require.NoError(t, bystander.QueryRow(ctxFor(t, 10*time.Second), queries.Get("BackendPid")).Scan(&pidAfter))
+	require.Equal(t, pid, pidAfter, "the bystander's connection survived")
 
 	require.NoError(t, f.Heal(ctxFor(t, time.Minute)))
 	requireWrites(t, c)
@@ -382,6 +488,7 @@ func TestPromote(t *testing.T) {
 
 		require.NoError(t, f.Heal(ctxFor(t, 2*time.Minute)))
 		require.Equal(t, old, c.pg.standbyNode(), "round %d: the old primary is the standby", round)
+		require.Equal(t, 1, syncStandbys(t, c), "round %d: and it is synchronous", round)
 		requireWrites(t, c)
 		require.Equal(t, http.StatusOK, request(t, c, c.Replicas()[1], "GET", "/v1/orgs/"+before, "", 10*time.Second),
 			"round %d: the write acknowledged before the promotion survived it", round)
@@ -401,17 +508,92 @@ func TestCombined(t *testing.T) {
 	requireWrites(t, c)
 }
 
-// TestFaultsList names one fault of each kind.
+// TestFaultsList names one fault of each kind, in Faults and ExtraFaults.
 func TestFaultsList(t *testing.T) {
 	t.Parallel()
 	c := cluster(t)
-	var names []string
-	for _, f := range c.Faults() {
-		names = append(names, f.Name())
+	names := func(fs []Fault) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.Name())
+		}
+		return out
 	}
 	require.Equal(t, []string{"pg-restart-fast", "pg-restart-immediate", "kill9-replica-1", "cut-connections",
-		"delay-replica-1", "blackhole-replica-1", "terminate-backends", "promote-standby"}, names)
+		"delay-replica-1", "blackhole-replica-1", "terminate-backends", "promote-standby"}, names(c.Faults()))
+	require.Equal(t, []string{"pause-replica-1", "lose-commit-answers", "stop-standby", "cut-client-connections"}, names(c.ExtraFaults()))
 	require.Contains(t, c.DatabaseURL(), "target_session_attrs=read-write")
+	require.Contains(t, c.DatabaseURL(), c.pg.current().addr())
+	require.Contains(t, c.DatabaseURL(), c.pg.standbyNode().addr())
+	require.NotEqual(t, c.Replicas()[0].URL(), c.Replicas()[0].DirectURL(), "clients go through the client proxy")
+	require.NotContains(t, c.PrimaryURL(), ",", "one host, for lib/pq")
+	require.Contains(t, c.PrimaryURL(), c.pg.current().addr())
+}
+
+// TestPause stops a replica with SIGSTOP: it accepts connections but answers nothing, the
+// other replica goes on, and after Heal it answers again (the same process).
+func TestPause(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	r := c.Replicas()[1]
+	f := c.Pause(1)
+	require.Equal(t, "pause-replica-1", f.Name())
+	healOnFailure(t, f)
+	pid := r.Pid()
+
+	require.NoError(t, f.Inject(ctxFor(t, time.Minute)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := probe(ctx, r.addr(), "/readyz")
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "a paused replica answers nothing")
+	status, _ := write(t, c, c.Replicas()[0], 10*time.Second)
+	require.Equal(t, http.StatusCreated, status, "the other replica goes on")
+
+	require.NoError(t, f.Heal(ctxFor(t, time.Minute)))
+	require.Equal(t, pid, r.Pid())
+	requireWrites(t, c)
+}
+
+// TestStopStandby stops the synchronous standby: a COMMIT waits for it (and a write that
+// needs a row such a COMMIT holds waits behind it), so an impatient client's write gets no
+// acknowledgement, and a patient client's write hangs — WaitIdle sees its transaction — until
+// Heal, then succeeds. Whether the impatient write was applied depends on where it waited:
+// in its own COMMIT it was committed locally, behind another's lock it was rolled back; the
+// harness resolves such outcomes from the database.
+func TestStopStandby(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	f := c.StopStandby()
+	require.Equal(t, "stop-standby", f.Name())
+	healOnFailure(t, f)
+	require.NoError(t, c.WaitIdle(ctxFor(t, 30*time.Second)))
+
+	require.NoError(t, f.Inject(ctxFor(t, time.Minute)))
+	impatient, lost := write(t, c, c.Replicas()[0], time.Second)
+	require.NotEqual(t, http.StatusCreated, impatient, "a write cannot be acknowledged without the synchronous standby")
+	patient := make(chan int, 1)
+	go func() {
+		status, _ := write(t, c, c.Replicas()[1], time.Minute)
+		patient <- status
+	}()
+	require.Eventually(t, func() bool {
+		n, err := c.pg.transactions(context.Background())
+		return err == nil && n > 0
+	}, 10*time.Second, 50*time.Millisecond, "the patient write waits in its COMMIT")
+	require.Error(t, c.WaitIdle(ctxFor(t, 500*time.Millisecond)), "WaitIdle sees the waiting transaction")
+
+	require.NoError(t, f.Heal(ctxFor(t, time.Minute)))
+	require.Equal(t, 1, syncStandbys(t, c))
+	select {
+	case status := <-patient:
+		require.Equal(t, http.StatusCreated, status)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the patient write did not finish after Heal")
+	}
+	require.NoError(t, c.WaitIdle(ctxFor(t, 30*time.Second)))
+	t.Logf("the impatient write answered %d; GET afterwards: %d", impatient,
+		request(t, c, c.Replicas()[1], "GET", "/v1/orgs/"+lost, "", 10*time.Second))
+	requireWrites(t, c)
 }
 
 // echoServer answers every connection by echoing what it reads.
@@ -490,10 +672,61 @@ func TestProxy(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "new", string(buf), "a connection made during the blackhole is served at Heal")
 
+	p.LoseCommitAnswers(true)
+	_, err = echo(c, "SELECT 1")
+	require.NoError(t, err, "only a COMMIT's answer is lost")
+	_, err = echo(c, "Z"+string(commitComplete))
+	require.Error(t, err, "the connection is reset with the COMMIT's answer")
+	require.NotErrorIs(t, err, io.EOF)
+	require.EqualValues(t, 1, p.LostCommits())
+	p.Heal()
+	c = dial()
+	_, err = echo(c, string(commitComplete))
+	require.NoError(t, err, "healed: a COMMIT's answer passes")
+
 	p.SetDelay(100*time.Millisecond, 0)
 	start := time.Now()
 	got, err = echo(c, "slow")
 	require.NoError(t, err)
 	require.Equal(t, "slow", got)
 	require.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond, "both directions are delayed")
+}
+
+// TestRemoveLeftovers removes the cluster directory of an owner that is gone and keeps the
+// one of a live owner (this process) and one that is not a cluster directory.
+func TestRemoveLeftovers(t *testing.T) {
+	t.Parallel()
+	// Not t.TempDir: its parent is private, and as root PostgreSQL runs as the postgres user.
+	root, err := os.MkdirTemp("", "strata-leftovers-test-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(root, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	gone := filepath.Join(root, ownDirPrefix+"gone")
+	live := filepath.Join(root, ownDirPrefix+"live")
+	other := filepath.Join(root, "strata-other")
+	for _, d := range []string{gone, live, other} {
+		require.NoError(t, os.MkdirAll(filepath.Join(d, "pg", "pg0"), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(gone, ownerFile), fmt.Appendf(nil, "%d 1\n", dead.Process.Pid), 0o644))
+	require.NoError(t, writeOwner(live))
+	require.NoError(t, os.WriteFile(filepath.Join(other, ownerFile), []byte("1 1\n"), 0o644))
+
+	// The gone owner's PostgreSQL still runs, as after a killed test run.
+	require.NoError(t, os.RemoveAll(filepath.Join(gone, "pg")))
+	pg, err := startPostgres(ctxFor(t, time.Minute), filepath.Join(gone, "pg"), false, func(string, ...any) {})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg.stop(context.Background()) })
+	b, err := os.ReadFile(filepath.Join(pg.nodes[0].data, "postmaster.pid"))
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
+	require.NoError(t, err)
+	require.NotEmpty(t, processStart(pid))
+
+	removeLeftovers(context.Background(), root)
+	require.NoDirExists(t, gone)
+	require.Empty(t, processStart(pid), "the orphaned postmaster is stopped")
+	require.DirExists(t, live)
+	require.DirExists(t, other)
 }

@@ -39,6 +39,11 @@ type Options struct {
 	Env  []string
 	// Seed fixes the proxies' delay jitter.
 	Seed uint64
+	// ClientProxy puts a TCP proxy in front of every replica too: Replica.URL then goes
+	// through it (Replica.DirectURL does not), and CutClients can reset the clients'
+	// connections — in-flight requests lose their answers, watch streams end mid-event —
+	// while the replica runs on.
+	ClientProxy bool
 }
 
 // Cluster is PostgreSQL (and its standby) and the strata replicas on it.
@@ -67,10 +72,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	c := &Cluster{opts: opts, dir: opts.Dir, log: &lineLog{w: opts.Log}}
 	if c.dir == "" {
-		if c.dir, err = os.MkdirTemp("", "strata-chaos-"); err != nil {
+		removeLeftovers(ctx, os.TempDir())
+		if c.dir, err = os.MkdirTemp("", ownDirPrefix+"*"); err != nil {
 			return nil, err
 		}
 		c.ownDir = true
+		if err := writeOwner(c.dir); err != nil {
+			_ = os.RemoveAll(c.dir)
+			return nil, err
+		}
 	} else if err := os.MkdirAll(c.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -103,6 +113,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 		r := &Replica{Index: i, c: c, port: port, proxy: proxy, dataDir: filepath.Join(c.dir, "replica"+strconv.Itoa(i))}
+		if opts.ClientProxy {
+			if r.front, err = NewProxy([]string{r.addr()}, opts.Seed+1000+uint64(i)); err != nil {
+				proxy.Close()
+				return nil, err
+			}
+		}
 		if err := os.MkdirAll(r.dataDir, 0o755); err != nil {
 			return nil, err
 		}
@@ -139,6 +155,41 @@ func (c *Cluster) AdminToken() string { return c.token }
 // not through any proxy: every server listed, the writable one chosen.
 func (c *Cluster) DatabaseURL() string { return c.pg.directURL() }
 
+// PrimaryURL is a direct single-host URL of the current primary, for clients that take one
+// host only (lib/pq, Terraform's pg backend); it changes at a promotion.
+func (c *Cluster) PrimaryURL() string { return multiHostURL([]string{c.pg.current().addr()}) }
+
+// WaitIdle waits until no strata backend holds a transaction that wrote (or sits idle in
+// one) on the primary, three checks in a row 100 ms apart: a drain before ground truth is
+// read, since a request its client gave up on may still commit. Without a deadline in ctx it
+// waits a minute at most.
+func (c *Cluster) WaitIdle(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+	}
+	quiet := 0
+	var last error
+	for quiet < 3 {
+		n, err := c.pg.transactions(ctx)
+		switch {
+		case err != nil:
+			quiet, last = 0, err
+		case n == 0:
+			quiet++
+		default:
+			quiet, last = 0, fmt.Errorf("%d strata transactions open", n)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("chaos: wait for idle: %w (%v)", ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // Dir is the directory holding everything of the cluster.
 func (c *Cluster) Dir() string { return c.dir }
 
@@ -171,6 +222,9 @@ func (c *Cluster) Stop() error {
 		var errs []error
 		for _, r := range c.replicas {
 			r.proxy.Heal()
+			if r.front != nil {
+				r.front.Heal()
+			}
 		}
 		var wg sync.WaitGroup
 		for _, r := range c.replicas {
@@ -183,6 +237,9 @@ func (c *Cluster) Stop() error {
 		wg.Wait()
 		for _, r := range c.replicas {
 			r.proxy.Close()
+			if r.front != nil {
+				r.front.Close()
+			}
 		}
 		if c.pg != nil {
 			if err := c.pg.stop(ctx); err != nil {
@@ -211,6 +268,7 @@ type Replica struct {
 	c       *Cluster
 	port    int
 	proxy   *Proxy
+	front   *Proxy // the client proxy, nil without Options.ClientProxy
 	dataDir string
 
 	mu     sync.Mutex
@@ -220,8 +278,20 @@ type Replica struct {
 	starts int
 }
 
-// URL is the replica's HTTP base URL, the same across restarts.
-func (r *Replica) URL() string { return "http://" + r.addr() }
+// URL is the replica's HTTP base URL, the same across restarts: through its client proxy
+// with Options.ClientProxy, else DirectURL.
+func (r *Replica) URL() string {
+	if r.front != nil {
+		return "http://" + r.front.Addrs()[0]
+	}
+	return r.DirectURL()
+}
+
+// DirectURL is the replica's own HTTP base URL, never through a proxy.
+func (r *Replica) DirectURL() string { return "http://" + r.addr() }
+
+// ClientProxy is the proxy in front of the replica, nil without Options.ClientProxy.
+func (r *Replica) ClientProxy() *Proxy { return r.front }
 
 func (r *Replica) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port)) }
 
@@ -270,6 +340,8 @@ func (r *Replica) start(ctx context.Context, bootstrap bool) error {
 	prefix := fmt.Sprintf("replica %d: ", r.Index)
 	cmd.Stdout = &prefixWriter{log: r.c.log, prefix: prefix, tail: r.tail}
 	cmd.Stderr = cmd.Stdout
+	// A replica must not outlive the process that drives it (a killed test run).
+	cmd.SysProcAttr = replicaProcAttr()
 	if err := cmd.Start(); err != nil {
 		r.mu.Unlock()
 		return fmt.Errorf("replica %d: %w", r.Index, err)
@@ -308,7 +380,29 @@ func (r *Replica) Kill9() error {
 	}
 }
 
-// stop sends SIGTERM and, after 15 s, SIGKILL.
+// Pause stops the replica with SIGSTOP: it keeps its connections and its port, and answers
+// nothing, until Resume (SIGCONT).
+func (r *Replica) Pause() error { return r.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused replica; a replica that is not running (killed meanwhile) is
+// left alone.
+func (r *Replica) Resume() error {
+	if r.Pid() == 0 {
+		return nil
+	}
+	return r.signal(syscall.SIGCONT)
+}
+
+func (r *Replica) signal(sig syscall.Signal) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil || r.exited() {
+		return fmt.Errorf("replica %d is not running", r.Index)
+	}
+	return r.cmd.Process.Signal(sig)
+}
+
+// stop sends SIGTERM (and SIGCONT, should it be paused) and, after 15 s, SIGKILL.
 func (r *Replica) stop() {
 	r.mu.Lock()
 	cmd, done := r.cmd, r.done
@@ -317,6 +411,7 @@ func (r *Replica) stop() {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGCONT)
 	select {
 	case <-done:
 	case <-time.After(15 * time.Second):

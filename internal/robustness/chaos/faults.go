@@ -50,8 +50,10 @@ func (f *fault) Heal(ctx context.Context) error {
 
 func nothing(context.Context) error { return nil }
 
-// Faults returns one fault of each kind, in the package doc's order: Kill9, Delay and
-// Blackhole aim at the last replica, and Promote is there only with a standby.
+// Faults returns the fault set, one of each, in the package doc's order, as the first
+// version of this package did (a harness's short run injects each in turn, so the list stays
+// this size): Kill9, Delay and Blackhole aim at the last replica, and Promote is there only
+// with a standby.
 func (c *Cluster) Faults() []Fault {
 	last := len(c.replicas) - 1
 	fs := []Fault{
@@ -67,6 +69,58 @@ func (c *Cluster) Faults() []Fault {
 		fs = append(fs, c.Promote())
 	}
 	return fs
+}
+
+// ExtraFaults returns the faults added since, one of each, for long runs: Pause aims at the
+// last replica, StopStandby is there only with a standby, CutClients only with
+// Options.ClientProxy.
+func (c *Cluster) ExtraFaults() []Fault {
+	fs := []Fault{c.Pause(len(c.replicas) - 1), c.LoseCommitAnswers()}
+	if c.pg.standbyNode() != nil {
+		fs = append(fs, c.StopStandby())
+	}
+	if c.opts.ClientProxy {
+		fs = append(fs, c.CutClients())
+	}
+	return fs
+}
+
+// CutClients resets every client connection of every replica at Inject (needs
+// Options.ClientProxy): requests in flight lose their answers, watch streams end mid-stream,
+// and the replicas run on. Heal only waits.
+func (c *Cluster) CutClients() Fault {
+	return &fault{c: c, name: "cut-client-connections",
+		inject: func(context.Context) error {
+			n := 0
+			for _, r := range c.replicas {
+				if r.front == nil {
+					return errors.New("cut-client-connections needs Options.ClientProxy")
+				}
+				n += r.front.Cut()
+			}
+			c.logf("cut %d client connections", n)
+			return nil
+		},
+		heal: nothing,
+	}
+}
+
+// Pause stops replica i with SIGSTOP at Inject and continues it at Heal.
+func (c *Cluster) Pause(i int) Fault {
+	r := c.replicas[i]
+	return &fault{c: c, name: fmt.Sprintf("pause-replica-%d", i),
+		inject: func(context.Context) error { return r.Pause() },
+		heal:   func(context.Context) error { return r.Resume() },
+	}
+}
+
+// StopStandby stops the synchronous standby at Inject (commits wait for it) and starts it at
+// Heal.
+func (c *Cluster) StopStandby() Fault {
+	return &fault{c: c, name: "stop-standby",
+		inject: c.pg.stopStandby,
+		heal:   c.pg.startStandby,
+	}
 }
 
 // PGStop stops the primary with pg_ctl stop -m mode ("fast" or "immediate") at Inject and
@@ -102,6 +156,28 @@ func (c *Cluster) CutConnections() Fault {
 	}
 }
 
+// LoseCommitAnswers drops the answer of every COMMIT that committed, on every replica's
+// database connections, from Inject to Heal (see Proxy.LoseCommitAnswers).
+func (c *Cluster) LoseCommitAnswers() Fault {
+	set := func(on bool) {
+		for _, r := range c.replicas {
+			r.proxy.LoseCommitAnswers(on)
+		}
+	}
+	return &fault{c: c, name: "lose-commit-answers",
+		inject: func(context.Context) error { set(true); return nil },
+		heal: func(context.Context) error {
+			set(false)
+			var n int64
+			for _, r := range c.replicas {
+				n += r.proxy.LostCommits()
+			}
+			c.logf("%d COMMIT answers lost so far", n)
+			return nil
+		},
+	}
+}
+
 // Delay delays replica i's database traffic by base ± jitter from Inject to Heal.
 func (c *Cluster) Delay(i int, base, jitter time.Duration) Fault {
 	p := c.replicas[i].proxy
@@ -120,11 +196,16 @@ func (c *Cluster) Blackhole(i int) Fault {
 	}
 }
 
-// TerminateBackends ends every strata backend with pg_terminate_backend at Inject.
+// TerminateBackends ends every replica's backends with pg_terminate_backend at Inject: those
+// connected through the replicas' proxies, and no other (a harness's own connections stay).
 func (c *Cluster) TerminateBackends() Fault {
 	return &fault{c: c, name: "terminate-backends",
 		inject: func(ctx context.Context) error {
-			n, err := c.pg.terminate(ctx)
+			var ports []int32
+			for _, r := range c.replicas {
+				ports = append(ports, r.proxy.upstreamPorts()...)
+			}
+			n, err := c.pg.terminate(ctx, ports)
 			c.logf("terminated %d backends", n)
 			return err
 		},

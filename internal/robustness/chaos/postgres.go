@@ -54,7 +54,10 @@ type postgres struct {
 	mu      sync.Mutex
 	nodes   []*pgNode
 	primary int // index into nodes
-	down    bool
+	// down: the primary is stopped (PGStop) or, after a promotion, the old primary is.
+	down bool
+	// standbyDown: the standby is stopped (StopStandby).
+	standbyDown bool
 }
 
 // baseConf is every node's configuration: durable (fsync, full page writes, synchronous
@@ -72,21 +75,21 @@ max_wal_senders = 8
 hot_standby = on
 wal_sender_timeout = 5s
 wal_receiver_status_interval = 1s
+wal_retrieve_retry_interval = 200ms
 max_connections = 300
 shared_buffers = 32MB
 log_line_prefix = '%m [%p] %a '
 include 'node.conf'
 `
 
-func startPostgres(ctx context.Context, root string, standby bool, logf func(string, ...any)) (_ *postgres, err error) {
+// newPostgresTools finds PostgreSQL's programs and the user that runs them (the postgres
+// user when this process is root, as PostgreSQL refuses to run as root).
+func newPostgresTools(root string) (*postgres, error) {
 	bin, err := pgembed.FindBinaries()
 	if err != nil {
 		return nil, err
 	}
-	p := &postgres{bin: bin, root: root, log: logf}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, err
-	}
+	p := &postgres{bin: bin, root: root}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -95,7 +98,21 @@ func startPostgres(ctx context.Context, root string, standby bool, logf func(str
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
 		p.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(root, uid, gid); err != nil {
+	}
+	return p, nil
+}
+
+func startPostgres(ctx context.Context, root string, standby bool, logf func(string, ...any)) (_ *postgres, err error) {
+	p, err := newPostgresTools(root)
+	if err != nil {
+		return nil, err
+	}
+	p.log = logf
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	if p.cred != nil {
+		if err := os.Chown(root, int(p.cred.Uid), int(p.cred.Gid)); err != nil {
 			return nil, err
 		}
 	}
@@ -173,11 +190,7 @@ func (p *postgres) makeStandby(ctx context.Context, n, primary *pgNode) error {
 	if _, err := p.run(ctx, "pg_ctl", "-D", primary.data, "reload"); err != nil {
 		return err
 	}
-	return p.waitFor(ctx, primary, "a synchronous standby streaming", func(d *db.DB) (bool, error) {
-		var n int
-		err := d.QueryRow(ctx, queries.Get("SyncStandbys")).Scan(&n)
-		return n == 1, err
-	})
+	return p.waitSync(ctx)
 }
 
 func (p *postgres) startNode(ctx context.Context, n *pgNode) error {
@@ -222,7 +235,21 @@ func (p *postgres) startPrimary(ctx context.Context) error {
 		return err
 	}
 	p.down = false
-	return nil
+	if p.standbyNode() == nil || p.standbyDown {
+		return nil
+	}
+	// Until the standby has reconnected every COMMIT waits for it: the cluster is whole only
+	// once it streams again.
+	return p.waitSync(ctx)
+}
+
+// waitSync waits until the primary has its synchronous standby streaming.
+func (p *postgres) waitSync(ctx context.Context) error {
+	return p.waitFor(ctx, p.primaryNode(), "a synchronous standby streaming", func(d *db.DB) (bool, error) {
+		var n int
+		err := d.QueryRow(ctx, queries.Get("SyncStandbys")).Scan(&n)
+		return n == 1, err
+	})
 }
 
 // promote crashes the primary (-m immediate) and promotes the standby; it returns once the
@@ -234,8 +261,8 @@ func (p *postgres) promote(ctx context.Context) error {
 	if sb == nil {
 		return errors.New("promote: the cluster has no standby (Options.Standby)")
 	}
-	if p.down {
-		return errors.New("promote: the primary is stopped (a PGStop fault is active)")
+	if p.down || p.standbyDown {
+		return errors.New("promote: the primary or the standby is stopped (a PGStop, Promote or StopStandby fault is active)")
 	}
 	if err := p.stopNode(ctx, p.primaryNode(), "immediate"); err != nil {
 		return err
@@ -266,17 +293,59 @@ func (p *postgres) rebuildStandby(ctx context.Context) error {
 	return nil
 }
 
-// terminate ends every backend of strata's (application_name strata…) on the primary and
-// returns how many.
-func (p *postgres) terminate(ctx context.Context) (int, error) {
+// terminate ends every backend on the primary connected from one of ports (the replicas'
+// proxies' ends) and returns how many.
+func (p *postgres) terminate(ctx context.Context, ports []int32) (int, error) {
 	d, err := p.open(ctx, p.current())
 	if err != nil {
 		return 0, err
 	}
 	defer d.Close()
 	var n int
-	err = d.QueryRow(ctx, queries.Get("TerminateStrataBackends"), "strata%").Scan(&n)
+	err = d.QueryRow(ctx, queries.Get("TerminateProxiedBackends"), ports).Scan(&n)
 	return n, err
+}
+
+// transactions counts strata's open write or idle-in-transaction transactions on the primary.
+func (p *postgres) transactions(ctx context.Context) (int, error) {
+	d, err := p.open(ctx, p.current())
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	var n int
+	err = d.QueryRow(ctx, queries.Get("StrataTransactions"), "strata%").Scan(&n)
+	return n, err
+}
+
+// stopStandby stops the synchronous standby (-m fast); startStandby starts it again and waits
+// until it is the synchronous standby once more.
+func (p *postgres) stopStandby(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sb := p.standbyNode()
+	if sb == nil {
+		return errors.New("stop standby: the cluster has no standby (Options.Standby)")
+	}
+	if p.down {
+		return errors.New("stop standby: a PGStop or Promote fault is active")
+	}
+	p.standbyDown = true
+	return p.stopNode(ctx, sb, "fast")
+}
+
+func (p *postgres) startStandby(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.standbyDown {
+		return nil
+	}
+	sb := p.standbyNode()
+	if err := p.startNode(ctx, sb); err != nil {
+		return err
+	}
+	p.standbyDown = false
+	return p.waitSync(ctx)
 }
 
 // current is the primary, read under the lock.

@@ -1,9 +1,11 @@
 package chaos
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,19 +16,26 @@ type Proxy struct {
 	listeners []net.Listener
 	upstreams []string
 
-	mu      sync.Mutex
-	conns   map[*pair]struct{}
-	delay   time.Duration
-	jitter  time.Duration
-	rng     *rand.Rand
-	gate    chan struct{} // closed while traffic flows; open (blocking) while blackholed
-	closed  chan struct{}
-	wg      sync.WaitGroup
-	stopped bool
+	mu          sync.Mutex
+	conns       map[*pair]struct{}
+	delay       time.Duration
+	jitter      time.Duration
+	rng         *rand.Rand
+	gate        chan struct{} // closed while traffic flows; open (blocking) while blackholed
+	loseCommits atomic.Bool
+	lostCommits atomic.Int64
+	closed      chan struct{}
+	wg          sync.WaitGroup
+	stopped     bool
 }
 
 // pair is one proxied connection: the client's end and the upstream's.
 type pair struct{ client, server net.Conn }
+
+// commitComplete is PostgreSQL's CommandComplete message for a COMMIT that committed: type
+// 'C', length 11, tag "COMMIT". The server sends it only once the commit is durable (and, with
+// a synchronous standby, replicated).
+var commitComplete = []byte("C\x00\x00\x00\x0bCOMMIT\x00")
 
 // NewProxy listens on a free loopback port for each upstream address ("host:port") and
 // forwards what it accepts there. seed fixes the delay jitter's sequence.
@@ -104,18 +113,30 @@ func (p *Proxy) serve(client net.Conn, upstream string) {
 		})
 	}
 	p.wg.Add(2)
-	go p.pump(client, server, done)
-	go p.pump(server, client, done)
+	go p.pump(pr, true, done)
+	go p.pump(pr, false, done)
 }
 
-// pump copies src to dst chunk by chunk; each chunk waits for the gate and the current delay
-// before it is written, so a delay keeps the order and a blackhole holds what was read.
-func (p *Proxy) pump(src, dst net.Conn, done func()) {
+// pump copies one direction of pr chunk by chunk; each chunk waits for the gate and the
+// current delay before it is written, so a delay keeps the order and a blackhole holds what
+// was read.
+func (p *Proxy) pump(pr *pair, toServer bool, done func()) {
 	defer p.wg.Done()
 	defer done()
+	src, dst := pr.server, pr.client
+	if toServer {
+		src, dst = pr.client, pr.server
+	}
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if n > 0 && !toServer && p.loseCommits.Load() && bytes.Contains(buf[:n], commitComplete) {
+			// A COMMIT committed; its answer is lost with the connection.
+			p.lostCommits.Add(1)
+			reset(pr.client)
+			reset(pr.server)
+			return
+		}
 		if n > 0 {
 			if !p.waitOpen() {
 				return
@@ -179,6 +200,29 @@ func (p *Proxy) Cut() int {
 	return len(pairs)
 }
 
+// LoseCommitAnswers, while on, drops the server's answer to every COMMIT that committed and
+// resets that connection (RST to both ends): the write is durable and the client cannot know
+// it — the lost answer strata must report as an unknown outcome, never as a failure. The
+// answers before the COMMIT's, in earlier chunks, pass.
+func (p *Proxy) LoseCommitAnswers(on bool) { p.loseCommits.Store(on) }
+
+// LostCommits counts the COMMIT answers LoseCommitAnswers dropped.
+func (p *Proxy) LostCommits() int64 { return p.lostCommits.Load() }
+
+// upstreamPorts are the local ports of the proxy's connections to its upstreams: how
+// PostgreSQL's pg_stat_activity.client_port names the replica's backends.
+func (p *Proxy) upstreamPorts() []int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []int32
+	for pr := range p.conns {
+		if a, ok := pr.server.LocalAddr().(*net.TCPAddr); ok {
+			out = append(out, int32(a.Port))
+		}
+	}
+	return out
+}
+
 // Conns is the number of connections the proxy holds now.
 func (p *Proxy) Conns() int {
 	p.mu.Lock()
@@ -205,8 +249,10 @@ func (p *Proxy) Blackhole() {
 	}
 }
 
-// Heal undoes Blackhole and SetDelay: what was held is forwarded, in order.
+// Heal undoes Blackhole, SetDelay and LoseCommitAnswers: what was held is forwarded, in
+// order.
 func (p *Proxy) Heal() {
+	p.loseCommits.Store(false)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.delay, p.jitter = 0, 0
