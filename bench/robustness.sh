@@ -14,7 +14,8 @@
 # Environment: REPLICAS (default 4), CLIENTS (default 256), FAULTS (comma-separated fault
 # names, default every fault: pg-restart-fast, pg-restart-immediate, kill9-replica-N,
 # cut-connections, delay-replica-N, blackhole-replica-N, terminate-backends,
-# promote-standby), OUT (the directory that keeps every history, watch stream, list page,
+# promote-standby), EXTRA=1 (add the extra faults: pause-replica-N, lose-commit-answers,
+# stop-standby, cut-client-connections), OUT (the directory that keeps every history, watch stream, list page,
 # ground truth and the cluster's log; default a new directory under /tmp, kept).
 # The last line of output is the summary: histories, operations, faults, violations.
 # A failing history prints its violations and where its files are; the exit status is then
@@ -27,15 +28,17 @@ seed=${2:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 out=${OUT:-$(mktemp -d /tmp/strata-robustness-XXXXXX)}
 replicas=${REPLICAS:-4}
 clients=${CLIENTS:-256}
+extra=false
+if [ -n "${EXTRA:-}" ]; then extra=true; fi
 
 echo "robustness: duration=$duration seed=$seed replicas=$replicas clients=$clients out=$out"
-echo "repeat with: REPLICAS=$replicas CLIENTS=$clients${FAULTS:+ FAULTS=$FAULTS} bash bench/robustness.sh $duration $seed"
+echo "repeat with: REPLICAS=$replicas CLIENTS=$clients${FAULTS:+ FAULTS=$FAULTS}${EXTRA:+ EXTRA=1} bash bench/robustness.sh $duration $seed"
 # -timeout: the traffic, plus each history's check (at most 5 minutes) and the cluster's start.
 set +e
 go test -tags robustness -count=1 -timeout 0 -run 'TestRobustness$' ./internal/robustness/ -v \
 	-robustness.duration="$duration" -robustness.seed="$seed" \
 	-robustness.replicas="$replicas" -robustness.clients="$clients" \
-	-robustness.faults="${FAULTS:-}" -robustness.out="$out" 2>&1 |
+	-robustness.faults="${FAULTS:-}" -robustness.extra="$extra" -robustness.out="$out" 2>&1 |
 	tee "$out/run.log" | grep --line-buffered -E '^(=== RUN|\s*--- |\s+robustness_test|FAIL|ok|PASS)'
 status=${PIPESTATUS[0]}
 set -e

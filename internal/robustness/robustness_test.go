@@ -36,6 +36,7 @@ var (
 	flagFaults   = flag.String("robustness.faults", "", "comma-separated fault names to run (empty: every fault)")
 	flagOut      = flag.String("robustness.out", "", "directory that keeps every history, watch stream, list page and ground truth (default: a temporary directory, kept only on failure)")
 	flagControls = flag.Bool("robustness.controls", true, "run the controls (a sabotaged build each checker must catch)")
+	flagExtra    = flag.Bool("robustness.extra", false, "also the extra faults (pause-replica-N, lose-commit-answers, stop-standby, cut-client-connections; clients then reach the replicas through proxies)")
 )
 
 // shape is a phase's size and timing.
@@ -114,7 +115,7 @@ func TestRobustness(t *testing.T) {
 	defer logf.Close()
 
 	c, err := chaos.Start(ctx, chaos.Options{Replicas: *flagReplicas, Standby: true, Binary: bin, Log: logf, Seed: *flagSeed,
-		Args: []string{"--watch-bookmark-interval", "1s"}})
+		ClientProxy: *flagExtra, Args: []string{"--watch-bookmark-interval", "1s"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Stop() })
 	d, err := db.Open(ctx, db.Options{URL: c.DatabaseURL(), MaxConns: 4})
@@ -122,7 +123,11 @@ func TestRobustness(t *testing.T) {
 	t.Cleanup(d.Close)
 
 	var faults []chaos.Fault
-	for _, f := range c.Faults() {
+	all := c.Faults()
+	if *flagExtra {
+		all = append(all, c.ExtraFaults()...)
+	}
+	for _, f := range all {
 		if *flagFaults == "" || slices.Contains(strings.Split(*flagFaults, ","), f.Name()) {
 			faults = append(faults, f)
 		}
@@ -323,6 +328,7 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 
 	// Drain, then ground truth.
 	drainCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	require.NoError(t, c.WaitIdle(drainCtx))
 	require.NoError(t, Drain(drainCtx, d, 45*time.Second))
 	truth, err := ReadTruth(drainCtx, d, "Org")
 	cancel()
