@@ -49,7 +49,7 @@ type shape struct {
 }
 
 func shortShape() shape {
-	return shape{warm: 1000 * time.Millisecond, hold: 800 * time.Millisecond, after: 600 * time.Millisecond,
+	return shape{warm: 800 * time.Millisecond, hold: 700 * time.Millisecond, after: 500 * time.Millisecond,
 		objects: 6, nodes: 3, clients: *flagClients, timeout: 2 * time.Second, checkTimeout: 60 * time.Second}
 }
 
