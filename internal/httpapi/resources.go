@@ -306,9 +306,16 @@ func (a *API) objGet(k *resource.Kind) authedHandler {
 	}
 }
 
+// putAttempts bounds a blind PUT's replace-then-create rounds against writers that keep
+// creating and deleting the object.
+const putAttempts = 50
+
 // objPut replaces an object, or creates it when it does not exist and the request carries
 // no resourceVersion (so declarative tools can PUT blindly). Two concurrent creating PUTs
-// end with one create and one replace, never an error.
+// end with one create and one replace, never an error. A blind PUT has no 404 to give: when
+// the object is created and deleted again by others between its replace and its create, it
+// tries again (the robustness harness found a 404 after one retry, issue 30) — at most
+// putAttempts times, then the create's 409 says the object kept changing.
 func (a *API) objPut(k *resource.Kind) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 		ref := kindRef(k, r, r.PathValue(k.Param))
@@ -316,16 +323,16 @@ func (a *API) objPut(k *resource.Kind) authedHandler {
 		if err := decodeJSON(r, &obj); err != nil {
 			return err
 		}
-		for attempt := 0; ; attempt++ {
+		for attempt := 1; ; attempt++ {
 			out, err := a.resources.Replace(r.Context(), ref, obj)
-			if fault.KindOf(err) != fault.KindNotFound || obj.Metadata.ResourceVersion != "" || attempt > 0 {
+			if fault.KindOf(err) != fault.KindNotFound || obj.Metadata.ResourceVersion != "" {
 				if err != nil {
 					return err
 				}
 				return writeJSON(w, http.StatusOK, out)
 			}
 			out, err = a.resources.Create(r.Context(), ref, obj)
-			if fault.KindOf(err) == fault.KindConflict {
+			if fault.KindOf(err) == fault.KindConflict && attempt < putAttempts && r.Context().Err() == nil {
 				continue // created concurrently: replace it
 			}
 			if err != nil {

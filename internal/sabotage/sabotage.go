@@ -1,0 +1,20 @@
+//go:build !sabotage
+
+// Package sabotage holds the switches that break strata on purpose, so that the robustness
+// checkers (package internal/robustness) can be shown to fire: a check that never fails
+// proves nothing. The switches exist only in a binary built with the build tag sabotage
+// (go build -tags sabotage); in every other build Active is a constant false and the
+// compiler removes the hook points' code.
+//
+// The hook points, each one line beside the rule it breaks:
+//   - "precondition": resource.lockForWrite ignores a write's resourceVersion precondition.
+//   - "dropwatch": a watch subscription's live feed skips every change whose
+//     resourceVersion is a multiple of 5 (the backlog read on a resume still has them).
+//   - "earlyunlock": tfstate.Unlock releases a lock for any lock ID, not only its holder's.
+//
+// A sabotaged binary reads the switches from the environment variable STRATA_SABOTAGE, a
+// comma-separated list of their names.
+package sabotage
+
+// Active reports whether the named sabotage is switched on: never, in a normal build.
+func Active(string) bool { return false }
