@@ -401,10 +401,10 @@ func TestDelay(t *testing.T) {
 
 	require.NoError(t, f.Heal(ctxFor(t, time.Minute)))
 	fastest := time.Hour
-	for range 3 {
+	for range 5 {
 		fastest = min(fastest, roundTrip())
 	}
-	require.Less(t, fastest, 150*time.Millisecond)
+	require.Less(t, fastest, 300*time.Millisecond, "healed: faster than one delayed round trip")
 	requireWrites(t, c)
 }
 
@@ -455,9 +455,15 @@ func TestTerminateBackends(t *testing.T) {
 	require.Greater(t, len(before), 1)
 
 	require.NoError(t, f.Inject(ctxFor(t, time.Minute)))
-	for _, p := range strataBackends(t, c) {
-		require.True(t, p == pid || !slices.Contains(before, p), "a replica's backend survived pg_terminate_backend")
-	}
+	// pg_terminate_backend signals; a backend leaves pg_stat_activity once it has exited.
+	require.Eventually(t, func() bool {
+		for _, p := range strataBackends(t, c) {
+			if p != pid && slices.Contains(before, p) {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 50*time.Millisecond, "a replica's backend survived pg_terminate_backend")
 	require.NoError(t, bystander.QueryRow(ctxFor(t, 10*time.Second), queries.Get("BackendPid")).Scan(&pidAfter))
 	require.Equal(t, pid, pidAfter, "the bystander's connection survived")
 
