@@ -15,7 +15,8 @@
 # function (../shared/bench/anchor-uyuni-pgbench.sql), the anchor's unmerged UNION query (the
 # floor of an SQL-only design, anchor-uyuni-union.sql), and node_pillars for a random minion;
 # then the merged render over HTTP (GET /v1/nodes/minion-<random>/pillar, 8 clients) for as
-# long. Each figure comes with p50 and p99.
+# long, and the floor: a one-row authenticated GET (/v1/nodes/minion-<random>) for as long.
+# Each figure comes with p50 and p99.
 # Results and their reading are in docs/benchmarks.md ("node_pillars vs the RFC's function").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,4 +84,8 @@ for round in $(seq 1 "$rounds"); do
 	# strata merges in Go and caches per replica; the first round starts with a cold cache.
 	h=$("$work/labels" get -server "$render_server" -token "$token" -c 8 -n 100000000 -duration "${secs}s" -path '/v1/nodes/minion-{r}/pillar' -range 10000)
 	echo "round=$round http_render $h"
+	# The floor: the cheapest authenticated read, one node's row (GET /v1/nodes/minion-<random>),
+	# from the same server for as long, so a render's figure reads as a share of it.
+	f=$("$work/labels" get -server "$render_server" -token "$token" -c 8 -n 100000000 -duration "${secs}s" -path '/v1/nodes/minion-{r}' -range 10000)
+	echo "round=$round http_get_floor $f"
 done
