@@ -78,13 +78,16 @@ SQL
 		n=$((c < 8 ? 3000 : c * 300))
 		# Sample strata's backends while the PATCHes run: active ones, and those waiting on an
 		# advisory lock (the commit-order lock of next_resource_version()).
-		(while :; do psql -At -c "SELECT count(*) FILTER (WHERE state = 'active'), count(*) FILTER (WHERE wait_event = 'advisory') FROM pg_stat_activity WHERE application_name = 'strata'"; sleep 0.1; done) >"$work/waits" 2>/dev/null &
+		# Also those waiting on a lock of type object: the database-wide lock PostgreSQL's
+		# NOTIFY takes at commit (async.c, PreCommit_Notify) and holds across the commit's
+		# WAL flush, which every strata write takes (its change and render notifications).
+		(while :; do psql -At -c "SELECT count(*) FILTER (WHERE state = 'active'), count(*) FILTER (WHERE wait_event = 'advisory'), count(*) FILTER (WHERE wait_event_type = 'Lock' AND wait_event = 'object') FROM pg_stat_activity WHERE application_name = 'strata'"; sleep 0.1; done) >"$work/waits" 2>/dev/null &
 		sampler=$!
 		pg_before=$(cpu_ms $(pg_pids)) strata_before=$(cpu_ms "$pid")
 		out=$("$work/labels" patch -server "$server" -token "$token" -n "$n" -c "$c")
 		pg_after=$(cpu_ms $(pg_pids)) strata_after=$(cpu_ms "$pid")
 		kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
-		waits=$(awk -F'|' '{a += $1; w += $2} END {if (a > 0) printf "%.0f%% of %d active samples waiting on an advisory lock", 100 * w / a, a; else print "no samples"}' "$work/waits")
+		waits=$(awk -F'|' '{a += $1; w += $2; o += $3} END {if (a > 0) printf "%.0f%% of %d active samples waiting on an advisory lock, %.0f%% on the NOTIFY commit lock", 100 * w / a, a, 100 * o / a; else print "no samples"}' "$work/waits")
 		raw=$(pgbench -n -t $((n / c)) -c "$c" -j 2 -f "$work/raw.sql" "$pg" 2>/dev/null | grep -E '^tps' | sed 's/tps = \([0-9.]*\).*/\1/')
 		cpu="CPU per PATCH: PostgreSQL $(echo "scale=3; ($pg_after - $pg_before) / $n" | bc) ms, strata $(echo "scale=3; ($strata_after - $strata_before) / $n" | bc) ms (the sampler's queries included)"
 		echo "clients=$c strata: $out | $waits | $cpu | raw upsert+nextval tps=$raw"
