@@ -58,22 +58,6 @@ SQL
 INSERT INTO raw.labels VALUES (:r, 'k' || :k, 'v' || :v, nextval('raw.rv'))
   ON CONFLICT (resource_id, key) DO UPDATE SET value = excluded.value, rv = excluded.rv;
 SQL
-	# cpu_ms PID...: the CPU time (user + system, ms) the processes have used so far.
-	cpu_ms() {
-		local tck total=0 p
-		tck=$(getconf CLK_TCK)
-		for p in "$@"; do
-			[ -r "/proc/$p/stat" ] || continue
-			total=$((total + $(sed 's/^.*) //' "/proc/$p/stat" | awk '{print $12 + $13}')))
-		done
-		echo $((total * 1000 / tck))
-	}
-	# PostgreSQL's processes: the postmaster and its children (backends, WAL writer, checkpointer…).
-	pg_pids() {
-		local pm
-		pm=$(head -1 "$(dirname "$(find "$work/data" -name postmaster.pid | head -1)")/postmaster.pid")
-		echo "$pm" $(pgrep -P "$pm")
-	}
 	for c in ${CLIENTS:-1 4 16 64}; do
 		n=$((c < 8 ? 3000 : c * 300))
 		# Sample strata's backends while the PATCHes run: active ones, and those waiting on an
@@ -83,9 +67,9 @@ SQL
 		# WAL flush, which every strata write takes (its change and render notifications).
 		(while :; do psql -At -c "SELECT count(*) FILTER (WHERE state = 'active'), count(*) FILTER (WHERE wait_event = 'advisory'), count(*) FILTER (WHERE wait_event_type = 'Lock' AND wait_event = 'object') FROM pg_stat_activity WHERE application_name = 'strata'"; sleep 0.1; done) >"$work/waits" 2>/dev/null &
 		sampler=$!
-		pg_before=$(cpu_ms $(pg_pids)) strata_before=$(cpu_ms "$pid")
+		pg_before=$(cpu_ms $(pg_pids "$work")) strata_before=$(cpu_ms "$pid")
 		out=$("$work/labels" patch -server "$server" -token "$token" -n "$n" -c "$c")
-		pg_after=$(cpu_ms $(pg_pids)) strata_after=$(cpu_ms "$pid")
+		pg_after=$(cpu_ms $(pg_pids "$work")) strata_after=$(cpu_ms "$pid")
 		kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
 		waits=$(awk -F'|' '{a += $1; w += $2; o += $3} END {if (a > 0) printf "%.0f%% of %d active samples waiting on an advisory lock, %.0f%% on the NOTIFY commit lock", 100 * w / a, a, 100 * o / a; else print "no samples"}' "$work/waits")
 		raw=$(pgbench -n -t $((n / c)) -c "$c" -j 2 -f "$work/raw.sql" "$pg" 2>/dev/null | grep -E '^tps' | sed 's/tps = \([0-9.]*\).*/\1/')
