@@ -5,7 +5,9 @@
 #   bash bench/labels.sh patch            # HTTP PATCH of one label vs raw INSERT … ON CONFLICT (pgbench)
 #   bash bench/labels.sh select [SIZE]    # selector list queries vs the naive EXISTS query, SIZE resources (default 100000)
 #   bash bench/labels.sh scale            # PATCH over HTTP at 1, 4, 16, 64 clients vs raw upsert+nextval at the same
-#                                         # concurrency, fsync on, and how many of strata's busy backends wait on an advisory lock
+#                                         # concurrency, fsync on, and how many of strata's busy backends wait on an advisory lock;
+#                                         # CLIENTS="16" picks the concurrencies. Each line also gives the CPU time per PATCH of
+#                                         # PostgreSQL's processes and of strata (from /proc, utime + stime, before and after)
 #
 # Results and their reading are in docs/benchmarks.md. Needs the PostgreSQL server binaries and
 # pgbench (Debian: postgresql, postgresql-contrib), and farm-bench for the side-by-side timing.
@@ -56,17 +58,23 @@ SQL
 INSERT INTO raw.labels VALUES (:r, 'k' || :k, 'v' || :v, nextval('raw.rv'))
   ON CONFLICT (resource_id, key) DO UPDATE SET value = excluded.value, rv = excluded.rv;
 SQL
-	for c in 1 4 16 64; do
+	for c in ${CLIENTS:-1 4 16 64}; do
 		n=$((c < 8 ? 3000 : c * 300))
 		# Sample strata's backends while the PATCHes run: active ones, and those waiting on an
 		# advisory lock (the commit-order lock of next_resource_version()).
-		(while :; do psql -At -c "SELECT count(*) FILTER (WHERE state = 'active'), count(*) FILTER (WHERE wait_event = 'advisory') FROM pg_stat_activity WHERE application_name = 'strata'"; sleep 0.1; done) >"$work/waits" 2>/dev/null &
+		# Also those waiting on a lock of type object: the database-wide lock PostgreSQL's
+		# NOTIFY takes at commit (async.c, PreCommit_Notify) and holds across the commit's
+		# WAL flush, which every strata write takes (its change and render notifications).
+		(while :; do psql -At -c "SELECT count(*) FILTER (WHERE state = 'active'), count(*) FILTER (WHERE wait_event = 'advisory'), count(*) FILTER (WHERE wait_event_type = 'Lock' AND wait_event = 'object') FROM pg_stat_activity WHERE application_name = 'strata'"; sleep 0.1; done) >"$work/waits" 2>/dev/null &
 		sampler=$!
+		pg_before=$(cpu_ms $(pg_pids "$work")) strata_before=$(cpu_ms "$pid")
 		out=$("$work/labels" patch -server "$server" -token "$token" -n "$n" -c "$c")
+		pg_after=$(cpu_ms $(pg_pids "$work")) strata_after=$(cpu_ms "$pid")
 		kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
-		waits=$(awk -F'|' '{a += $1; w += $2} END {if (a > 0) printf "%.0f%% of %d active samples waiting on an advisory lock", 100 * w / a, a; else print "no samples"}' "$work/waits")
+		waits=$(awk -F'|' '{a += $1; w += $2; o += $3} END {if (a > 0) printf "%.0f%% of %d active samples waiting on an advisory lock, %.0f%% on the NOTIFY commit lock", 100 * w / a, a, 100 * o / a; else print "no samples"}' "$work/waits")
 		raw=$(pgbench -n -t $((n / c)) -c "$c" -j 2 -f "$work/raw.sql" "$pg" 2>/dev/null | grep -E '^tps' | sed 's/tps = \([0-9.]*\).*/\1/')
-		echo "clients=$c strata: $out | $waits | raw upsert+nextval tps=$raw"
+		cpu="CPU per PATCH: PostgreSQL $(echo "scale=3; ($pg_after - $pg_before) / $n" | bc) ms, strata $(echo "scale=3; ($strata_after - $strata_before) / $n" | bc) ms (the sampler's queries included)"
+		echo "clients=$c strata: $out | $waits | $cpu | raw upsert+nextval tps=$raw"
 	done
 	;;
 select)

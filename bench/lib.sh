@@ -20,3 +20,23 @@ start_strata() {
 
 # psql runs psql on the started strata's database, stopping at the first error.
 psql() { command psql -X -q -v ON_ERROR_STOP=1 "$pg" "$@"; }
+
+# cpu_ms PID...: the CPU time (user + system, ms) the processes have used so far, from
+# /proc/PID/stat; a CPU time per request is far steadier than a rate on a shared machine.
+cpu_ms() {
+	local tck total=0 p
+	tck=$(getconf CLK_TCK)
+	for p in "$@"; do
+		[ -r "/proc/$p/stat" ] || continue
+		total=$((total + $(sed 's/^.*) //' "/proc/$p/stat" | awk '{print $12 + $13}')))
+	done
+	echo $((total * 1000 / tck))
+}
+
+# pg_pids DIR: the PostgreSQL processes of the strata started in DIR: the postmaster and its
+# children (backends, WAL writer, checkpointer…).
+pg_pids() {
+	local pm
+	pm=$(head -1 "$(dirname "$(find "$1/data" -name postmaster.pid | head -1)")/postmaster.pid")
+	echo "$pm" $(pgrep -P "$pm")
+}

@@ -15,7 +15,8 @@
 # function (../shared/bench/anchor-uyuni-pgbench.sql), the anchor's unmerged UNION query (the
 # floor of an SQL-only design, anchor-uyuni-union.sql), and node_pillars for a random minion;
 # then the merged render over HTTP (GET /v1/nodes/minion-<random>/pillar, 8 clients) for as
-# long. Each figure comes with p50 and p99.
+# long, and the floor: a one-row authenticated GET (/v1/nodes/minion-<random>) for as long.
+# Each figure comes with p50 and p99.
 # Results and their reading are in docs/benchmarks.md ("node_pillars vs the RFC's function").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +59,7 @@ run() {
 }
 go build -o "$work/labels" ./bench/labels
 render_server=$server
+render_pid=$pid
 if [ -n "${EXEC_MODE:-}" ]; then
 	# A second replica on the same database, in the pooler's query mode, without a session
 	# (so without a render cache, as a transaction-mode pooler gives none).
@@ -72,6 +74,7 @@ if [ -n "${EXEC_MODE:-}" ]; then
 	done
 	[ -n "$addr2" ] || { echo "the second strata did not start"; cat "$work/serve2.log"; exit 1; }
 	render_server="http://$addr2"
+	render_pid=$pid2
 	echo "== HTTP renders from a replica in query mode $EXEC_MODE, no render cache"
 fi
 for round in $(seq 1 "$rounds"); do
@@ -81,6 +84,22 @@ for round in $(seq 1 "$rounds"); do
 	echo "round=$round anchor_function tps=$a p50=${ap50}ms p99=${ap99}ms | anchor_union tps=$u p50=${up50}ms p99=${up99}ms | node_pillars tps=$s p50=${sp50}ms p99=${sp99}ms ratio=$(echo "scale=1; $s / $a" | bc)"
 	# The merged render over HTTP (GET /v1/nodes/{node}/pillar, 8 clients, random minion):
 	# strata merges in Go and caches per replica; the first round starts with a cold cache.
-	h=$("$work/labels" get -server "$render_server" -token "$token" -c 8 -n 100000000 -duration "${secs}s" -path '/v1/nodes/minion-{r}/pillar' -range 10000)
-	echo "round=$round http_render $h"
+	# Each HTTP run also reports the CPU time per request of the serving strata, of
+	# PostgreSQL's processes and of the load generator (from /proc): on a shared machine
+	# these are far steadier than the rates, and on a machine the three saturate the rates'
+	# ratio is the inverse of the CPU times' ratio.
+	http_run() {
+		local out s0 p0 s1 p1 n
+		s0=$(cpu_ms "$render_pid") p0=$(cpu_ms $(pg_pids "$work"))
+		out=$( { TIMEFORMAT='%U %S'; time "$work/labels" get -server "$render_server" -token "$token" -c 8 -n 100000000 -duration "${secs}s" -path "$1" -range 10000 2>&1; } 2>&1)
+		s1=$(cpu_ms "$render_pid") p1=$(cpu_ms $(pg_pids "$work"))
+		n=$(echo "$out" | grep -o 'requests=[0-9]*' | cut -d= -f2)
+		local lg
+		lg=$(echo "$out" | tail -1 | awk '{printf "%d", ($1 + $2) * 1000}')
+		echo "$(echo "$out" | grep requests=) cpu_per_request_ms: strata=$(echo "scale=3; ($s1 - $s0) / $n" | bc) postgres=$(echo "scale=3; ($p1 - $p0) / $n" | bc) loadgen=$(echo "scale=3; $lg / $n" | bc) total=$(echo "scale=3; ($s1 - $s0 + $p1 - $p0 + $lg) / $n" | bc)"
+	}
+	echo "round=$round http_render $(http_run '/v1/nodes/minion-{r}/pillar')"
+	# The floor: the cheapest authenticated read, one node's row (GET /v1/nodes/minion-<random>),
+	# from the same server for as long, so a render's figure reads as a share of it.
+	echo "round=$round http_get_floor $(http_run '/v1/nodes/minion-{r}')"
 done

@@ -95,9 +95,9 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "strata"
 	}
-	if opts.Observer != nil {
-		cfg.ConnConfig.Tracer = &tracer{obs: opts.Observer}
-	}
+	// The tracer is always there: it also counts round trips for a context that asks
+	// (CountRoundTrips), which costs one context lookup per statement.
+	cfg.ConnConfig.Tracer = &tracer{obs: opts.Observer}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -343,7 +343,7 @@ func (d *DB) QueryRow(ctx context.Context, q *Query, args ...any) Row {
 
 // Tx is a transaction; it is only valid inside the function given to InTx.
 type Tx struct {
-	tx     pgx.Tx
+	tx     txConn
 	schema string
 	key    int32
 	db     *DB
@@ -378,6 +378,13 @@ func (t *Tx) Memo(key any, compute func() (any, error)) (any, error) {
 	}
 	t.memo[key] = v
 	return v, nil
+}
+
+// Recall returns what Memo keeps for key, if anything, without computing it: for a caller
+// that would send the statements computing it in a pipeline of its own (kind.HoldSteps).
+func (t *Tx) Recall(key any) (any, bool) {
+	v, ok := t.memo[key]
+	return v, ok
 }
 
 type txSlot struct{}
@@ -420,14 +427,18 @@ func (d *DB) InTx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 	if outer, ok := ctx.Value(txSlot{}).(*Tx); ok && outer != nil && outer.db == d {
 		return fn(outer)
 	}
-	ptx, err := d.pool.Begin(ctx)
+	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return interpretError(err)
 	}
+	// Released last, after the rollback: the pool closes a connection that comes back
+	// with a transaction still open (a rollback that failed).
+	defer conn.Release()
+	ltx := &lazyTx{conn: conn}
 	rollback := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = ptx.Rollback(rctx)
+		ltx.rollback(rctx)
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -438,7 +449,7 @@ func (d *DB) InTx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 			rollback()
 		}
 	}()
-	tx := &Tx{tx: ptx, schema: d.schema, key: d.key, db: d}
+	tx := &Tx{tx: ltx, schema: d.schema, key: d.key, db: d}
 	if err := fn(tx); err != nil {
 		return err
 	}
@@ -447,7 +458,7 @@ func (d *DB) InTx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 			return err
 		}
 	}
-	return commitError(ptx.Commit(ctx))
+	return commitError(ltx.commit(ctx))
 }
 
 // ReadTx runs fn in a REPEATABLE READ READ ONLY transaction: every statement fn runs sees

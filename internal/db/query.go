@@ -132,7 +132,8 @@ func queryName(sql string) string {
 	return strings.TrimSpace(rest)
 }
 
-// tracer reports each query's duration and outcome to a QueryObserver.
+// tracer reports each query's duration and outcome to a QueryObserver (when there is one)
+// and counts round trips for a context that asks for it (CountRoundTrips).
 type tracer struct{ obs QueryObserver }
 
 type traceKey struct{}
@@ -143,6 +144,12 @@ type traceData struct {
 }
 
 func (t *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if rt := roundTripsOf(ctx); rt != nil {
+		rt.trip(tripName(data.SQL))
+	}
+	if t.obs == nil {
+		return ctx
+	}
 	return context.WithValue(ctx, traceKey{}, traceData{name: queryName(data.SQL), start: time.Now()})
 }
 
@@ -151,10 +158,19 @@ func (t *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.Trac
 type batchKey struct{}
 
 func (t *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	if rt := roundTripsOf(ctx); rt != nil {
+		rt.trip("pipeline:")
+	}
+	if t.obs == nil {
+		return ctx
+	}
 	return context.WithValue(ctx, batchKey{}, time.Now())
 }
 
 func (t *tracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	if rt := roundTripsOf(ctx); rt != nil {
+		rt.more(tripName(data.SQL))
+	}
 	start, ok := ctx.Value(batchKey{}).(time.Time)
 	if !ok {
 		return

@@ -46,7 +46,7 @@ func (r *replica) port(t *testing.T) string {
 	t.Helper()
 	out, err := r.svc.Render(context.Background(), r.res, "web01", false)
 	require.NoError(t, err)
-	b, _ := json.Marshal(out.Pillar["port"])
+	b, _ := json.Marshal(out.Decoded()["port"])
 	return string(b)
 }
 
@@ -209,7 +209,7 @@ func TestCacheInvalidationIsScoped(t *testing.T) {
 		t.Helper()
 		out, err := a.svc.Render(ctx, a.res, n, false)
 		require.NoError(t, err)
-		return out.Pillar
+		return out.Decoded()
 	}
 	// cached reports whether A serves n from its cache now.
 	cached := func(n string) bool {

@@ -145,7 +145,7 @@ func TestTypedCategory(t *testing.T) {
 	require.Equal(t, true, got.Data["iburst"])
 	r, err := b.svc.Render(ctx, b.res, "web02", false)
 	require.NoError(t, err)
-	require.Equal(t, true, r.Pillar["iburst"])
+	require.Equal(t, true, r.Decoded()["iburst"])
 	require.Equal(t, true, nodePillarRows(t, b.db, "web02")[0]["iburst"], "node_pillars reads the default too")
 	hist, err := b.svc.History(ctx, web01, "ntp", 0, 10)
 	require.NoError(t, err)

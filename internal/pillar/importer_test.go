@@ -46,12 +46,12 @@ func TestImportTree(t *testing.T) {
 	}
 	r, err := b.svc.Render(ctx, b.res, "web01", false)
 	require.NoError(t, err)
-	out, _ := json.Marshal(r.Pillar)
+	out, _ := json.Marshal(r.Decoded())
 	require.JSONEq(t, `{"ntp":{"servers":["a.pool","b.pool"]},"debug":false,"users":{"alice":{"uid":1000}},"apache":{"port":100,"enabled":true}}`, string(out))
 	r, err = b.svc.Render(ctx, b.res, "web02", false)
 	require.NoError(t, err)
-	require.NotContains(t, r.Pillar, "users")
-	require.Contains(t, r.Pillar, "apache", "web02 is a static member of the list target's group")
+	require.NotContains(t, r.Decoded(), "users")
+	require.Contains(t, r.Decoded(), "apache", "web02 is a static member of the list target's group")
 
 	again, err := b.svc.Import(ctx, b.res, plan, pillar.ImportOptions{Org: "acme"}, "importer")
 	require.NoError(t, err)

@@ -85,8 +85,8 @@ func TestRenameUnderConcurrentRenders(t *testing.T) {
 				}
 				mu.Lock()
 				renders++
-				if out.Pillar["me"] != "node" || out.Pillar["grp"] != "web" {
-					b, _ := json.Marshal(out.Pillar)
+				if out.Decoded()["me"] != "node" || out.Decoded()["grp"] != "web" {
+					b, _ := json.Marshal(out.Decoded())
 					mixed = append(mixed, name+": "+string(b))
 				}
 				mu.Unlock()

@@ -679,6 +679,37 @@ func layersFrom(all []layerRow, node NodeInfo) ([]Layer, error) {
 // layersOpened is layersFrom; with open, it also returns the layers with secret rows opened
 // (nil when no applying row is secret).
 func layersOpened(all []layerRow, node NodeInfo, open func(t Target, category string, sealed []byte) ([]byte, error)) ([]Layer, []Layer, error) {
+	raw, rawOpened, err := rawLayersOpened(all, node, open)
+	if err != nil {
+		return nil, nil, err
+	}
+	decoded := func(rls []merge.RawLayer) ([]Layer, error) {
+		if rls == nil {
+			return nil, nil
+		}
+		out := make([]Layer, len(rls))
+		for i, rl := range rls {
+			data, err := DecodeObject(rl.Data)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = Layer{Target: rl.Target, Category: rl.Category, Data: data}
+		}
+		return out, nil
+	}
+	layers, err := decoded(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	opened, err := decoded(rawOpened)
+	return layers, opened, err
+}
+
+// rawLayersOpened keeps the rows that apply to node (selector groups evaluated against its
+// labels) and orders them for the merge, their data as stored (text, not decoded: MergeJSON
+// decodes only what it must); with open, it also returns the layers with secret rows opened
+// (nil when no applying row is secret).
+func rawLayersOpened(all []layerRow, node NodeInfo, open func(t Target, category string, sealed []byte) ([]byte, error)) ([]merge.RawLayer, []merge.RawLayer, error) {
 	kept := all[:0]
 	for _, r := range all {
 		if r.layer == 2 && !r.static {
@@ -701,13 +732,9 @@ func layersOpened(all []layerRow, node NodeInfo, open func(t Target, category st
 		}
 		return strings.Compare(a.category, b.category)
 	})
-	out := make([]Layer, 0, len(kept))
-	var opened []Layer
+	out := make([]merge.RawLayer, 0, len(kept))
+	var opened []merge.RawLayer
 	for i, r := range kept {
-		data, err := DecodeObject(r.raw)
-		if err != nil {
-			return nil, nil, err
-		}
 		t := Global
 		switch r.layer {
 		case 1:
@@ -717,21 +744,18 @@ func layersOpened(all []layerRow, node NodeInfo, open func(t Target, category st
 		case 3:
 			t = Target{Kind: "node", Node: r.target}
 		}
-		out = append(out, Layer{Target: t.String(), Category: r.category, Data: data})
+		out = append(out, merge.RawLayer{Target: t.String(), Category: r.category, Data: r.raw})
 		if r.sealed == nil || open == nil {
 			continue
 		}
 		if opened == nil {
-			opened = make([]Layer, len(kept))
+			opened = make([]merge.RawLayer, len(kept))
 		}
 		plain, err := open(t, r.category, r.sealed)
 		if err != nil {
 			return nil, nil, err
 		}
-		if opened[i].Data, err = DecodeObject(plain); err != nil {
-			return nil, nil, err
-		}
-		opened[i].Target, opened[i].Category = t.String(), r.category
+		opened[i] = merge.RawLayer{Target: t.String(), Category: r.category, Data: plain}
 	}
 	for i := range opened {
 		if opened[i].Data == nil {
@@ -750,6 +774,8 @@ type NodeInfo struct {
 
 // Rendered is a node's merged pillar.
 type Rendered struct {
+	// Pillar is the merged pillar decoded, set only by an explained render (a plain render
+	// merges text and keeps JSON only; Decoded decodes it).
 	Pillar      map[string]any `json:"pillar"`
 	Explanation []Explanation  `json:"explain,omitempty"`
 	// ETag is a digest of the merged pillar: equal pillars have equal ETags on every replica.
@@ -784,10 +810,13 @@ const ExplainPathBudget = 1 << 20
 // in the pillar it explains.
 func (r Rendered) MarshalJSON() ([]byte, error) {
 	type answer struct {
-		Pillar  map[string]any `json:"pillar"`
-		Explain any            `json:"explain,omitempty"`
+		Pillar  any `json:"pillar"`
+		Explain any `json:"explain,omitempty"`
 	}
 	a := answer{Pillar: r.Pillar}
+	if r.Pillar == nil {
+		a.Pillar = json.RawMessage(r.JSON)
+	}
 	if len(r.Explanation) > 0 {
 		if merge.PathBytes(r.Explanation) <= max(ExplainPathBudget, 4*len(r.JSON)) {
 			a.Explain = r.Explanation
@@ -796,6 +825,19 @@ func (r Rendered) MarshalJSON() ([]byte, error) {
 		}
 	}
 	return json.Marshal(a)
+}
+
+// Decoded returns the merged pillar decoded (numbers as json.Number): Pillar when the render
+// kept it, else its JSON decoded, a fresh map the caller may change.
+func (r Rendered) Decoded() map[string]any {
+	if r.Pillar != nil {
+		return r.Pillar
+	}
+	m, err := DecodeObject(r.JSON)
+	if err != nil {
+		return nil // JSON is always an object MergeJSON or json.Marshal wrote
+	}
+	return m
 }
 
 // Reveal returns the render a caller allowed to read the node's secrets gets: the plaintext
@@ -902,7 +944,7 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 		}
 		return plain, nil
 	}
-	layers, opened, err := layersOpened(all, info, open)
+	layers, opened, err := rawLayersOpened(all, info, open)
 	if err != nil {
 		return Rendered{}, err
 	}
@@ -929,19 +971,32 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 }
 
 // merged merges layers into a Rendered (with explanations when asked) and its ETag. The merge
-// stops with ctx: a render is cancelled with its request.
-func merged(ctx context.Context, layers []Layer, opts Options, explain bool, org string) (Rendered, error) {
+// stops with ctx: a render is cancelled with its request. Without explanations the layers'
+// text is merged as text (merge.MergeJSON: only what several layers set is decoded) and the
+// answer's bytes come straight out of it; Pillar stays nil (Decoded decodes it on demand).
+// Explanations need the decoded merge, which gives the same bytes.
+func merged(ctx context.Context, layers []merge.RawLayer, opts Options, explain bool, org string) (Rendered, error) {
 	var out Rendered
-	var err error
+	var (
+		b   []byte
+		err error
+	)
 	if explain {
-		out.Pillar, out.Explanation, err = merge.ExplainContext(ctx, layers, opts)
+		decoded := make([]Layer, len(layers))
+		for i, l := range layers {
+			data, err := DecodeObject(l.Data)
+			if err != nil {
+				return Rendered{}, err
+			}
+			decoded[i] = Layer{Target: l.Target, Category: l.Category, Data: data}
+		}
+		if out.Pillar, out.Explanation, err = merge.ExplainContext(ctx, decoded, opts); err != nil {
+			return Rendered{}, err
+		}
+		b, err = json.Marshal(out.Pillar)
 	} else {
-		out.Pillar, err = merge.MergeContext(ctx, layers, opts)
+		b, err = merge.MergeJSON(ctx, layers, opts)
 	}
-	if err != nil {
-		return Rendered{}, err
-	}
-	b, err := json.Marshal(out.Pillar)
 	if err != nil {
 		return Rendered{}, err
 	}

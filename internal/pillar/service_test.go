@@ -183,7 +183,7 @@ func TestRenderOrder(t *testing.T) {
 	put(pillar.Target{Kind: "node", Node: "web01"}, "x", `{"who":"node"}`)
 	r, err := b.svc.Render(ctx, b.res, "web01", false)
 	require.NoError(t, err)
-	out, _ := json.Marshal(r.Pillar)
+	out, _ := json.Marshal(r.Decoded())
 	require.JSONEq(t, `{"who":"node","g":1,"lo":true,"mid-a":true,"mid-b":true,"static":true,"hi":true}`, string(out))
 	r2, err := b.svc.Render(ctx, b.res, "web01", true)
 	require.NoError(t, err)

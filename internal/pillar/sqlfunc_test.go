@@ -180,7 +180,7 @@ func checkAgainstRender(t *testing.T, b *bundle, w pillarWorld) {
 			}
 			r, err := b.svc.Render(ctx, b.res, n, false)
 			require.NoError(t, err)
-			require.Equal(t, r.Pillar, fold(rows, opts), n)
+			require.Equal(t, r.Decoded(), fold(rows, opts), n)
 		}
 	}
 }

@@ -97,7 +97,7 @@ func applyOne(ctx context.Context, tx *db.Tx, k *Kind, it ApplyItem) (string, er
 	if err := normalize(k, ref, &obj); err != nil {
 		return "", err
 	}
-	id, cur, err := lockForWrite(ctx, tx, ref, "")
+	id, cur, err := lockForWrite(ctx, tx, k, ref, "")
 	result := "unchanged"
 	switch {
 	case fault.KindOf(err) == fault.KindNotFound:

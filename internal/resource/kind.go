@@ -70,6 +70,11 @@ type Kind struct {
 	// (the caller's transaction when it has one, so a transaction never waits for a second
 	// pooled connection); it never fails. Nil: as stored.
 	Present func(ctx context.Context, qr db.Querier, spec json.RawMessage) json.RawMessage
+	// HoldSteps returns the statements that take the kind's key shared in tx and read its
+	// schema revision, which a write sends in one pipeline with BEGIN and the locked read of
+	// its row, and done, to call once that pipeline has run (package kind, HoldSteps). Nil:
+	// no schema, nothing to hold.
+	HoldSteps func(tx *db.Tx) ([]db.Step, func() error)
 }
 
 // Schemas is the kind registry as the resource path sees it (implemented by package kind):
@@ -77,6 +82,7 @@ type Kind struct {
 type Schemas interface {
 	Admit(ctx context.Context, tx *db.Tx, kind string, spec, prev json.RawMessage) (json.RawMessage, int, []string, error)
 	Present(ctx context.Context, qr db.Querier, kind string, spec json.RawMessage) json.RawMessage
+	HoldSteps(tx *db.Tx, kind string) ([]db.Step, func() error)
 	// UserKind returns a user-defined kind's scope ("org" or "global"); 404 when unknown.
 	UserKind(ctx context.Context, name string) (string, error)
 }
@@ -94,6 +100,7 @@ func withSchemas(k *Kind, sc Schemas) *Kind {
 	c.Present = func(ctx context.Context, qr db.Querier, spec json.RawMessage) json.RawMessage {
 		return sc.Present(ctx, qr, name, spec)
 	}
+	c.HoldSteps = func(tx *db.Tx) ([]db.Step, func() error) { return sc.HoldSteps(tx, name) }
 	return &c
 }
 

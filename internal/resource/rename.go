@@ -62,7 +62,7 @@ func (s *Service) Rename(ctx context.Context, ref Ref, newName string) (client.O
 	defer s.wrote(ref, to)
 	rctx := context.WithValue(ctx, renamingKey{}, true)
 	err = s.db.InTx(ctx, func(tx *db.Tx) error {
-		id, cur, err := lockForWrite(rctx, tx, ref, "")
+		id, cur, err := lockForWrite(rctx, tx, nil, ref, "")
 		if err != nil {
 			return err
 		}

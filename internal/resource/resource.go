@@ -758,24 +758,46 @@ func (s *Service) drive(ctx context.Context, tx *db.Tx, sel metadata.Selector) (
 }
 
 // lockForWrite locks the stored row, reads the object as stored and checks the caller's
-// expected resourceVersion ("" = no precondition).
-func lockForWrite(ctx context.Context, tx *db.Tx, ref Ref, expected string) (int64, client.Object, error) {
+// expected resourceVersion ("" = no precondition). A write that will read its kind's schema
+// (replace, patch, apply) passes its kind, whose key (k's HoldSteps) is taken first, in
+// the same pipeline as the locked read, which is also the transaction's first round trip
+// (BEGIN goes with it): its transaction opens, holds its kind and locks and reads its row in
+// one round trip. Writes that do not read the schema (delete, rename) pass nil.
+func lockForWrite(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, expected string) (int64, client.Object, error) {
 	// One statement locks the row and reads the object. Under READ COMMITTED a statement
 	// that waited for the row lock sees the locked row's newest version, but its subqueries
 	// (labels, annotations) still see the snapshot from before the wait; every write stamps
 	// resource_version, so when the version the snapshot saw differs from the locked row's,
 	// the object changed during the wait and is read again in a statement of its own.
 	var (
-		id     int64
-		seenRV int64
-		kind   string
+		id      int64
+		seenRV  int64
+		kind    string
+		cur     client.Object
+		missing bool
+		steps   []db.Step
+		held    = func() error { return nil }
 	)
-	cur, err := scanObject(ref.Kind, tx.QueryRow(ctx, q.Get("ResourceLockAndGet"), ref.Kind, ref.Org, ref.Name), &id, &kind, &seenRV)
-	if errors.Is(err, db.ErrNotFound) {
-		return 0, client.Object{}, notFound(ref)
+	if k != nil && k.HoldSteps != nil {
+		steps, held = k.HoldSteps(tx)
 	}
-	if err != nil {
+	steps = append(steps, db.Step{Query: q.Get("ResourceLockAndGet"), Args: []any{ref.Kind, ref.Org, ref.Name}, Scan: func(r db.Row) error {
+		var err error
+		cur, err = scanObject(ref.Kind, r, &id, &kind, &seenRV)
+		if errors.Is(err, db.ErrNotFound) {
+			missing = true
+			return nil
+		}
+		return err
+	}})
+	if err := tx.Pipeline(ctx, steps...); err != nil {
 		return 0, client.Object{}, err
+	}
+	if err := held(); err != nil {
+		return 0, client.Object{}, err
+	}
+	if missing {
+		return 0, client.Object{}, notFound(ref)
 	}
 	if strconv.FormatInt(seenRV, 10) != cur.Metadata.ResourceVersion {
 		objs, err := getByID(ctx, tx, []int64{id})
@@ -838,7 +860,7 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 	var out client.Object
 	defer s.wrote(ref)
 	err = inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
-		id, cur, err := lockForWrite(ctx, tx, ref, expected)
+		id, cur, err := lockForWrite(ctx, tx, k, ref, expected)
 		if err != nil {
 			return err
 		}
@@ -958,7 +980,7 @@ func (s *Service) Delete(ctx context.Context, ref Ref, expected string, cascade 
 	}
 	defer s.wrote(ref)
 	return s.db.InTx(ctx, func(tx *db.Tx) error {
-		id, last, err := lockForWrite(ctx, tx, ref, expected)
+		id, last, err := lockForWrite(ctx, tx, nil, ref, expected)
 		if err != nil {
 			return err
 		}

@@ -1,8 +1,12 @@
 package merge
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,7 +16,9 @@ import (
 // layers of about 1 KB each, overlapping on the same top-level keys as real pillars do
 // (apache, ntp, users, pkgs), so most of the work is recursion and list handling, not copying
 // disjoint keys.
-func benchLayers(b *testing.B) []Layer {
+func benchLayers(b *testing.B) []Layer { return benchLayersT(b) }
+
+func benchLayersT(b testing.TB) []Layer {
 	b.Helper()
 	targets := []string{"global", "org/acme", "group/acme/base", "group/acme/web", "group/acme/eu",
 		"group/acme/prod", "group/acme/php", "group/acme/monitoring", "group/acme/backup", "node/web01"}
@@ -80,4 +86,46 @@ func BenchmarkMergeLongLists(b *testing.B) {
 			Explain(layers, Options{MergeLists: true})
 		}
 	})
+}
+
+// BenchmarkMergeRendered is a cold render's merge from the rows' text to the answer's bytes,
+// both ways: decoding every row into maps, merging and encoding the result (what renders did
+// before issue 31), and MergeJSON, which decodes only the objects several layers set.
+func BenchmarkMergeRendered(b *testing.B) {
+	layers := benchLayers(b)
+	raw := make([]RawLayer, len(layers))
+	for i, l := range layers {
+		// The text as PostgreSQL's jsonb writes it: spaces after separators.
+		var sb strings.Builder
+		writer{rand.New(rand.NewPCG(uint64(i), 1))}.value(&sb, l.Data)
+		raw[i] = RawLayer{Target: l.Target, Category: l.Category, Data: []byte(sb.String())}
+	}
+	for _, opts := range []Options{{MergeLists: false}, {MergeLists: true}} {
+		b.Run(fmt.Sprintf("decoded/mergeLists=%v", opts.MergeLists), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				decoded := make([]Layer, len(raw))
+				for i, l := range raw {
+					dec := json.NewDecoder(bytes.NewReader(l.Data))
+					dec.UseNumber()
+					var m map[string]any
+					if err := dec.Decode(&m); err != nil {
+						b.Fatal(err)
+					}
+					decoded[i] = Layer{Data: m}
+				}
+				if _, err := json.Marshal(Merge(decoded, opts)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("raw/mergeLists=%v", opts.MergeLists), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := MergeJSON(context.Background(), raw, opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

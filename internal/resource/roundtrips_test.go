@@ -1,0 +1,61 @@
+package resource_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/auth"
+	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/kind"
+	"github.com/stratahq/strata/internal/pgtest"
+	"github.com/stratahq/strata/internal/resource"
+)
+
+// A label PATCH is at most three round trips to PostgreSQL (issue 31): BEGIN, the kind's
+// shared key and revision and the locked read in one pipeline; the label upsert, the stamp
+// and the audit record in a second; COMMIT. Counted through the db seam with the schema
+// registry wired as the server wires it, for a node (a built-in kind with a Prepare and an
+// AfterWrite) and for an object of a user kind, each after a first PATCH has prepared the
+// statements.
+func TestPatchRoundTrips(t *testing.T) {
+	t.Parallel()
+	d := pgtest.NewDB(t)
+	kinds := kind.NewService(d)
+	res := resource.NewService(d)
+	res.UseSchemas(kinds)
+	ctx := auth.WithAuditActor(context.Background(), auth.AuditActor{Actor: "test"})
+	_, err := res.Create(ctx, org("acme"), client.Object{})
+	require.NoError(t, err)
+	node := resource.Ref{Kind: resource.KindNode, Name: "web01"}
+	_, err = res.Create(ctx, node, client.Object{Spec: json.RawMessage(`{"org": "acme"}`)})
+	require.NoError(t, err)
+	_, err = kinds.Register(ctx, auth.AuditActor{Actor: "test"}, "Widget", client.KindRequest{Scope: "org",
+		Schema: json.RawMessage(`{"type": "object", "properties": {"size": {"type": "integer"}}}`)}, false)
+	require.NoError(t, err)
+	widget := resource.Ref{Kind: "Widget", Org: "acme", Name: "w1"}
+	_, err = res.Create(ctx, widget, client.Object{Spec: json.RawMessage(`{"size": 1}`)})
+	require.NoError(t, err)
+
+	for _, ref := range []resource.Ref{node, widget} {
+		for i := range 3 {
+			cctx, trips := db.CountRoundTrips(ctx)
+			patch := fmt.Sprintf(`{"metadata": {"labels": {"k1": "v%d"}}}`, i)
+			out, err := res.Patch(cctx, ref, []byte(patch))
+			require.NoError(t, err)
+			require.Equal(t, fmt.Sprintf("v%d", i), out.Metadata.Labels["k1"])
+			if i == 0 {
+				continue // the first PATCH may prepare statements
+			}
+			require.LessOrEqual(t, trips.Count(), 3, "%s: a label PATCH went in these round trips:\n%s", ref.Kind, trips)
+			got, err := res.Get(ctx, ref)
+			require.NoError(t, err)
+			require.Equal(t, out.Metadata.ResourceVersion, got.Metadata.ResourceVersion)
+			require.Equal(t, fmt.Sprintf("v%d", i), got.Metadata.Labels["k1"])
+		}
+	}
+}
