@@ -20,3 +20,10 @@ start_strata() {
 
 # psql runs psql on the started strata's database, stopping at the first error.
 psql() { command psql -X -q -v ON_ERROR_STOP=1 "$pg" "$@"; }
+
+# restart_strata DIR stops the strata started by start_strata DIR and starts it again on the
+# same data (a replica's restart), setting the same variables.
+restart_strata() {
+	kill -TERM "$pid" && wait "$pid" 2>/dev/null || true
+	start_strata "$1"
+}

@@ -77,6 +77,8 @@ type Service struct {
 	resolved atomic.Int64
 	// exposeGaps turns off waiting for versions in flight, for tests' controls only.
 	exposeGaps bool
+	// index, when set (Hub.ServeLists), answers lists from memory (index.go).
+	index *Index
 }
 
 // OnWrite registers f to run after every write transaction of this service has ended,
@@ -615,6 +617,18 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 	}
 	if opts, err = withOrgMember(k, opts); err != nil {
 		return out, "", err
+	}
+	if s.index != nil {
+		l, last, ok, err := s.index.list(ctx, kind, org, opts)
+		if err != nil {
+			return out, "", err
+		}
+		if ok {
+			for i := range l.Items {
+				s.presentObject(ctx, s.db, &l.Items[i])
+			}
+			return l, last, nil
+		}
 	}
 	floor := s.resolved.Load() // before the snapshot: versions through it are visible in it
 	var gaps []int64
