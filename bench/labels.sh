@@ -3,7 +3,8 @@
 # as Cloud Foundry's ADR leaves it), in one strata's embedded PostgreSQL cluster, in one run:
 #
 #   bash bench/labels.sh patch            # HTTP PATCH of one label vs raw INSERT … ON CONFLICT (pgbench)
-#   bash bench/labels.sh select [SIZE]    # selector list queries vs the naive EXISTS query, SIZE resources (default 100000)
+#   bash bench/labels.sh select [SIZE]    # selector list queries vs the naive EXISTS query, SIZE resources (default 100000);
+#                                         # STRATA_LIST_INDEX_MAX_BYTES=-1 measures lists without the list index
 #   bash bench/labels.sh scale            # PATCH over HTTP at 1, 4, 16, 64 clients vs raw upsert+nextval at the same
 #                                         # concurrency, fsync on, and how many of strata's busy backends wait on an advisory lock
 #
@@ -77,7 +78,9 @@ select)
 	# that its list index loads them (a replica's start), and wait until it has.
 	restart_strata "$work"
 	for _ in $(seq 1 1200); do
-		curl -sf "$server/metrics" | grep -q '^strata_list_index_ready 1' && break
+		m=$(curl -sf "$server/metrics")
+		# ready, or off (STRATA_LIST_INDEX_MAX_BYTES=-1: no such series)
+		grep -q '^strata_list_index_ready 1' <<<"$m" || ! grep -q '^strata_list_index_ready' <<<"$m" && break
 		sleep 0.5
 	done
 	curl -sf "$server/metrics" | grep -E '^strata_list_index_(ready|objects|bytes) '
