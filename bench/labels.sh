@@ -83,7 +83,7 @@ select)
 		grep -q '^strata_list_index_ready 1' <<<"$m" || ! grep -q '^strata_list_index_ready' <<<"$m" && break
 		sleep 0.5
 	done
-	curl -sf "$server/metrics" | grep -E '^strata_list_index_(ready|objects|bytes) '
+	curl -sf "$server/metrics" | grep -E '^strata_list_index_(ready|objects|bytes) ' || echo "list index off"
 	echo "strata serve RSS after the load: $(ps -o rss= -p "$pid" | awk '{printf "%.0f MiB", $1 / 1024}')"
 	# Each selector as the anchor's naive EXISTS query (pgbench; NOT EXISTS for notin and !k)
 	# and as strata's list endpoint over HTTP (limit 50, the same page size):
@@ -106,7 +106,7 @@ SELECT r.guid FROM cc.resources r WHERE NOT EXISTS (SELECT 1 FROM cc.labels l WH
 SQL
 	secs=${SECS:-15}
 	fallbacks() { curl -sf "$server/metrics" | awk '/^strata_list_index_fallback_total/ {n += $2} END {print n + 0}'; }
-	served() { curl -sf "$server/metrics" | awk '/^strata_list_index_served_total/ {print $2}'; }
+	served() { curl -sf "$server/metrics" | awk '/^strata_list_index_served_total/ {n += $2} END {print n + 0}'; }
 	for round in $(seq 1 "${ROUNDS:-3}"); do
 		for s in ${SHAPES:-anchor s1 s50 notin nosel floor}; do
 			script= sel=
