@@ -604,6 +604,10 @@ func withOrgMember(k *Kind, opts ListOptions) (ListOptions, error) {
 // List returns a page of the objects of kind in org that opts.Filter and opts.Selector let
 // through, ordered by name (bytewise), and the page's last name when more follow ("" otherwise).
 //
+// With a list index (Hub.ServeLists) the page comes from memory once the index has applied
+// the database's current version (index.go); the database answers when it cannot, as below,
+// with the same pages, order and resourceVersion semantics.
+//
 // The page and its resourceVersion are read in one REPEATABLE READ snapshot (db.ReadTx): the
 // version is the newest change that snapshot sees, so a watch started from it receives
 // exactly the changes the items do not reflect. Read in two statements under READ COMMITTED,
