@@ -47,7 +47,8 @@ type replica struct {
 
 // openReplica opens a replica over the database at url. The poller only polls, once an
 // hour: the index advances only when a list that finds it behind wakes the poller, so a
-// list that did not wait would see a stale index, every time.
+// list that did not wait would see a stale index, every time. It waits until the index is
+// loaded, unless tune set a byte bound of 1 (which no index fits).
 func openReplica(t *testing.T, url string, tune func(ix *resource.Index)) *replica {
 	t.Helper()
 	ctx := context.Background()
@@ -65,7 +66,9 @@ func openReplica(t *testing.T, url string, tune func(ix *resource.Index)) *repli
 	done := make(chan struct{})
 	go func() { defer close(done); hub.Run(runCtx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	waitReady(t, ix)
+	if ix.MaxBytes > 1 {
+		waitReady(t, ix)
+	}
 	return &replica{db: d, svc: svc, hub: hub, ix: ix}
 }
 
@@ -329,4 +332,26 @@ func TestIndexWaitEndsInTheDatabase(t *testing.T) {
 	l := <-listed
 	require.Len(t, l.Items, 1)
 	require.Equal(t, "later", l.Items[0].Metadata.Name)
+}
+
+// TestIndexOverItsByteBoundListsFromTheDatabase: a replica whose objects exceed the index's
+// byte bound never serves from it; its lists are answered by the database, right, and counted
+// as budget fallbacks.
+func TestIndexOverItsByteBoundListsFromTheDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabaseURL(t)
+	a := withOrg(t, openReplica(t, url, nil))
+	_, err := a.svc.Create(ctx, node("n1"), client.Object{Spec: nodeSpec})
+	require.NoError(t, err)
+	r := openReplica(t, url, func(ix *resource.Index) { ix.MaxBytes = 1 })
+	for deadline := time.Now().Add(30 * time.Second); r.ix.Stats().Fallback[resource.FallbackBudget] == 0; time.Sleep(5 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "no list was refused by the byte bound")
+		l, _, err := r.svc.List(ctx, resource.KindNode, "", resource.ListOptions{Filter: all})
+		require.NoError(t, err)
+		require.Len(t, l.Items, 1)
+	}
+	st := r.ix.Stats()
+	require.False(t, st.Ready)
+	require.Zero(t, st.Served)
 }
