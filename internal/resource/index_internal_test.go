@@ -3,6 +3,7 @@ package resource
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/internal/auth"
+	"github.com/stratahq/strata/internal/metadata"
 )
 
 // TestIndexBytesPerObject measures what one object of the list benchmark's shape (a node
@@ -55,4 +58,51 @@ func TestIndexBytesPerObject(t *testing.T) {
 	t.Logf("heap per object: %.0f B; counted against the byte bound: %.0f B", perObject, counted)
 	require.InDelta(t, perObject, counted, perObject/4)
 	runtime.KeepAlive(st)
+}
+
+// BenchmarkIndexPage: one page of 50 from an index of STRATA_BENCH_SIZE nodes (default
+// 1,000,000) of the list benchmark's shape, built in memory without a database, for the
+// selector shapes of bench/labels.sh select: the page alone, one goroutine.
+//
+//	go test -run '^$' -bench IndexPage ./internal/resource/
+func BenchmarkIndexPage(b *testing.B) {
+	n := 1000000
+	if s := os.Getenv("STRATA_BENCH_SIZE"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	st := newState(NewService(nil))
+	now := time.Now().UTC()
+	for i := range n {
+		o := client.Object{Kind: KindNode, Spec: json.RawMessage(`{"org":"bench"}`),
+			Metadata: client.ObjectMeta{Name: fmt.Sprintf("n%07d", i+1), UID: "u" + strconv.FormatInt(int64(i+7), 36), ResourceVersion: "0",
+				Labels: map[string]string{}, Annotations: map[string]string{}, CreatedAt: &now, UpdatedAt: &now}}
+		for k := range 5 {
+			key := "k" + strconv.Itoa(k)
+			if k == 0 {
+				key = "example.com/" + key
+			}
+			o.Metadata.Labels[key] = "v" + strconv.Itoa(((i+1)*(k+3))%20)
+		}
+		st.appendSorted(o)
+	}
+	for _, c := range []struct{ name, sel string }{
+		{"anchor", "k1=v3,k2 in (v1,v2,v3)"},
+		{"ten-percent", "k1=v4,k2 in (v5,v10)"},
+		{"fifty-percent", "k2 in (v0,v10)"},
+		{"notin", "k3 notin (v0,v6),!k9"},
+		{"no-selector", ""},
+	} {
+		sel, err := metadata.ParseSelector(c.sel)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				items, _ := st.page(KindNode, "", ListOptions{Limit: 50, Filter: auth.Filter{All: true}, Selector: sel}, 50, DefaultDriveLimit)
+				if c.name != "anchor" && len(items) != 50 {
+					b.Fatal(len(items))
+				}
+			}
+		})
+	}
 }
