@@ -3,7 +3,8 @@
 # as Cloud Foundry's ADR leaves it), in one strata's embedded PostgreSQL cluster, in one run:
 #
 #   bash bench/labels.sh patch            # HTTP PATCH of one label vs raw INSERT … ON CONFLICT (pgbench)
-#   bash bench/labels.sh select [SIZE]    # selector list queries vs the naive EXISTS query, SIZE resources (default 100000)
+#   bash bench/labels.sh select [SIZE]    # selector list queries vs the naive EXISTS query, SIZE resources (default 100000);
+#                                         # STRATA_LIST_INDEX_MAX_BYTES=-1 measures lists without the list index
 #   bash bench/labels.sh scale            # PATCH over HTTP at 1, 4, 16, 64 clients vs raw upsert+nextval at the same
 #                                         # concurrency, fsync on, and how many of strata's busy backends wait on an advisory lock;
 #                                         # CLIENTS="16" picks the concurrencies. Each line also gives the CPU time per PATCH of
@@ -81,23 +82,63 @@ select)
 	echo "== loading $size resources x 5 labels: the anchor (schema cc) and strata's nodes"
 	sed "s/generate_series(1,100000)/generate_series(1,$size)/" "$anchors/anchor-labels.sql" | psql >/dev/null 2>&1
 	psql -v size="$size" -f bench/labels-data.sql >/dev/null
-	# The anchor's selector (k1=v<0..19>, k2 in (v1,v2,v3): no resource has k2 in v1..v3) and a
-	# selector that matches 10% of the resources, each as the anchor's naive EXISTS query
-	# (pgbench) and as strata's list endpoint over HTTP (limit 50, the same page size).
+	# The nodes went straight into the tables, not through the changes log: restart strata so
+	# that its list index loads them (a replica's start), and wait until it has.
+	restart_strata "$work"
+	for _ in $(seq 1 1200); do
+		m=$(curl -sf "$server/metrics")
+		# ready, or off (STRATA_LIST_INDEX_MAX_BYTES=-1: no such series)
+		grep -q '^strata_list_index_ready 1' <<<"$m" || ! grep -q '^strata_list_index_ready' <<<"$m" && break
+		sleep 0.5
+	done
+	curl -sf "$server/metrics" | grep -E '^strata_list_index_(ready|objects|bytes) ' || echo "list index off"
+	echo "strata serve RSS after the load: $(ps -o rss= -p "$pid" | awk '{printf "%.0f MiB", $1 / 1024}')"
+	# Each selector as the anchor's naive EXISTS query (pgbench; NOT EXISTS for notin and !k)
+	# and as strata's list endpoint over HTTP (limit 50, the same page size):
+	# - anchor: the anchor's own (k1=v<0..19>, k2 in (v1,v2,v3): no resource has k2 in v1..v3)
+	# - s1: k1=v4,k2 in (v5,v10), 10 % of the resources
+	# - s50: k2 in (v0,v10), 50 %
+	# - notin: k3 notin (v0,v6),!k9, 80 % (k3 takes ten values, each 10 %; no resource has k9)
+	# - nosel: no selector at all (strata only: the list path's own cost)
+	# - floor: GET of one node by name (strata only: the cheapest authenticated one-row read)
 	cat >"$work/anchor-s1.sql" <<'SQL'
 SELECT r.guid FROM cc.resources r WHERE EXISTS (SELECT 1 FROM cc.labels l WHERE l.resource_id = r.id AND l.key_prefix = '' AND l.key_name = 'k1' AND l.value = 'v4')
  AND EXISTS (SELECT 1 FROM cc.labels l WHERE l.resource_id = r.id AND l.key_prefix = '' AND l.key_name = 'k2' AND l.value IN ('v5','v10')) LIMIT 50;
 SQL
+	cat >"$work/anchor-s50.sql" <<'SQL'
+SELECT r.guid FROM cc.resources r WHERE EXISTS (SELECT 1 FROM cc.labels l WHERE l.resource_id = r.id AND l.key_prefix = '' AND l.key_name = 'k2' AND l.value IN ('v0','v10')) LIMIT 50;
+SQL
+	cat >"$work/anchor-notin.sql" <<'SQL'
+SELECT r.guid FROM cc.resources r WHERE NOT EXISTS (SELECT 1 FROM cc.labels l WHERE l.resource_id = r.id AND l.key_prefix = '' AND l.key_name = 'k3' AND l.value IN ('v0','v6'))
+ AND NOT EXISTS (SELECT 1 FROM cc.labels l WHERE l.resource_id = r.id AND l.key_prefix = '' AND l.key_name = 'k9') LIMIT 50;
+SQL
 	secs=${SECS:-15}
-	for round in 1 2 3; do
-		for s in anchor s1; do
-			if [ $s = anchor ]; then script="$anchors/anchor-labels-select.sql"; sel='k1=v{r},k2 in (v1,v2,v3)'; else script="$work/anchor-s1.sql"; sel='k1=v4,k2 in (v5,v10)'; fi
-			a=$(pgbench -n -T "$secs" -c 8 -j 2 -f "$script" "$pg" 2>/dev/null | grep -E '^tps' | sed 's/tps = \([0-9.]*\).*/\1/')
+	fallbacks() { curl -sf "$server/metrics" | awk '/^strata_list_index_fallback_total/ {n += $2} END {print n + 0}'; }
+	served() { curl -sf "$server/metrics" | awk '/^strata_list_index_served_total/ {n += $2} END {print n + 0}'; }
+	for round in $(seq 1 "${ROUNDS:-3}"); do
+		for s in ${SHAPES:-anchor s1 s50 notin nosel floor}; do
+			script= sel=
+			case $s in
+			anchor) script="$anchors/anchor-labels-select.sql" sel='k1=v{r},k2 in (v1,v2,v3)' ;;
+			s1) script="$work/anchor-s1.sql" sel='k1=v4,k2 in (v5,v10)' ;;
+			s50) script="$work/anchor-s50.sql" sel='k2 in (v0,v10)' ;;
+			notin) script="$work/anchor-notin.sql" sel='k3 notin (v0,v6),!k9' ;;
+			esac
+			a=-
+			if [ -n "$script" ]; then
+				a=$(pgbench -n -T "$secs" -c 8 -j 2 -f "$script" "$pg" 2>/dev/null | grep -E '^tps' | sed 's/tps = \([0-9.]*\).*/\1/')
+			fi
+			f0=$(fallbacks)
 			# strata: as many requests as fit in the same time, measured by the tool itself
-			b=$(timeout $((secs * 4)) "$work/labels" select -server "$server" -token "$token" -c 8 -n 1000000 -duration "${secs}s" -selector "$sel")
-			echo "size=$size round=$round selector=$s anchor_tps=$a strata: $b"
+			if [ $s = floor ]; then
+				b=$(timeout $((secs * 4)) "$work/labels" get -server "$server" -token "$token" -c 8 -n 100000000 -duration "${secs}s" -path '/v1/nodes/n{r7}' -range "$size")
+			else
+				b=$(timeout $((secs * 4)) "$work/labels" select -server "$server" -token "$token" -c 8 -n 100000000 -duration "${secs}s" -selector "$sel")
+			fi
+			echo "size=$size round=$round selector=$s anchor_tps=$a strata: $b fell_back=$(($(fallbacks) - f0))"
 		done
 	done
+	echo "lists served from the index: $(served); answered by the database instead: $(fallbacks)"
 	;;
 *)
 	echo "unknown mode $mode" >&2

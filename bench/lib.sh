@@ -40,3 +40,10 @@ pg_pids() {
 	pm=$(head -1 "$(dirname "$(find "$1/data" -name postmaster.pid | head -1)")/postmaster.pid")
 	echo "$pm" $(pgrep -P "$pm")
 }
+
+# restart_strata DIR stops the strata started by start_strata DIR and starts it again on the
+# same data (a replica's restart), setting the same variables.
+restart_strata() {
+	kill -TERM "$pid" && wait "$pid" 2>/dev/null || true
+	start_strata "$1"
+}

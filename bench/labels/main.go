@@ -4,6 +4,7 @@
 //	labels patch  -server URL -token T -n 16000 -c 8      # n merge PATCHes of one label, c clients
 //	labels select -server URL -token T -n 2000 -c 8 -selector 'k1=v{r},k2 in (v1,v2,v3)'
 //	labels get    -server URL -token T -path '/v1/nodes/minion-{r}/pillar' -range 10000 -duration 15s
+//	labels get    -server URL -token T -path '/v1/nodes/n{r7}' -range 100000   # the select data's nodes
 //
 // patch is the HTTP side of the "PATCH vs raw INSERT … ON CONFLICT" comparison: each request
 // sets label k<0..9> of a random one of the first 1000 nodes to v<0..50>, the same keys and
@@ -98,6 +99,8 @@ func main() {
 		run(*n, *c, func(r *rand.Rand) error {
 			x := r.IntN(*rangeN)
 			path := strings.ReplaceAll(strings.ReplaceAll(*getPath, "{r4}", fmt.Sprintf("%04d", x)), "{r}", strconv.Itoa(1+x))
+			path = strings.ReplaceAll(path, "{r7}", fmt.Sprintf("%07d", 1+x)) // the select benchmark's n0000001…
+
 			if st, b := do("GET", path, nil, ""); st != 200 {
 				return fmt.Errorf("GET %s: %d %s", path, st, b)
 			}
@@ -105,9 +108,12 @@ func main() {
 		})
 	case "select":
 		// {r} in the selector is replaced by a random 0..19 per request, as the anchor's
-		// pgbench script draws :v.
+		// pgbench script draws :v. An empty selector lists without one.
 		run(*n, *c, func(r *rand.Rand) error {
-			q := "/v1/nodes?limit=50&labelSelector=" + url.QueryEscape(strings.ReplaceAll(*selector, "{r}", strconv.Itoa(r.IntN(20))))
+			q := "/v1/nodes?limit=50"
+			if *selector != "" {
+				q += "&labelSelector=" + url.QueryEscape(strings.ReplaceAll(*selector, "{r}", strconv.Itoa(r.IntN(20))))
+			}
 			if st, b := do("GET", q, nil, ""); st != 200 {
 				return fmt.Errorf("GET %s: %d %s", q, st, b)
 			}

@@ -41,15 +41,17 @@ func setup(t testing.TB) *testBundle {
 	pillars := pillar.NewService(d)
 	keys := testKeys(t)
 	pillars.UseKeys(keys)
+	resources := resource.NewService(d)
 	api := httpapi.New(httpapi.Options{
 		Tokens:       tokens,
-		Resources:    resource.NewService(d),
+		Resources:    resources,
 		Pillars:      pillars,
 		Keys:         keys,
 		MaxBodyBytes: 64 << 10,
 		Version:      "test",
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+	serveListsFromIndex(t, resources)
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	return &testBundle{srv: srv, admin: secret, tokens: tokens}

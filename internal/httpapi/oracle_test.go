@@ -63,6 +63,7 @@ func heldReplica(t *testing.T, d *db.DB, tokens *auth.Service, keys *secret.Keyr
 	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resources, Kinds: kinds, Pillars: pillars, Keys: keys,
 		MaxBodyBytes: 64 << 10, Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	t.Cleanup(srv.Close)
+	serveListsFromIndex(t, resources)
 	return srv
 }
 

@@ -247,7 +247,7 @@ func (a *API) objList(k *resource.Kind) authedHandler {
 		if out.Continue, err = pg.next(last != "", last); err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusOK, out)
+		return writeObjectList(w, http.StatusOK, out)
 	}
 }
 

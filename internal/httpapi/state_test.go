@@ -34,9 +34,11 @@ func setupState(t *testing.T) *testBundle {
 	tokens := auth.NewService(d)
 	secret, err := tokens.Bootstrap(ctx, "")
 	require.NoError(t, err)
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resource.NewService(d), Pillars: pillar.NewService(d), State: st,
+	resources := resource.NewService(d)
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: resources, Pillars: pillar.NewService(d), State: st,
 		Logger: quiet, MaxBodyBytes: 1024, MaxStateBytes: 4096}))
 	t.Cleanup(srv.Close)
+	serveListsFromIndex(t, resources)
 	b := &testBundle{srv: srv, admin: secret, tokens: tokens}
 	require.Equal(t, 201, b.do(t, "PUT", "/v1/projects/net", secret, nil).status)
 	return b

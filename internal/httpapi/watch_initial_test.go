@@ -38,13 +38,15 @@ func TestWatchInitialEventsAskEndedHere(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := resource.NewService(d)
 	hub := resource.NewHub(svc, func(ctx context.Context) (*db.Session, error) { return d.OpenSession(ctx, "watch test") }, quiet)
+	ix := hub.ServeLists()
 	hubCtx, stopHub := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); hub.Run(hubCtx) }()
 	srv := httptest.NewServer(httpapi.New(httpapi.Options{Tokens: tokens, Resources: svc, Watch: hub, WatchBookmarkInterval: time.Minute,
 		WatchRecheckInterval: time.Minute, MaxBodyBytes: 64 << 10, Version: "test", Logger: quiet}))
+	go func() { defer close(done); hub.Run(hubCtx) }() // after New, which connects the kinds' registry
 	t.Cleanup(func() { srv.Close() })
 	t.Cleanup(func() { stopHub(); <-done })
+	waitIndex(t, ix)
 	admin, err := client.New(srv.URL, secret, nil)
 	require.NoError(t, err)
 	_, err = admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "before"}})

@@ -53,15 +53,16 @@ func watchSetupAPI(t *testing.T, bookmark, timeout time.Duration, tune func(*htt
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := resource.NewService(d)
 	hub := resource.NewHub(svc, func(ctx context.Context) (*db.Session, error) { return d.OpenSession(ctx, "watch test") }, quiet)
+	ix := hub.ServeLists()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); hub.Run(ctx) }()
 	o := httpapi.Options{Tokens: tokens, Resources: svc, Watch: hub, WatchBookmarkInterval: bookmark,
 		MaxBodyBytes: 64 << 10, Version: "test", Logger: quiet}
 	for _, f := range opts {
 		f(&o)
 	}
 	api := httpapi.New(o)
+	go func() { defer close(done); hub.Run(ctx) }() // after New, which connects the kinds' registry
 	if tune != nil {
 		tune(api)
 	}
@@ -72,6 +73,7 @@ func watchSetupAPI(t *testing.T, bookmark, timeout time.Duration, tune func(*htt
 	// The hub stops first, which ends the streams; then the server can close.
 	t.Cleanup(func() { srv.Close() })
 	t.Cleanup(func() { cancel(); <-done })
+	waitIndex(t, ix)
 	c, err := client.New(srv.URL, secret, nil)
 	require.NoError(t, err)
 	return &watchBundle{stopHub: cancel, srv: srv, admin: c, db: d, tokens: tokens, secret: secret}

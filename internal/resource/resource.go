@@ -78,6 +78,8 @@ type Service struct {
 	resolved atomic.Int64
 	// exposeGaps turns off waiting for versions in flight, for tests' controls only.
 	exposeGaps bool
+	// index, when set (Hub.ServeLists), answers lists from memory (index.go).
+	index *Index
 }
 
 // OnWrite registers f to run after every write transaction of this service has ended,
@@ -603,6 +605,10 @@ func withOrgMember(k *Kind, opts ListOptions) (ListOptions, error) {
 // List returns a page of the objects of kind in org that opts.Filter and opts.Selector let
 // through, ordered by name (bytewise), and the page's last name when more follow ("" otherwise).
 //
+// With a list index (Hub.ServeLists) the page comes from memory once the index has applied
+// the database's current version (index.go); the database answers when it cannot, as below,
+// with the same pages, order and resourceVersion semantics.
+//
 // The page and its resourceVersion are read in one REPEATABLE READ snapshot (db.ReadTx): the
 // version is the newest change that snapshot sees, so a watch started from it receives
 // exactly the changes the items do not reflect. Read in two statements under READ COMMITTED,
@@ -616,6 +622,18 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 	}
 	if opts, err = withOrgMember(k, opts); err != nil {
 		return out, "", err
+	}
+	if s.index != nil {
+		l, last, ok, err := s.index.list(ctx, kind, org, opts)
+		if err != nil {
+			return out, "", err
+		}
+		if ok {
+			for i := range l.Items {
+				s.presentObject(ctx, s.db, &l.Items[i])
+			}
+			return l, last, nil
+		}
 	}
 	floor := s.resolved.Load() // before the snapshot: versions through it are visible in it
 	var gaps []int64

@@ -130,6 +130,9 @@ type Hub struct {
 	recorded   int64
 	recordedAt time.Time
 
+	// index, when set (ServeLists), is the replica's list index, fed by poll.
+	index *Index
+
 	mu      sync.Mutex
 	head    int64 // every version up to head is resolved, and its change fanned out
 	stopped bool
@@ -195,6 +198,10 @@ func (h *Hub) Run(ctx context.Context) {
 			h.head = head
 			h.mu.Unlock()
 			close(h.ready)
+			if h.index != nil {
+				h.index.runCtx = ctx
+				h.index.startBuild()
+			}
 			break
 		}
 		if ctx.Err() != nil {
@@ -256,6 +263,11 @@ func (h *Hub) poke() {
 // (versions.go: this waits for writers in flight to commit) and reads again, so head is
 // always a prefix of versions that are all resolved.
 func (h *Hub) poll(ctx context.Context) error {
+	if h.index != nil {
+		if err := h.index.installPending(ctx); err != nil {
+			return err
+		}
+	}
 	for {
 		h.mu.Lock()
 		head := h.head
@@ -275,12 +287,25 @@ func (h *Hub) poll(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// The list index keeps objects as stored (lists present them when they answer, with
+		// the kinds' current read pipelines, as the database path does).
+		var stored []json.RawMessage
+		if h.index != nil {
+			stored = make([]json.RawMessage, len(batch))
+			for i := range batch {
+				stored[i] = batch[i].Object.Spec
+			}
+		}
 		for i := range batch {
 			if batch[i].Type != "GAP" {
 				h.svc.presentObject(ctx, h.svc.db, &batch[i].Object)
 			}
 		}
-		var missing []int64
+		var (
+			missing []int64
+			applied []Change
+			gone    bool
+		)
 		h.mu.Lock()
 		if compacted > h.head {
 			// Changes this poller never read were pruned (it was away longer than the
@@ -293,8 +318,9 @@ func (h *Hub) poll(ctx context.Context) error {
 				}
 			}
 			h.head = compacted
+			gone = true
 		}
-		for _, c := range batch {
+		for i, c := range batch {
 			if c.RV <= h.head {
 				continue
 			}
@@ -307,10 +333,22 @@ func (h *Hub) poll(ctx context.Context) error {
 			if c.Type != "GAP" {
 				h.fanOutLocked(c)
 			}
+			if stored != nil {
+				c.Object.Spec = stored[i]
+				applied = append(applied, c)
+			}
 			h.head = c.RV
 		}
 		head = h.head
+		if h.index != nil && !gone {
+			h.index.applyBatch(applied, head)
+		}
 		h.mu.Unlock()
+		if gone && h.index != nil {
+			// The log was pruned past what the index holds (the poller was away longer than
+			// the retention, or a new history epoch began): it cannot be patched; load it again.
+			h.index.drop(FallbackNotReady)
+		}
 		h.svc.noteResolved(head)
 		h.recordResolved(ctx, head)
 		if len(missing) > 0 {

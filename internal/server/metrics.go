@@ -189,3 +189,43 @@ func (c *opsCollector) Collect(ch chan<- prometheus.Metric) {
 func registerOpsMetrics(reg *prometheus.Registry, state *tfstate.Service, hub *resource.Hub, resources *resource.Service, cache *pillar.Cache, d *db.DB, readiness func(context.Context) ([]string, error)) {
 	reg.MustRegister(&opsCollector{state: state, hub: hub, resources: resources, cache: cache, d: d, readiness: readiness})
 }
+
+// registerListIndexMetrics exposes the list index (resource/index.go): how many lists it
+// answered from memory and how many the database answered instead, by reason, and what it
+// holds. Read when scraped.
+func registerListIndexMetrics(reg *prometheus.Registry, ix *resource.Index) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_list_index_served_total", Help: "Lists answered from this replica's in-memory list index."},
+			func() float64 { return float64(ix.Stats().Served) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_list_index_ready", Help: "1 when this replica's list index is loaded and current, 0 while it loads or is off (lists then read the database)."},
+			func() float64 {
+				if ix.Stats().Ready {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_list_index_objects", Help: "Objects in this replica's list index."},
+			func() float64 { return float64(ix.Stats().Objects) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_list_index_bytes", Help: "What the objects in this replica's list index count against --list-index-max-bytes."},
+			func() float64 { return float64(ix.Stats().Bytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_list_index_head_version", Help: "The resourceVersion through which this replica's list index holds every change."},
+			func() float64 { return float64(ix.Stats().Head) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_list_index_loads_total", Help: "Loads of this replica's list index from the database (at start, and after a 410, a new history epoch or the byte bound)."},
+			func() float64 { return float64(ix.Stats().Rebuilds) }),
+		&listFallbackCollector{ix: ix},
+	)
+}
+
+var descListFallback = prometheus.NewDesc("strata_list_index_fallback_total",
+	"Lists the database answered instead of this replica's list index: not_ready (loading, dropped after a 410 or a new history epoch), timeout (the index did not reach the database's version within --list-index-wait), budget (over --list-index-max-bytes), history (the database's version went back).",
+	[]string{"reason"}, nil)
+
+type listFallbackCollector struct{ ix *resource.Index }
+
+func (c *listFallbackCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descListFallback }
+
+func (c *listFallbackCollector) Collect(ch chan<- prometheus.Metric) {
+	for reason, n := range c.ix.Stats().Fallback {
+		ch <- prometheus.MustNewConstMetric(descListFallback, prometheus.CounterValue, float64(n), reason)
+	}
+}

@@ -58,6 +58,13 @@ type Config struct {
 	// RenderCacheBytes bounds this replica's render cache (pillar.DefaultCacheBytes when 0);
 	// the least recently used renders are evicted.
 	RenderCacheBytes int64
+	// ListIndexMaxBytes bounds this replica's list index (resource.DefaultListIndexMaxBytes
+	// when 0; negative turns the index off, every list then reads the database). Over it,
+	// lists read the database.
+	ListIndexMaxBytes int64
+	// ListIndexWait bounds how long a list waits for the index to reach the database's
+	// current version (resource.DefaultListIndexWait when 0) before it reads the database.
+	ListIndexWait time.Duration
 	// BulkBufferBytes bounds the input one bulk apply holds before writing it (default
 	// 32 MiB); past it the server stops reading the body until lines are applied.
 	BulkBufferBytes int64
@@ -118,6 +125,8 @@ const DefaultMaxBodyBytes = 8 << 20
 // the CLI's flags need only this package.
 const (
 	DefaultRenderCacheBytes = pillar.DefaultCacheBytes
+	DefaultListIndexBytes   = resource.DefaultListIndexMaxBytes
+	DefaultListIndexWait    = resource.DefaultListIndexWait
 	DefaultBulkBufferBytes  = httpapi.DefaultBulkBufferBytes
 	DefaultWatchMaxDuration = httpapi.DefaultWatchMaxDuration
 )
@@ -471,6 +480,18 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}
 	hub := resource.NewHub(resources, listenChanges, logger)
+	// The same poller feeds the replica's list index, from which lists are answered once it
+	// has applied the database's current version (resource/index.go).
+	var listIndex *resource.Index
+	if cfg.ListIndexMaxBytes >= 0 {
+		listIndex = hub.ServeLists()
+		if cfg.ListIndexMaxBytes > 0 {
+			listIndex.MaxBytes = cfg.ListIndexMaxBytes
+		}
+		if cfg.ListIndexWait > 0 {
+			listIndex.Wait = cfg.ListIndexWait
+		}
+	}
 	hubCtx, stopHub := context.WithCancel(ctx)
 	defer stopHub()
 	go hub.Run(hubCtx)
@@ -552,6 +573,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	readiness := newReadinessGate(check, logger).Check
 	registerOpsMetrics(reg, state, hub, resources, pillarCache, d, readiness)
+	if listIndex != nil {
+		registerListIndexMetrics(reg, listIndex)
+	}
 	api := httpapi.New(httpapi.Options{
 		Logger:       logger,
 		Registry:     reg,
@@ -675,6 +699,9 @@ func (c *Config) validate() error {
 	}
 	if c.ChangesRetention < 0 || c.AuditRetention < 0 {
 		return fmt.Errorf("--changes-retention and --audit-retention must be 0 (keep forever) or a positive duration")
+	}
+	if c.ListIndexWait < 0 {
+		return fmt.Errorf("--list-index-wait must be positive")
 	}
 	if c.RenderCacheBytes < 0 {
 		return fmt.Errorf("--render-cache-bytes %d: must be positive", c.RenderCacheBytes)
