@@ -312,7 +312,7 @@ func (s *Service) ensureRow(ctx context.Context, tx *db.Tx, actor Actor, project
 	}
 	err = tx.Pipeline(ctx,
 		db.Step{Query: q.Get("StateCreationKeys"), Args: []any{tofu}, Scan: func(r db.Row) error { return r.Scan(&keyA, &keyB) }},
-		db.Step{Query: q.Get("StateSetActor"), Args: []any{actor.Name, "placeholder"}, Scan: func(r db.Row) error { return r.Scan(&x, &y) }},
+		db.Step{Query: pq("StateSetActor", project), Args: []any{actor.Name, "placeholder"}, Scan: func(r db.Row) error { return r.Scan(&x, &y) }},
 		db.Step{Query: pq("StateInsert", project), Args: []any{workspace, placeholder}, Scan: func(r db.Row) error {
 			err := r.Scan(&id)
 			if raced = errors.Is(err, db.ErrNotFound); raced {
@@ -430,12 +430,12 @@ func (s *Service) Unlock(ctx context.Context, actor Actor, project, workspace st
 		if err := tx.Pipeline(ctx, steps...); err != nil {
 			return err
 		}
-		n, err := tx.Exec(ctx, pq("PlaceholderStateDelete", project), project, workspace)
+		n, err := tx.Exec(ctx, pq("PlaceholderStateDelete", project), workspace)
 		if err != nil {
 			return err
 		}
 		if n > 0 {
-			if _, err := tx.Exec(ctx, q.Get("PlaceholderDelete"), project, workspace); err != nil {
+			if _, err := tx.Exec(ctx, pq("PlaceholderDelete", project), workspace); err != nil {
 				return err
 			}
 		}

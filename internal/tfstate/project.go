@@ -84,13 +84,26 @@ func (s *Service) ProjectCreate(ctx context.Context, actor Actor, name string, o
 				return err
 			}
 		}
-		for _, ddl := range []string{"ProjectCreateSchema", "ProjectCreateSequence", "ProjectCreateTable", "ProjectCreateIndex", "ProjectCreateTrigger"} {
-			if _, err := tx.Exec(ctx, pq(ddl, name)); err != nil {
-				if errors.Is(err, db.ErrPermission) {
-					return fault.Wrap(fault.KindForbidden, err, "strata's database role cannot set up schema %q (it needs to own its states table, and CREATE on the database and on schema public for a new project)", name)
+		ddl := func(names ...string) error {
+			for _, n := range names {
+				if _, err := tx.Exec(ctx, pq(n, name)); err != nil {
+					if errors.Is(err, db.ErrPermission) {
+						return fault.Wrap(fault.KindForbidden, err, "strata's database role cannot set up schema %q (it needs to own its states table, and CREATE on the database for a new project)", name)
+					}
+					return fmt.Errorf("project %s: %s: %w", name, n, err)
 				}
-				return fmt.Errorf("project %s: %s: %w", name, ddl, err)
 			}
+			return nil
+		}
+		if err := ddl("ProjectCreateSchema", "ProjectCreateSequence"); err != nil {
+			return err
+		}
+		var ignoredSeq int64
+		if err := tx.QueryRow(ctx, q.Get("ProjectSequenceRange"), name).Scan(&ignoredSeq); err != nil {
+			return err
+		}
+		if err := ddl("ProjectCreateTable", "ProjectSetIDDefault", "ProjectCreateIndex", "ProjectCreateVersions", "ProjectCreatePlaceholders", "ProjectCreateMeta", "ProjectInsertMeta"); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, q.Get("ProjectInsert"), name, actor.Name, schemaExists); err != nil {
 			return err
@@ -99,16 +112,25 @@ func (s *Service) ProjectCreate(ctx context.Context, actor Actor, name string, o
 		if schemaExists {
 			action = "project.adopt"
 			if hasTable {
-				if _, err := tx.Exec(ctx, pq("ProjectAdoptVersions", name), name, actor.Name); err != nil {
+				if _, err := tx.Exec(ctx, pq("ProjectAdoptVersions", name), actor.Name); err != nil {
 					return err
 				}
 			}
+		}
+		if err := s.distribute(ctx, tx, name); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, q.Get("ProjectUnsafeTriggers")).Scan(&ignored); err != nil {
+			return err
+		}
+		if err := ddl("ProjectCreateTrigger"); err != nil {
+			return err
 		}
 		created = true
 		var detail map[string]any
 		if opts.Encryption {
 			detail = map[string]any{"encryption": true, "key": s.keys.Primary()}
-			if _, err := tx.Exec(ctx, q.Get("EncryptMarkProject"), name); err != nil {
+			if err := markEncrypted(ctx, tx, name); err != nil {
 				return err
 			}
 			// An adopted schema's rows (and the versions just made of them) are sealed now.
@@ -135,6 +157,19 @@ func (s *Service) ProjectCreate(ctx context.Context, actor Actor, name string, o
 		return client.Project{}, false, err
 	}
 	return p, created, nil
+}
+
+// distribute makes a project's schema a distributed schema when strata runs on Citus
+// (Options.DistributeProjects), in the creating transaction, after its rows are in place and
+// before its trigger exists; Citus places it on a worker. Without Citus it does nothing.
+func (s *Service) distribute(ctx context.Context, tx *db.Tx, name string) error {
+	if !s.opts.DistributeProjects {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, q.Get("ProjectDistribute"), name); err != nil {
+		return fmt.Errorf("project %s: distributing its schema on Citus: %w", name, err)
+	}
+	return nil
 }
 
 // checkStatesLayout reports whether schema has a states table, and refuses one that the pg
@@ -194,7 +229,7 @@ func (s *Service) ProjectGet(ctx context.Context, name string) (client.Project, 
 
 func (s *Service) countWorkspaces(ctx context.Context, p *client.Project) error {
 	var n int64
-	if err := s.db.QueryRow(ctx, pq("ProjectStateCount", p.Name), p.Name).Scan(&n); err != nil {
+	if err := s.db.QueryRow(ctx, pq("ProjectStateCount", p.Name)).Scan(&n); err != nil {
 		return categorize(err)
 	}
 	p.Workspaces = int(n)
@@ -277,7 +312,7 @@ func (s *Service) ProjectDelete(ctx context.Context, actor Actor, name string, f
 			return err
 		}
 		var states int64
-		if err := tx.QueryRow(ctx, pq("ProjectStateCount", name), name).Scan(&states); err != nil {
+		if err := tx.QueryRow(ctx, pq("ProjectStateCount", name)).Scan(&states); err != nil {
 			return err
 		}
 		if states > 0 && !force {
@@ -298,7 +333,7 @@ func (s *Service) ProjectDelete(ctx context.Context, actor Actor, name string, f
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		for _, ddl := range []string{"ProjectDropTrigger", "ProjectDropTable"} {
+		for _, ddl := range []string{"ProjectDropTrigger", "ProjectDropTable", "ProjectDropHistory", "ProjectDropSequence"} {
 			if _, err := tx.Exec(ctx, pq(ddl, name)); err != nil {
 				return fmt.Errorf("project %s: %s: %w", name, ddl, err)
 			}

@@ -50,7 +50,7 @@ func ReleaseRestoredLocks(ctx context.Context, d *db.DB, actor string) (int, err
 // sequence public.global_states_id_seq, shared by all projects (Terraform's own DDL), which
 // their states tables' defaults name.
 func PrepareRestore(ctx context.Context, d *db.DB) error {
-	_, err := d.Exec(ctx, q.Get("ProjectCreateSequence"))
+	_, err := d.Exec(ctx, q.Get("SharedSequenceCreate"))
 	return err
 }
 

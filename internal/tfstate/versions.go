@@ -1,6 +1,7 @@
 package tfstate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -29,7 +30,7 @@ func (s *Service) VersionList(ctx context.Context, project, workspace string) ([
 	if err := requireProject(ctx, s.db, project); err != nil {
 		return nil, categorize(err)
 	}
-	rows, err := s.db.Query(ctx, q.Get("VersionList"), project, workspace)
+	rows, err := s.db.Query(ctx, pq("VersionList", project), workspace)
 	if err != nil {
 		return nil, categorize(err)
 	}
@@ -55,7 +56,7 @@ func (s *Service) VersionGet(ctx context.Context, project, workspace string, n i
 		return client.StateVersion{}, nil, categorize(err)
 	}
 	var data string
-	v, err := scanVersion(s.db.QueryRow(ctx, q.Get("VersionGet"), project, workspace, n), &data)
+	v, err := scanVersion(s.db.QueryRow(ctx, pq("VersionGet", project), workspace, n), &data)
 	if errors.Is(err, db.ErrNotFound) {
 		return client.StateVersion{}, nil, fault.NotFound("workspace %s/%s has no version %d", project, workspace, n)
 	}
@@ -106,11 +107,27 @@ func (s *Service) VersionRestore(ctx context.Context, actor Actor, project, work
 
 // PruneVersions applies KeepVersions to every workspace and reports how many versions it
 // deleted. strata's own writes prune their workspace at once; this catches writes made by
-// pg clients. Start runs it periodically.
+// pg clients. Start runs it periodically, one statement per project (each project's
+// versions live in its own schema, on Citus on its own worker).
 func (s *Service) PruneVersions(ctx context.Context) (int64, error) {
 	if s.opts.KeepVersions <= 0 {
 		return 0, nil
 	}
-	n, err := s.db.Exec(ctx, q.Get("VersionPruneAll"), s.opts.KeepVersions)
-	return n, categorize(err)
+	projects, err := projectNames(ctx, s.db)
+	if err != nil {
+		return 0, categorize(err)
+	}
+	var total int64
+	var firstErr error
+	for _, p := range projects {
+		n, err := s.db.Exec(ctx, pq("VersionPruneAll", p), s.opts.KeepVersions)
+		if err != nil {
+			// One project's failure (deleted meanwhile, or its Citus worker down) does
+			// not keep the others from being pruned.
+			firstErr = cmp.Or(firstErr, err)
+			continue
+		}
+		total += n
+	}
+	return total, categorize(firstErr)
 }
