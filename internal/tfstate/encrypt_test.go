@@ -270,14 +270,13 @@ func TestProjectEncryptConverts(t *testing.T) {
 	require.False(t, p.Encryption)
 	require.NoError(t, b.svc.Unlock(ctx, b.actor, "conv", "a", UnlockRequest{ID: "LA"}))
 
-	// So does a pg client holding a workspace's key.
+	// So does a pg client holding a workspace's key, taken as the pg backend takes it: through
+	// the states table (on Citus that runs on the worker holding the project).
 	pg := rawSession(t, b.url)
-	var id int64
-	require.NoError(t, pg.QueryRow(ctx, pqRaw(`SELECT id FROM conv.states WHERE name = 'c'`)).Scan(&id))
-	require.True(t, rawBool(t, pg, `SELECT pg_try_advisory_lock($1)`, id))
+	require.True(t, rawBool(t, pg, `SELECT pg_try_advisory_lock(id) FROM conv.states WHERE name = 'c'`))
 	_, err = b.svc.ProjectEncrypt(ctx, b.actor, "conv", 2)
 	requireLocked(t, err)
-	require.True(t, rawBool(t, pg, `SELECT pg_advisory_unlock($1)`, id))
+	require.True(t, rawBool(t, pg, `SELECT pg_advisory_unlock(id) FROM conv.states WHERE name = 'c'`))
 
 	calls := 0
 	var last client.ProjectEncryption

@@ -333,6 +333,9 @@ func (s *Service) ProjectDelete(ctx context.Context, actor Actor, name string, f
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		if err := tx.QueryRow(ctx, q.Get("ProjectUnsafeTriggers")).Scan(&ignored); err != nil {
+			return err
+		}
 		for _, ddl := range []string{"ProjectDropTrigger", "ProjectDropTable", "ProjectDropHistory", "ProjectDropSequence"} {
 			if _, err := tx.Exec(ctx, pq(ddl, name)); err != nil {
 				return fmt.Errorf("project %s: %s: %w", name, ddl, err)

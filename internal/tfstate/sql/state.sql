@@ -112,21 +112,33 @@ WITH holders AS (
 	) h
 	ORDER BY key, since
 )
-SELECT s.name, CASE WHEN coalesce(v.stored_size, v.size) = s.size THEN v.size ELSE s.size END,
-	CASE WHEN coalesce(v.stored_size, v.size) = s.size THEN v.serial ELSE ({{schema}}.tf_state_meta(s.data)).serial END,
-	coalesce(CASE WHEN coalesce(v.stored_size, v.size) = s.size THEN v.lineage ELSE ({{schema}}.tf_state_meta(s.data)).lineage END, ''),
-	CASE WHEN ph.md5 IS NULL THEN false ELSE ph.md5 = md5(s.data) END,
-	coalesce(v.n, 0), v.created_at,
+-- The project's part is a MATERIALIZED CTE naming only the project's tables: on Citus it runs
+-- on the worker holding the project and the rest (locks, keepers, pg_locks) on the
+-- coordinator, never a join between the two (which Citus refuses); on one PostgreSQL it is
+-- the same plan. Only a state whose latest version does not describe it is sent back for
+-- parsing (tf_state_meta is strata's, on the coordinator).
+, w AS MATERIALIZED (
+	SELECT s.id, s.name, s.size, v.n, v.created_at, v.serial, v.lineage,
+		coalesce(v.stored_size, v.size) = s.size AS described, v.size AS vsize,
+		CASE WHEN coalesce(v.stored_size, v.size) = s.size THEN NULL ELSE s.data END AS unparsed,
+		CASE WHEN ph.md5 IS NULL THEN false ELSE ph.md5 = md5(s.data) END AS placeholder
+	FROM (SELECT id, name, data, coalesce(octet_length(data), 0) AS size FROM {{project}}.states
+		WHERE name IS NOT NULL AND name COLLATE "C" > $2
+		ORDER BY name COLLATE "C" LIMIT $3) s
+	LEFT JOIN {{project}}.tf_placeholders ph ON ph.workspace = s.name
+	LEFT JOIN LATERAL (
+		SELECT n, created_at, serial, lineage, size, stored_size FROM {{project}}.tf_state_versions
+		WHERE workspace = s.name ORDER BY n DESC LIMIT 1) v ON true
+)
+SELECT s.name, CASE WHEN coalesce(s.described, false) THEN s.vsize ELSE s.size END,
+	CASE WHEN coalesce(s.described, false) THEN s.serial ELSE ({{schema}}.tf_state_meta(s.unparsed)).serial END,
+	coalesce(CASE WHEN coalesce(s.described, false) THEN s.lineage ELSE ({{schema}}.tf_state_meta(s.unparsed)).lineage END, ''),
+	s.placeholder,
+	coalesce(s.n, 0), s.created_at,
 	h.pid, h.usename, h.client_addr, h.application_name, h.since, h.key,
 	l.lock_id, l.info, l.state_id, l.owner, l.created_by, l.unprotected_since, l.created_at,
 	l.last_gap_start, l.last_gap_end, {{schema}}.tf_lock_key_held(l.owner, l.state_id)
-FROM (SELECT id, name, data, coalesce(octet_length(data), 0) AS size FROM {{project}}.states
-	WHERE name IS NOT NULL AND name COLLATE "C" > $2
-	ORDER BY name COLLATE "C" LIMIT $3) s
-LEFT JOIN {{project}}.tf_placeholders ph ON ph.workspace = s.name
-LEFT JOIN LATERAL (
-	SELECT n, created_at, serial, lineage, size, stored_size FROM {{project}}.tf_state_versions
-	WHERE workspace = s.name ORDER BY n DESC LIMIT 1) v ON true
+FROM w s
 LEFT JOIN {{schema}}.tf_locks l ON l.project = $1 AND l.workspace = s.name
 LEFT JOIN holders h ON h.key = s.id
 ORDER BY s.name COLLATE "C"
