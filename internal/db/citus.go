@@ -29,7 +29,7 @@ type Citus struct {
 
 // String is one line for logs and doctor.
 func (c *Citus) String() string {
-	return fmt.Sprintf("Citus %s (extension %s), coordinator %s, %d worker(s) %v", c.Version, c.Extension, orNone(c.Coordinator), len(c.Workers), c.Workers)
+	return fmt.Sprintf("%s (extension %s), coordinator %s, %d worker(s) %v", c.Version, c.Extension, orNone(c.Coordinator), len(c.Workers), c.Workers)
 }
 
 func orNone(s string) string {
