@@ -267,8 +267,8 @@ func (s *Service) encryptBatch(ctx context.Context, tx *db.Tx, actor Actor, proj
 		return 0, 0, err
 	}
 	for _, r := range states {
-		var took bool
-		if err := tx.QueryRow(ctx, q.Get("EncryptRowKey"), r.id).Scan(&took); err != nil {
+		took, err := rowKey(ctx, tx, "EncryptRowKey", project, r.id)
+		if err != nil {
 			return 0, 0, err
 		}
 		if !took {

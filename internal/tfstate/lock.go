@@ -253,7 +253,7 @@ func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace 
 			return err
 		}
 		if s.keeper != nil {
-			ok, err := s.keeper.takeBy(ctx, deadline, id)
+			ok, err := s.keeper.takeBy(ctx, deadline, project, id)
 			if errors.Is(err, errKeeperLate) {
 				slotHeld = false // the keeper's call holds it now
 				return errKeeperUnavailable(fmt.Errorf("waited %v for the lock keeper", s.opts.KeeperWait))
@@ -267,8 +267,8 @@ func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace 
 			took = id
 		} else {
 			// No keeper: at least refuse while a pg client holds the key now.
-			var ok bool
-			if err := tx.QueryRow(ctx, q.Get("StateRowKey"), id).Scan(&ok); err != nil {
+			ok, err := rowKey(ctx, tx, "StateRowKey", project, id)
+			if err != nil {
 				return err
 			}
 			if !ok {

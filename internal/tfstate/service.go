@@ -157,6 +157,9 @@ func New(d *db.DB, opts Options) (*Service, error) {
 	if opts.KeeperWait <= 0 {
 		opts.KeeperWait = 5 * time.Second
 	}
+	if opts.DistributeProjects {
+		citusHolders.Store(true)
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()

@@ -283,8 +283,8 @@ func pgClientCheck(ctx context.Context, tx *db.Tx, project, workspace string, id
 	if locked && lock.KeyHeld {
 		return nil
 	}
-	var ok bool
-	if err := tx.QueryRow(ctx, q.Get("StateRowKey"), id).Scan(&ok); err != nil {
+	ok, err := rowKey(ctx, tx, "StateRowKey", project, id)
+	if err != nil {
 		return err
 	}
 	if !ok {

@@ -121,3 +121,7 @@ ORDER BY n DESC LIMIT 1
 -- name: EncryptRowKey
 -- One workspace's advisory key, exclusively for this transaction, without waiting.
 SELECT pg_try_advisory_xact_lock($1::bigint)
+
+-- name: EncryptRowKeyWorker
+-- EncryptRowKey on Citus, in addition, on the project's worker (see StateRowKeyWorker).
+SELECT pg_try_advisory_xact_lock($1::bigint) FROM {{project}}.tf_project

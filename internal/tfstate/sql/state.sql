@@ -41,6 +41,12 @@ SELECT pg_try_advisory_xact_lock_shared(-1::bigint), pg_try_advisory_xact_lock_s
 -- the write runs), but lock listings can tell strata's own hold from a pg client's.
 SELECT pg_try_advisory_xact_lock_shared($1::bigint)
 
+-- name: StateRowKeyWorker
+-- StateRowKey on Citus, in addition: the pg backend takes a workspace's key on the worker
+-- holding the project (its lock query names states), so the key is taken there as well,
+-- through the project's one-row tf_project, which Citus routes to that worker.
+SELECT pg_try_advisory_xact_lock_shared($1::bigint) FROM {{project}}.tf_project
+
 -- name: StateInsert
 INSERT INTO {{project}}.states (name, data) VALUES ($1, $2)
 ON CONFLICT (name) DO NOTHING
