@@ -40,14 +40,14 @@ type keeper struct {
 	slot chan struct{}
 
 	// Guarded by slot.
-	sess    *db.Session
-	held    map[int64]bool
+	sess *db.Session
+	held map[int64]bool
 	// onWorker are the keys also held on a Citus worker, by project (Options.DistributeProjects):
 	// the pg backend takes its keys on the worker holding the project, so the keeper holds
 	// them there too (KeeperTakeOnWorker), through its session's connection to that worker.
 	onWorker map[int64]string
-	lastErr error
-	dirty   bool // (re)connected: reconcile soon
+	lastErr  error
+	dirty    bool // (re)connected: reconcile soon
 	// pending are gaps that could not be recorded when they began (the database was shutting
 	// down, say): recorded, with their true start, as soon as the database answers again.
 	pending []pendingGap
