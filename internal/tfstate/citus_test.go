@@ -97,3 +97,36 @@ func TestCitusProjectsAreDistributedSchemas(t *testing.T) {
 	require.NoError(t, pg.QueryRow(ctx, &db.Query{Name: "t", Text: `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'ca')`}).Scan(&left))
 	require.False(t, left)
 }
+
+// TestCitusNewProjectGoesToTheEmptierWorker: after deletions left the workers uneven, a new
+// project does not pile onto the fuller worker: strata moves it (citus_schema_move) when
+// Citus placed it where two more projects live than on the emptiest worker.
+func TestCitusNewProjectGoesToTheEmptierWorker(t *testing.T) {
+	t.Parallel()
+	requireCitusMode(t)
+	b := setup(t, setupOpts{noKeeper: true})
+	ctx := context.Background()
+	pg := rawSession(t, b.url)
+	nodeOf := func(p string) int {
+		var port int
+		require.NoError(t, pg.QueryRow(ctx, pqRaw(`SELECT DISTINCT nodeport FROM citus_shards WHERE citus_table_type = 'schema' AND split_part(table_name::text, '.', 1) = $1`), p).Scan(&port))
+		return port
+	}
+	for _, p := range []string{"ba", "bb", "bc", "bd", "be", "bf"} {
+		b.project(t, p)
+	}
+	// Empty one worker of projects.
+	first := nodeOf("ba")
+	for _, p := range []string{"ba", "bb", "bc", "bd", "be", "bf"} {
+		if nodeOf(p) != first {
+			require.NoError(t, b.svc.ProjectDelete(ctx, b.actor, p, true))
+		}
+	}
+	for _, p := range []string{"ca", "cb"} {
+		b.project(t, p)
+	}
+	var spread string
+	require.NoError(t, pg.QueryRow(ctx, pqRaw(`SELECT string_agg(n::text, ',' ORDER BY n) FROM (
+		SELECT count(DISTINCT split_part(table_name::text, '.', 1)) AS n FROM citus_shards WHERE citus_table_type = 'schema' GROUP BY nodeport) c`)).Scan(&spread))
+	require.Equal(t, "2,3", spread, "3 projects on the worker that kept them, the 2 new ones on the emptied worker")
+}

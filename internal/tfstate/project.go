@@ -153,10 +153,42 @@ func (s *Service) ProjectCreate(ctx context.Context, actor Actor, name string, o
 	if err != nil {
 		return client.Project{}, false, categorize(secret.Fault(err))
 	}
+	if created {
+		s.balance(ctx, name)
+	}
 	if err := s.countWorkspaces(ctx, &p); err != nil {
 		return client.Project{}, false, err
 	}
 	return p, created, nil
+}
+
+// balance, on Citus, moves a project just created to the worker holding the fewest projects
+// when its own holds at least two more (Citus places new schemas round-robin, which deletions
+// and adoptions can leave uneven). It runs after the creating transaction has committed
+// (Citus moves a schema outside a transaction block), and a failure only logs: the project
+// works wherever it is.
+func (s *Service) balance(ctx context.Context, name string) {
+	if !s.opts.DistributeProjects {
+		return
+	}
+	var (
+		host, toHost string
+		port, toPort int32
+		have, least  int64
+	)
+	err := s.db.QueryRow(ctx, q.Get("ProjectPlacement"), name).Scan(&host, &port, &have, &toHost, &toPort, &least)
+	if err != nil {
+		s.log.Warn("project placement on Citus: cannot read it", "project", name, "err", err)
+		return
+	}
+	if have < least+2 {
+		return
+	}
+	if _, err := s.db.Exec(ctx, q.Get("ProjectMove"), name, toHost, toPort); err != nil {
+		s.log.Warn("project placement on Citus: cannot move the project's schema", "project", name, "from", fmt.Sprintf("%s:%d", host, port), "to", fmt.Sprintf("%s:%d", toHost, toPort), "err", err)
+		return
+	}
+	s.log.Info("project moved to the Citus worker holding the fewest projects", "project", name, "from", fmt.Sprintf("%s:%d", host, port), "to", fmt.Sprintf("%s:%d", toHost, toPort))
 }
 
 // distribute makes a project's schema a distributed schema when strata runs on Citus

@@ -218,3 +218,28 @@ SELECT setval('public.global_states_id_seq', greatest($1::bigint, (SELECT last_v
 
 -- name: ProjectNamesAll
 SELECT name FROM {{schema}}.tf_projects ORDER BY name
+
+-- name: ProjectPlacement
+-- On Citus: the worker holding a project's schema, and the worker holding the fewest project
+-- schemas (ties: the lowest port), with both counts, for ProjectBalance.
+WITH per_node AS (
+	SELECT n.nodename, n.nodeport, count(DISTINCT cs.schema_name) AS projects
+	FROM pg_dist_node n
+	LEFT JOIN (SELECT DISTINCT split_part(table_name::text, '.', 1) AS schema_name, nodename, nodeport
+	           FROM citus_shards WHERE citus_table_type = 'schema') cs
+	       ON cs.nodename = n.nodename AND cs.nodeport = n.nodeport
+	WHERE n.groupid <> 0 AND n.isactive AND n.shouldhaveshards AND n.noderole = 'primary'
+	GROUP BY 1, 2
+), mine AS (
+	SELECT DISTINCT nodename, nodeport FROM citus_shards
+	WHERE citus_table_type = 'schema' AND split_part(table_name::text, '.', 1) = $1::text
+)
+SELECT m.nodename, m.nodeport, p.projects, l.nodename, l.nodeport, l.projects
+FROM mine m
+JOIN per_node p ON p.nodename = m.nodename AND p.nodeport = m.nodeport
+CROSS JOIN LATERAL (SELECT * FROM per_node ORDER BY projects, nodeport LIMIT 1) l
+
+-- name: ProjectMove
+-- Moves a project's schema (all its co-located tables) to another worker, without blocking
+-- writes (logical replication; the cluster has wal_level = logical).
+SELECT citus_schema_move($1::text::regnamespace, $2::text, $3::int)
