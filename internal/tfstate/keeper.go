@@ -427,19 +427,29 @@ func (k *keeper) takeOnWorker(ctx context.Context, s *db.Session, project string
 	return false, err
 }
 
-// unlockKeys lets keys go, on their Citus workers too (see takeOnWorker).
+// unlockKeys lets keys go, here and then on their Citus workers (see takeOnWorker). A key
+// whose project was deleted cannot be reached on its worker any more (the statement routes
+// through the project's table); it stays held there, harmlessly (no project uses its id
+// range again), until the session ends, and is logged.
 func (k *keeper) unlockKeys(ctx context.Context, s *db.Session, keys []int64) error {
+	if err := unlockKeys(ctx, s, keys); err != nil {
+		return err
+	}
 	for _, key := range keys {
-		if project, ok := k.onWorker[key]; ok {
-			var released bool
-			err := s.QueryRow(ctx, pq("KeeperReleaseOnWorker", project), key).Scan(&released)
-			if err != nil && !errors.Is(err, db.ErrNotFound) {
+		project, ok := k.onWorker[key]
+		if !ok {
+			continue
+		}
+		delete(k.onWorker, key)
+		var released bool
+		if err := s.QueryRow(ctx, pq("KeeperReleaseOnWorker", project), key).Scan(&released); err != nil && !errors.Is(err, db.ErrNotFound) {
+			if s.Closed() {
 				return err
 			}
-			delete(k.onWorker, key)
+			k.svc.log.Info("lock keeper: cannot let a key go on its Citus worker (its project is gone)", "project", project, "key", key, "err", err)
 		}
 	}
-	return unlockKeys(ctx, s, keys)
+	return nil
 }
 
 func tryKeys(ctx context.Context, s *db.Session, keys []int64) (map[int64]bool, error) {

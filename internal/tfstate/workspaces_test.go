@@ -62,7 +62,7 @@ func TestWorkspaceListReadsVersions(t *testing.T) {
 	// The keeper loses the key (its backend is terminated): the list must not say protected.
 	pid := b.svc.Readiness(ctx).KeeperPID
 	require.NotZero(t, pid)
-	_, err = b.db.Exec(ctx, &db.Query{Name: "kill", Text: `SELECT pg_terminate_backend($1)`}, int32(pid))
+	_, err = b.db.Exec(ctx, &db.Query{Name: "kill", Text: `SELECT pg_terminate_backend($1::int)`}, int32(pid))
 	require.NoError(t, err)
 	// pg_terminate_backend only signals: wait until the backend is gone (and its key with
 	// it), or the list may still see the old keeper holding the key.

@@ -66,7 +66,9 @@ SELECT EXISTS (
 	  AND ((l.classid::bigint << 32) | l.objid::bigint) = $2)
 
 -- name: LockTerminate
-SELECT pg_terminate_backend($1)
+-- int: Citus adds pg_terminate_backend(bigint) for global pids, which makes an untyped
+-- parameter ambiguous ("function pg_terminate_backend(unknown) is not unique").
+SELECT pg_terminate_backend($1::int)
 
 -- name: LockTerminateRefusal
 -- Why pg_terminate_backend($1) was refused: whether strata's role is a member of
