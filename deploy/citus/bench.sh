@@ -61,7 +61,12 @@ plain_url="postgres://postgres@127.0.0.1:$plain_port/strata?sslmode=disable"
 resources() {
 	for i in $(seq 1 10); do printf 'resource "terraform_data" "r%d" {\n  input = "%s-%d"\n}\n' "$i" "$2" "$i"; done
 }
-export TF_IN_AUTOMATION=1 TF_INPUT=0 CHECKPOINT_DISABLE=1
+# -lock-timeout: the pg backend holds its workspace-creation key (-1, one for the whole
+# database) for a workspace's whole first apply, so first applies in different projects wait
+# for each other (and strata's LOCK answers 423 meanwhile): Terraform's design, on one
+# PostgreSQL as on Citus.
+export TF_IN_AUTOMATION=1 TF_INPUT=0 CHECKPOINT_DISABLE=1 TF_CLI_CONFIG_FILE="$work/terraformrc"
+: >"$work/terraformrc"
 
 # tf_run TARGET PROJECT ROUND BACKEND: terraform init + apply in a fresh directory.
 tf_run() {
@@ -75,7 +80,7 @@ tf_run() {
 			"$url" "$p" >"$d/main.tf"
 	fi
 	resources "$p" "$r" >>"$d/main.tf"
-	(cd "$d" && terraform init -no-color >"$d/log" 2>&1 && terraform apply -auto-approve -no-color >>"$d/log" 2>&1) || { echo "terraform $t $p $b round $r failed:"; cat "$d/log"; return 1; }
+	(cd "$d" && terraform init -no-color >"$d/log" 2>&1 && terraform apply -auto-approve -no-color -lock-timeout=300s >>"$d/log" 2>&1) || { echo "terraform $t $p $b round $r failed:"; cat "$d/log"; return 1; }
 }
 export -f tf_run resources
 export work
@@ -86,7 +91,7 @@ bench_target() { # TARGET URL
 	local t=$1
 	url=$2
 	export url
-	STRATA_BOOTSTRAP_TOKEN=bench-token-$t-0123456789abcdef "$work/strata" serve --database-url "$url" --data-dir "$work/$t-data" --listen 127.0.0.1:0 2>"$work/$t-serve.log" &
+	STRATA_BOOTSTRAP_TOKEN=strata_benchtoken${t}0123456789abcdefghijklmnopqrstuv "$work/strata" serve --database-url "$url" --data-dir "$work/$t-data" --listen 127.0.0.1:0 2>"$work/$t-serve.log" &
 	pid=$!
 	local addr=
 	for _ in $(seq 1 600); do
@@ -96,7 +101,7 @@ bench_target() { # TARGET URL
 	done
 	[ -n "$addr" ] || { echo "strata did not start on $t"; cat "$work/$t-serve.log"; exit 1; }
 	server="http://$addr"
-	token=bench-token-$t-0123456789abcdef
+	token=strata_benchtoken${t}0123456789abcdefghijklmnopqrstuv
 	export server TF_HTTP_PASSWORD=$token
 	echo "== $t"
 	grep -o '"msg":"Citus detected[^}]*' "$work/$t-serve.log" | head -1 || true

@@ -5,6 +5,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed citus.sql
@@ -74,4 +77,23 @@ func (d *DB) DetectCitus(ctx context.Context) (*Citus, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// RemoteNodeDown reports whether err is Citus's failure to reach another node of the cluster
+// (the coordinator answered, a worker did not: "connection to the remote node … failed"), and
+// which node. Only the projects on that worker are affected, so callers name the project.
+func RemoteNodeDown(err error) (string, bool) {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || !strings.HasPrefix(pgErr.Code, "08") {
+		return "", false
+	}
+	const prefix = "connection to the remote node "
+	if !strings.HasPrefix(pgErr.Message, prefix) {
+		return "", false
+	}
+	node, _, _ := strings.Cut(strings.TrimPrefix(pgErr.Message, prefix), " ")
+	if _, host, ok := strings.Cut(node, "@"); ok {
+		node = host
+	}
+	return node, true
 }

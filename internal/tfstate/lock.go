@@ -163,7 +163,7 @@ func (s *Service) Lock(ctx context.Context, actor Actor, project, workspace stri
 			})
 		}
 		if err != nil {
-			return client.LockInfo{}, categorize(err)
+			return client.LockInfo{}, categorizeIn(project, err)
 		}
 		return info, nil
 	}
@@ -443,7 +443,7 @@ func (s *Service) Unlock(ctx context.Context, actor Actor, project, workspace st
 		return nil
 	})
 	if err != nil {
-		return categorize(err)
+		return categorizeIn(project, err)
 	}
 	if released.Owner != "" {
 		s.afterUnlock(context.WithoutCancel(ctx), released.Owner, released.StateID)
@@ -504,15 +504,15 @@ func (s *Service) LockStatus(ctx context.Context, project, workspace string) (cl
 		return client.LockStatus{}, err
 	}
 	if err := requireProject(ctx, s.db, project); err != nil {
-		return client.LockStatus{}, categorize(err)
+		return client.LockStatus{}, categorizeIn(project, err)
 	}
 	h, ok, err := scanLock(s.db.QueryRow(ctx, q.Get("LockGet"), project, workspace))
 	if err != nil {
-		return client.LockStatus{}, categorize(err)
+		return client.LockStatus{}, categorizeIn(project, err)
 	}
 	if !ok {
 		st, err := s.pgLockStatus(ctx, project, workspace)
-		return st, categorize(err)
+		return st, categorizeIn(project, err)
 	}
 	if !h.KeyHeld && h.Owner != s.replica && s.keeper != nil {
 		s.keeper.poke()

@@ -251,7 +251,7 @@ func (s *Service) ProjectGet(ctx context.Context, name string) (client.Project, 
 		return client.Project{}, fault.NotFound("project %q not found", name)
 	}
 	if err != nil {
-		return client.Project{}, categorize(err)
+		return client.Project{}, categorizeIn(name, err)
 	}
 	if err := s.countWorkspaces(ctx, &p); err != nil {
 		return client.Project{}, err
@@ -262,7 +262,7 @@ func (s *Service) ProjectGet(ctx context.Context, name string) (client.Project, 
 func (s *Service) countWorkspaces(ctx context.Context, p *client.Project) error {
 	var n int64
 	if err := s.db.QueryRow(ctx, pq("ProjectStateCount", p.Name)).Scan(&n); err != nil {
-		return categorize(err)
+		return categorizeIn(p.Name, err)
 	}
 	p.Workspaces = int(n)
 	return nil
@@ -287,10 +287,40 @@ func (s *Service) ProjectList(ctx context.Context, opts ProjectListOptions) ([]c
 		n := opts.Limit + 1
 		limit = &n
 	}
-	f := opts.Filter
-	rows, err := s.db.Query(ctx, q.Get("ProjectList"), f.All, f.Names, f.Prefixes, opts.After, limit)
+	out, err := s.projectList(ctx, "ProjectList", opts, limit)
+	if _, down := db.RemoteNodeDown(err); down {
+		// A Citus worker does not answer: list from strata's tables, count each project on
+		// its own, and mark those that cannot be counted.
+		if out, err = s.projectList(ctx, "ProjectListNoCounts", opts, limit); err == nil {
+			for i := range out {
+				if cerr := s.countWorkspaces(ctx, &out[i]); cerr != nil {
+					if _, down := db.RemoteNodeDown(cerr); !down {
+						return nil, false, cerr
+					}
+					out[i].Unavailable = cerr.Error()
+					var fe *fault.Error
+					if errors.As(cerr, &fe) {
+						out[i].Unavailable = fe.Detail
+					}
+				}
+			}
+		}
+	}
 	if err != nil {
 		return nil, false, categorize(err)
+	}
+	more := opts.Limit > 0 && len(out) > opts.Limit
+	if more {
+		out = out[:opts.Limit]
+	}
+	return out, more, nil
+}
+
+func (s *Service) projectList(ctx context.Context, query string, opts ProjectListOptions, limit *int) ([]client.Project, error) {
+	f := opts.Filter
+	rows, err := s.db.Query(ctx, q.Get(query), f.All, f.Names, f.Prefixes, opts.After, limit)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	out := []client.Project{}
@@ -298,21 +328,13 @@ func (s *Service) ProjectList(ctx context.Context, opts ProjectListOptions) ([]c
 		var p client.Project
 		var n int64
 		if err := rows.Scan(&p.Name, &p.CreatedAt, &p.CreatedBy, &p.Adopted, &p.CredentialsRole, &p.Encryption, &n); err != nil {
-			return nil, false, categorize(err)
+			return nil, err
 		}
 		p.CreatedAt = p.CreatedAt.UTC()
 		p.Workspaces = int(n)
 		out = append(out, p)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, false, categorize(err)
-	}
-	rows.Close()
-	more := opts.Limit > 0 && len(out) > opts.Limit
-	if more {
-		out = out[:opts.Limit]
-	}
-	return out, more, nil
+	return out, rows.Err()
 }
 
 // ProjectDelete deletes a project: its states table, locks, versions and credentials role,
@@ -396,7 +418,7 @@ func (s *Service) ProjectDelete(ctx context.Context, actor Actor, name string, f
 		return audit(ctx, tx, actor, "project.delete", name, map[string]any{"force": force, "states": states, "schemaDropped": schemaDropped, "locks": len(released)})
 	})
 	if err != nil {
-		return categorize(err)
+		return categorizeIn(name, err)
 	}
 	for _, k := range released {
 		if k.owner != "" {

@@ -345,6 +345,16 @@ func audit(ctx context.Context, qr db.Querier, actor Actor, action, target strin
 // mapping in db.Fault; fault errors and others pass unchanged.
 func categorize(err error) error { return db.Fault(err) }
 
+// categorizeIn is categorize for an operation on one project: on Citus, a worker that does
+// not answer makes only the projects it holds unavailable, so the 503 names the project and
+// the node (the rest of strata, and other projects, keep working).
+func categorizeIn(project string, err error) error {
+	if node, ok := db.RemoteNodeDown(err); ok {
+		return fault.Unavailable(fault.ReasonUnavailable, err, "project %q is unavailable: the database node holding it (%s) does not answer; other projects are not affected", project, node)
+	}
+	return categorize(err)
+}
+
 // lockedError is a 423 whose body is the holder's LockInfo, which Terraform and OpenTofu
 // parse from a conflict answer (and fail on anything else).
 func lockedError(detail string, holder client.LockInfo) error {

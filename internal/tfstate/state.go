@@ -44,7 +44,7 @@ func (s *Service) StateGet(ctx context.Context, project, workspace string) (Stat
 			return err
 		}})
 	if err := s.checkedProject(ctx, project, exists, err); err != nil {
-		return State{}, categorize(err)
+		return State{}, categorizeIn(project, err)
 	}
 	if !found || placeholder || data == nil || *data == "" {
 		return State{}, fault.NotFound("workspace %s/%s has no state", project, workspace)
@@ -106,7 +106,7 @@ func (s *Service) StateWrite(ctx context.Context, actor Actor, project, workspac
 		return WriteResult{}, err
 	}
 	res, err := s.write(ctx, actor, project, workspace, req.LockID, req.Body, writeOptions{source: "http"})
-	return res, categorize(err)
+	return res, categorizeIn(project, err)
 }
 
 // writeRules decides whether next may replace cur (both readable states): nil to write,
@@ -350,7 +350,7 @@ func (s *Service) StateDelete(ctx context.Context, actor Actor, project, workspa
 		return audit(ctx, tx, actor, "state.delete", project+"/"+workspace, map[string]any{"placeholder": placeholder})
 	})
 	if err != nil {
-		return categorize(err)
+		return categorizeIn(project, err)
 	}
 	if released.Owner != "" {
 		s.afterUnlock(context.WithoutCancel(ctx), released.Owner, released.StateID)
@@ -365,7 +365,7 @@ func (s *Service) WorkspaceList(ctx context.Context, project string, opts Worksp
 		return nil, false, err
 	}
 	if err := requireProject(ctx, s.db, project); err != nil {
-		return nil, false, categorize(err)
+		return nil, false, categorizeIn(project, err)
 	}
 	var limit *int
 	if opts.Limit > 0 {
@@ -374,7 +374,7 @@ func (s *Service) WorkspaceList(ctx context.Context, project string, opts Worksp
 	}
 	rows, err := s.db.Query(ctx, pq("WorkspaceList", project), project, opts.After, limit)
 	if err != nil {
-		return nil, false, categorize(err)
+		return nil, false, categorizeIn(project, err)
 	}
 	defer rows.Close()
 	out := []client.Workspace{}
@@ -394,7 +394,7 @@ func (s *Service) WorkspaceList(ctx context.Context, project string, opts Worksp
 			&pid, &user, &addr, &app, &since, &key,
 			&lockID, &info, &stateID, &owner, &createdBy, &h.UnprotectedSince, &created,
 			&h.LastGapStart, &h.LastGapEnd, &keyHeld); err != nil {
-			return nil, false, categorize(err)
+			return nil, false, categorizeIn(project, err)
 		}
 		if w.Placeholder {
 			w.Size, w.Serial, w.Lineage = 0, nil, ""
@@ -413,7 +413,7 @@ func (s *Service) WorkspaceList(ctx context.Context, project string, opts Worksp
 		out = append(out, w)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, false, categorize(err)
+		return nil, false, categorizeIn(project, err)
 	}
 	more := opts.Limit > 0 && len(out) > opts.Limit
 	if more {

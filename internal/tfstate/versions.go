@@ -28,22 +28,22 @@ func (s *Service) VersionList(ctx context.Context, project, workspace string) ([
 		return nil, err
 	}
 	if err := requireProject(ctx, s.db, project); err != nil {
-		return nil, categorize(err)
+		return nil, categorizeIn(project, err)
 	}
 	rows, err := s.db.Query(ctx, pq("VersionList", project), workspace)
 	if err != nil {
-		return nil, categorize(err)
+		return nil, categorizeIn(project, err)
 	}
 	defer rows.Close()
 	out := []client.StateVersion{}
 	for rows.Next() {
 		v, err := scanVersion(rows, nil)
 		if err != nil {
-			return nil, categorize(err)
+			return nil, categorizeIn(project, err)
 		}
 		out = append(out, v)
 	}
-	return out, categorize(rows.Err())
+	return out, categorizeIn(project, rows.Err())
 }
 
 // VersionGet returns version n of a workspace's state with its bytes, verbatim (decrypted,
@@ -53,7 +53,7 @@ func (s *Service) VersionGet(ctx context.Context, project, workspace string, n i
 		return client.StateVersion{}, nil, err
 	}
 	if err := requireProject(ctx, s.db, project); err != nil {
-		return client.StateVersion{}, nil, categorize(err)
+		return client.StateVersion{}, nil, categorizeIn(project, err)
 	}
 	var data string
 	v, err := scanVersion(s.db.QueryRow(ctx, pq("VersionGet", project), workspace, n), &data)
@@ -61,7 +61,7 @@ func (s *Service) VersionGet(ctx context.Context, project, workspace string, n i
 		return client.StateVersion{}, nil, fault.NotFound("workspace %s/%s has no version %d", project, workspace, n)
 	}
 	if err != nil {
-		return client.StateVersion{}, nil, categorize(err)
+		return client.StateVersion{}, nil, categorizeIn(project, err)
 	}
 	plain, err := s.open(project, workspace, data)
 	if err != nil {
@@ -102,7 +102,7 @@ func (s *Service) VersionRestore(ctx context.Context, actor Actor, project, work
 			return audit(ctx, tx, actor, "state.restore", project+"/"+workspace, map[string]any{"from": n, "version": res.Version})
 		},
 	})
-	return res, categorize(err)
+	return res, categorizeIn(project, err)
 }
 
 // PruneVersions applies KeepVersions to every workspace and reports how many versions it

@@ -243,3 +243,15 @@ CROSS JOIN LATERAL (SELECT * FROM per_node ORDER BY projects, nodeport LIMIT 1) 
 -- Moves a project's schema (all its co-located tables) to another worker, without blocking
 -- writes (logical replication; the cluster has wal_level = logical).
 SELECT citus_schema_move($1::text::regnamespace, $2::text, $3::int)
+
+-- name: ProjectListNoCounts
+-- ProjectList without the workspace counts, read from strata's tables only: when a Citus
+-- worker does not answer, the list is read this way and each project counted on its own
+-- (ProjectStateCount), so the projects of the other workers still list with their counts.
+SELECT name, created_at, created_by, adopted, coalesce(role_name, ''), encrypted, 0::bigint
+FROM {{schema}}.tf_projects
+WHERE ($1::boolean OR name = ANY($2::text[])
+       OR EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE starts_with(name, p)))
+  AND name > $4
+ORDER BY name
+LIMIT $5
