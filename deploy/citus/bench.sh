@@ -141,7 +141,8 @@ bench_target() { # TARGET URL
 		psql -qAt "$url" -c "SELECT DISTINCT split_part(table_name::text, '.', 1) || ': ' || nodename || ':' || nodeport FROM citus_shards WHERE citus_table_type = 'schema' ORDER BY 1" | sed 's/^/  /'
 		echo "per shard on the workers (rows inserted+updated+deleted, scans):"
 		for w in $((PORT + 1)) $((PORT + 2)); do
-			psql -qAt -h 127.0.0.1 -p "$w" -U postgres -d strata -F ' ' -c "SELECT '127.0.0.1:$w', schemaname || '.' || relname, n_tup_ins + n_tup_upd + n_tup_del, coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relname ~ '^(states|tf_state_versions|tf_placeholders|tf_project)_[0-9]+$' AND (n_tup_ins + n_tup_upd + n_tup_del + coalesce(seq_scan, 0) + coalesce(idx_scan, 0)) > 0 ORDER BY 2" | sed 's/^/  /'
+			# Citus hides shards from catalog reads of other applications; show them here.
+			psql -qAt -h 127.0.0.1 -p "$w" -U postgres -d strata -F ' ' -c "SET citus.show_shards_for_app_name_prefixes = '*'" -c "SELECT '127.0.0.1:$w', schemaname || '.' || relname, n_tup_ins + n_tup_upd + n_tup_del, coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relname ~ '^(states|tf_state_versions|tf_placeholders|tf_project)_[0-9]+$' AND (n_tup_ins + n_tup_upd + n_tup_del + coalesce(seq_scan, 0) + coalesce(idx_scan, 0)) > 0 ORDER BY 2" | sed 's/^/  /'
 		done
 		echo "transactions per node (pg_stat_database.xact_commit of strata):"
 		for p in "$PORT" $((PORT + 1)) $((PORT + 2)); do
