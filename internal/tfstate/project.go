@@ -34,12 +34,13 @@ func (s *Service) ProjectPut(ctx context.Context, actor Actor, name string) (cli
 
 // ProjectCreate creates a project, or adopts an existing schema as one, and reports whether it
 // did (false: the project existed; PUT is idempotent; asking for encryption of an existing
-// unencrypted project is a conflict, since converting is `project encrypt`'s work). A new project gets the pg backend's
-// DDL exactly (the shared sequence public.global_states_id_seq, the states table, the
-// unique index states_by_name), so Terraform and OpenTofu can use it with every skip_* flag
-// set, plus strata's versions trigger. An existing schema is adopted without touching its
-// rows: its states table must have the pg backend's layout; its current rows become the
-// first versions (history starts now).
+// unencrypted project is a conflict, since converting is `project encrypt`'s work). A new
+// project gets the pg backend's states table and unique index states_by_name, so Terraform and
+// OpenTofu can use it with every skip_* flag set, with its id drawn from the project's own
+// sequence; beside it strata's history tables and its versions trigger (migration 0034). An
+// existing schema is adopted without touching its rows: its states table must have the pg
+// backend's layout; its current rows become the first versions (history starts now). On
+// Citus the schema is distributed before the trigger is made (distribute).
 func (s *Service) ProjectCreate(ctx context.Context, actor Actor, name string, opts ProjectOptions) (client.Project, bool, error) {
 	if err := ValidateProject(name, s.db.Schema()); err != nil {
 		return client.Project{}, false, err
