@@ -53,7 +53,9 @@ BEGIN
 			SELECT workspace, md5 FROM {{schema}}.tf_placeholders WHERE project = $1', p.name) USING p.name;
 		EXECUTE format('CREATE TABLE %I.tf_project (one boolean PRIMARY KEY DEFAULT true CHECK (one), encrypted boolean NOT NULL DEFAULT false)', p.name);
 		EXECUTE format('INSERT INTO %I.tf_project (encrypted) VALUES ($1)', p.name) USING p.encrypted;
-		EXECUTE format('CREATE SEQUENCE %I.states_id_seq AS bigint', p.name);
+		-- IF NOT EXISTS: a states table made with a serial id already has this sequence; it
+		-- moves to the project's range like a new one (its ids only grow).
+		EXECUTE format('CREATE SEQUENCE IF NOT EXISTS %I.states_id_seq AS bigint', p.name);
 		PERFORM setval(format('%I.states_id_seq', p.name)::regclass, nextval('{{schema}}.tf_project_ranges') << 40, false);
 		IF to_regclass(format('%I.states', p.name)) IS NOT NULL THEN
 			EXECUTE format('ALTER TABLE %I.states ALTER COLUMN id SET DEFAULT nextval(%L::regclass)', p.name, format('%I.states_id_seq', p.name));
