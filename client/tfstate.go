@@ -39,6 +39,10 @@ type Project struct {
 	// server's encryption key). Such a project is served through the HTTP backend only: the
 	// pg backend would read ciphertext. In a PUT body, true creates the project encrypted.
 	Encryption bool `json:"encryption"`
+	// Unavailable, in a project list, says why the project's workspaces could not be
+	// counted: on Citus, the node holding the project does not answer (Workspaces is 0 then).
+	// The other projects are listed as usual.
+	Unavailable string `json:"unavailable,omitempty"`
 }
 
 // ProjectEncryption reports one step of converting a project to encryption

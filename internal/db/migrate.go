@@ -190,12 +190,31 @@ func lockTimeoutError(timeout time.Duration, err error) error {
 // before it existed. The ALTER runs only when the column is missing: even a no-op ALTER takes
 // an exclusive lock that would queue behind every reader of the table.
 func bootstrap(ctx context.Context, c pgxQuerier, ident string) error {
+	// Nothing to create when the table exists: on Citus even CREATE SCHEMA IF NOT EXISTS on an
+	// existing schema is propagated to every worker, so a replica could not start while one
+	// worker is down, though only that worker's projects are unavailable.
+	var exists bool
+	if err := c.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", ident+".schema_migrations").Scan(&exists); err != nil {
+		return interpretError(err)
+	}
+	if exists {
+		return bootstrapColumn(ctx, c, ident)
+	}
 	// Argument-less Exec uses the simple protocol, so a string may hold many statements.
-	if _, err := c.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+ident+";"+
+	// Schema-based sharding is off for this statement, so strata's own schema never becomes a
+	// Citus tenant schema when a database enables it by default (its migrations then fail:
+	// docs/scale-out.md); without Citus the setting is an inert placeholder.
+	if _, err := c.Exec(ctx, "SET LOCAL citus.enable_schema_based_sharding = off;"+
+		"CREATE SCHEMA IF NOT EXISTS "+ident+";"+
 		"CREATE TABLE IF NOT EXISTS "+ident+".schema_migrations ("+
 		"version bigint PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(), compatible_since bigint)"); err != nil {
 		return interpretError(err)
 	}
+	return bootstrapColumn(ctx, c, ident)
+}
+
+// bootstrapColumn adds compatible_since to a schema_migrations made before it existed.
+func bootstrapColumn(ctx context.Context, c pgxQuerier, ident string) error {
 	var has bool
 	if err := c.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'compatible_since' AND NOT attisdropped)",
 		ident+".schema_migrations").Scan(&has); err != nil {

@@ -38,6 +38,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -55,6 +57,17 @@ import (
 
 // EnvDatabaseURL names the environment variable that points tests at an existing server.
 const EnvDatabaseURL = "STRATA_TEST_DATABASE_URL"
+
+// EnvCitus, set to 1, is the Citus test mode (docs/scale-out.md): EnvDatabaseURL names a Citus
+// coordinator (a postgres:// URL, with ?sslmode=disable for Terraform's pg backend) whose
+// "postgres" database has the extension and the workers registered. Each test database is then
+// created on the coordinator and on every worker, with the extension in each and the workers
+// registered, and migrated (no template: a Citus database cannot be cloned). With the variable
+// set and no Citus there, every test that needs a database fails; it never falls back.
+const EnvCitus = "STRATA_TEST_CITUS"
+
+// Citus reports whether the tests run in the Citus test mode.
+func Citus() bool { return os.Getenv(EnvCitus) == "1" }
 
 // dirPrefix names the per-process cluster directories.
 const dirPrefix = "strata-pgtest-"
@@ -128,6 +141,9 @@ func AdminURL(t testing.TB) string {
 func NewDatabaseURL(t testing.TB) string {
 	t.Helper()
 	admin := AdminURL(t)
+	if Citus() {
+		return newCitusDatabase(t, admin, true)
+	}
 	state.templateOnce.Do(func() { state.template, state.templateErr = buildTemplate(admin) })
 	if state.templateErr != nil {
 		t.Fatalf("pgtest: %v", state.templateErr)
@@ -139,6 +155,9 @@ func NewDatabaseURL(t testing.TB) string {
 // migration tests; it is dropped when the test ends.
 func NewEmptyDatabaseURL(t testing.TB) string {
 	t.Helper()
+	if Citus() {
+		return newCitusDatabase(t, AdminURL(t), false)
+	}
 	return newDatabase(t, AdminURL(t), "template0")
 }
 
@@ -209,6 +228,9 @@ func randomHex(n int) string {
 func startServer() (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
+	if Citus() && os.Getenv(EnvDatabaseURL) == "" {
+		return "", fmt.Errorf("%s=1 needs %s, the URL of a Citus coordinator (deploy/citus/cluster.sh start prints one)", EnvCitus, EnvDatabaseURL)
+	}
 	if env := os.Getenv(EnvDatabaseURL); env != "" {
 		admin, err := dbadmin.URLForDatabase(env, "postgres")
 		if err != nil {
@@ -407,4 +429,68 @@ func removeLeftovers(ctx context.Context, root string) {
 			fmt.Fprintf(os.Stderr, "pgtest: remove leftover %s: %v\n", dir, err)
 		}
 	}
+}
+
+// newCitusDatabase creates a database on the Citus coordinator behind admin and on each of
+// its workers, sets Citus up in it (extension, coordinator host, workers) and, when migrated,
+// applies strata's migrations; all copies are dropped when the test ends.
+func newCitusDatabase(t testing.TB, admin string, migrated bool) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	workers, err := dbadmin.CitusWorkers(ctx, admin)
+	if err != nil {
+		t.Fatalf("pgtest: %s=1: %s: %v", EnvCitus, EnvDatabaseURL, err)
+	}
+	if len(workers) == 0 {
+		t.Fatalf("pgtest: %s=1: the coordinator has no worker registered (SELECT citus_add_node(host, port))", EnvCitus)
+	}
+	coord, err := url.Parse(admin)
+	if err != nil || coord.Scheme == "" {
+		t.Fatalf("pgtest: %s=1 needs %s as a postgres:// URL: %v", EnvCitus, EnvDatabaseURL, err)
+	}
+	coordPort, _ := strconv.Atoi(coord.Port())
+	if coordPort == 0 {
+		coordPort = 5432
+	}
+	name := cloneName()
+	admins := []string{admin}
+	for _, w := range workers {
+		u := *coord
+		u.Host = net.JoinHostPort(w.Host, strconv.Itoa(w.Port))
+		admins = append(admins, u.String())
+	}
+	var workerURLs []string
+	for i, a := range admins {
+		if err := dbadmin.CreateDatabase(ctx, a, name, "template0"); err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			defer cancel()
+			if err := dbadmin.DropDatabase(ctx, a, name); err != nil {
+				t.Errorf("pgtest: %v", err)
+			}
+		})
+		if i > 0 {
+			u, err := dbadmin.URLForDatabase(a, name)
+			if err != nil {
+				t.Fatalf("pgtest: %v", err)
+			}
+			workerURLs = append(workerURLs, u)
+		}
+	}
+	dbURL, err := dbadmin.URLForDatabase(admin, name)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	if err := dbadmin.CitusSetUp(ctx, dbURL, coord.Hostname(), coordPort, workerURLs, workers); err != nil {
+		t.Fatalf("pgtest: Citus in %s: %v", name, err)
+	}
+	if migrated {
+		if err := migrate(ctx, admin, name); err != nil {
+			t.Fatalf("pgtest: migrate %s: %v", name, err)
+		}
+	}
+	return dbURL
 }

@@ -53,7 +53,28 @@ func Doctor(ctx context.Context, d *db.DB) ([]DoctorCheck, error) {
 	out = append(out, loginRolesCheck(ctx, d, p, schemaOK && werr == nil))
 	add("force-unlock of pg clients' locks", p.SignalBackend, "membership in pg_signal_backend (GRANT pg_signal_backend TO "+p.Role+")")
 	add("lock holders' user, address and application", p.ReadAllStats, "membership in pg_read_all_stats (GRANT pg_read_all_stats TO "+p.Role+")")
+	citus, err := d.DetectCitus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c := CitusCheck(citus); c != nil {
+		out = append(out, *c)
+	}
 	return out, nil
+}
+
+// CitusCheck is the doctor line of a Citus cluster (nil on plain PostgreSQL, where nothing
+// changes): the coordinator, the workers and Citus's version. Projects are distributed
+// schemas only when the cluster has a worker to put them on.
+func CitusCheck(c *db.Citus) *DoctorCheck {
+	if c == nil {
+		return nil
+	}
+	check := DoctorCheck{Feature: "Citus (Terraform projects as distributed schemas)", OK: len(c.Workers) > 0, Note: c.String()}
+	if !check.OK {
+		check.Needs = "a worker node (SELECT citus_add_node(host, port) on the coordinator); until then projects stay on the coordinator: " + c.String()
+	}
+	return &check
 }
 
 // loginRolesCheck runs what the credentials commands do to a login role — create it, give it

@@ -396,7 +396,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	case "off":
 		sessionURL = ""
 	}
-	state, err := tfstate.New(d, tfstate.Options{SessionURL: sessionURL, ClientURL: database.ClientURL(), KeepVersions: cfg.KeepVersions, MaxStateBytes: cfg.MaxStateBytes, Logger: logger, Keys: keys})
+	citus, err := d.DetectCitus(ctx)
+	if err != nil {
+		return err
+	}
+	if citus != nil {
+		logger.Info("Citus detected: Terraform projects become distributed schemas on its workers; everything else stays on the coordinator",
+			"citus", citus.Version, "extension", citus.Extension, "coordinator", citus.Coordinator, "workers", citus.Workers)
+	}
+	state, err := tfstate.New(d, tfstate.Options{SessionURL: sessionURL, ClientURL: database.ClientURL(), KeepVersions: cfg.KeepVersions, MaxStateBytes: cfg.MaxStateBytes, Logger: logger, Keys: keys,
+		DistributeProjects: citus != nil && len(citus.Workers) > 0})
 	if err != nil {
 		return err
 	}
@@ -612,7 +621,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 				return nil, err
 			}
 			checks = append(checks, kc)
-			return map[string]any{"version": cfg.Version, "schemaVersion": migrations.Latest(), "schema": cfg.Schema, "checks": checks}, nil
+			st := map[string]any{"version": cfg.Version, "schemaVersion": migrations.Latest(), "schema": cfg.Schema, "checks": checks}
+			if c, err := d.DetectCitus(ctx); err != nil {
+				return nil, err
+			} else if c != nil {
+				st["citus"] = c
+			}
+			return st, nil
 		},
 		Ready: readiness,
 	})

@@ -85,7 +85,7 @@ func storedFromDatabase(ctx context.Context, cfg Config, project, workspace stri
 
 // storedFromBackup reads the stored text from a backup's data with pg_restore, which writes
 // a table's rows as COPY text: the states table of the project's schema for the current
-// state, strata's tf_state_versions for a version.
+// state, the project's tf_state_versions (older backups: strata's) for a version.
 func storedFromBackup(ctx context.Context, file, schema, project, workspace string, version int64) (string, error) {
 	pgRestore, err := pgTool("pg_restore")
 	if err != nil {
@@ -114,13 +114,21 @@ func storedFromBackup(ctx context.Context, file, schema, project, workspace stri
 			}
 		}
 	}
-	versions, err := read(schema, "tf_state_versions")
-	if err != nil {
-		return "", err
+	// Since migration 0034 a project's versions are in its own schema; a backup taken before
+	// holds them in strata's, with a project column.
+	versions, err := read(project, "tf_state_versions")
+	if err != nil || len(versions.rows) == 0 {
+		if versions, err = read(schema, "tf_state_versions"); err != nil {
+			return "", err
+		}
 	}
+	_, central := versions.cols["project"]
 	best, bestN := "", int64(0)
 	for _, r := range versions.rows {
-		p, _ := versions.get(r, "project")
+		p := &project
+		if central {
+			p, _ = versions.get(r, "project")
+		}
 		w, _ := versions.get(r, "workspace")
 		n, _ := versions.get(r, "n")
 		data, _ := versions.get(r, "data")

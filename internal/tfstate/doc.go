@@ -4,14 +4,17 @@
 //
 // # One table, two kinds of clients
 //
-// A project is a PostgreSQL schema holding the pg backend's states table exactly as
-// Terraform and OpenTofu create it (a shared sequence public.global_states_id_seq, id bigint
-// from it, name text UNIQUE, data text, a unique index states_by_name). The HTTP backend
-// reads and writes the same rows, so backend "pg" with schema_name = "<project>" and
-// strata's HTTP backend see the same workspaces and states, and a workspace can move
-// between the two without -migrate-state. strata's own data (locks, versions, placeholders)
-// lives in strata's schema; the only object it adds to a project is an AFTER trigger that
-// records versions, which changes no column, so every pg client version keeps working.
+// A project is a PostgreSQL schema holding the pg backend's states table as Terraform and
+// OpenTofu create it (id bigint, name text UNIQUE, data text, a unique index states_by_name),
+// except that the id comes from the project's own sequence (states_id_seq, a range per
+// project) instead of the shared public.global_states_id_seq. The HTTP backend reads and
+// writes the same rows, so backend "pg" with schema_name = "<project>" and strata's HTTP
+// backend see the same workspaces and states, and a workspace can move between the two
+// without -migrate-state. The project's history lives beside it (tf_state_versions,
+// tf_placeholders, the one-row tf_project), written by an AFTER trigger that touches only
+// that schema and changes no column, so every pg client version keeps working and the
+// schema is self-contained: on Citus it is a distributed schema on one worker
+// (docs/scale-out.md). Locks and projects stay in strata's schema.
 //
 // # Locks that hold against both
 //

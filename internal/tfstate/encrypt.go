@@ -144,7 +144,7 @@ func (s *Service) open(project, workspace, stored string) ([]byte, error) {
 
 // plainStep tells the versions trigger, in the writing transaction, what it cannot read
 // from a sealed state: serial, lineage, MD5 and size of the plaintext.
-func plainStep(workspace string, plain []byte) db.Step {
+func plainStep(project, workspace string, plain []byte) db.Step {
 	m := parseState(plain)
 	serial, lineage := "", ""
 	if m.Readable {
@@ -152,7 +152,7 @@ func plainStep(workspace string, plain []byte) db.Step {
 	}
 	sum := md5.Sum(plain)
 	var a, b, c, d, e string
-	return db.Step{Query: q.Get("StateSetPlain"),
+	return db.Step{Query: pq("StateSetPlain", project),
 		Args: []any{workspace, serial, lineage, hex.EncodeToString(sum[:]), strconv.Itoa(len(plain))},
 		Scan: func(r db.Row) error { return r.Scan(&a, &b, &c, &d, &e) }}
 }
@@ -235,12 +235,12 @@ func (s *Service) encryptBatch(ctx context.Context, tx *db.Tx, actor Actor, proj
 		if !errors.Is(err, db.ErrNotFound) {
 			return 0, 0, err
 		}
-		if _, err := tx.Exec(ctx, q.Get("EncryptMarkProject"), project); err != nil {
+		if err := markEncrypted(ctx, tx, project); err != nil {
 			return 0, 0, err
 		}
 	}
 	var a, b string
-	if err := tx.QueryRow(ctx, q.Get("EncryptSetSource"), actor.Name).Scan(&a, &b); err != nil {
+	if err := tx.QueryRow(ctx, pq("EncryptSetSource", project), actor.Name).Scan(&a, &b); err != nil {
 		return 0, 0, err
 	}
 	done := 0
@@ -267,8 +267,8 @@ func (s *Service) encryptBatch(ctx context.Context, tx *db.Tx, actor Actor, proj
 		return 0, 0, err
 	}
 	for _, r := range states {
-		var took bool
-		if err := tx.QueryRow(ctx, q.Get("EncryptRowKey"), r.id).Scan(&took); err != nil {
+		took, err := rowKey(ctx, tx, "EncryptRowKey", project, r.id)
+		if err != nil {
 			return 0, 0, err
 		}
 		if !took {
@@ -278,13 +278,13 @@ func (s *Service) encryptBatch(ctx context.Context, tx *db.Tx, actor Actor, proj
 		if err != nil {
 			return 0, 0, err
 		}
-		if _, err := tx.Exec(ctx, pq("EncryptStoreState", project), r.id, sealed); err != nil {
+		if err := tx.Pipeline(ctx, db.Step{Query: pq("EncryptStoreState", project), Args: []any{r.id, sealed}}, keyRefStep(sealed)); err != nil {
 			return 0, 0, err
 		}
 		done++
 	}
 	if left := limit - done; left > 0 {
-		rows, err := tx.Query(ctx, q.Get("EncryptPlainVersions"), project, left)
+		rows, err := tx.Query(ctx, pq("EncryptPlainVersions", project), left)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -306,14 +306,14 @@ func (s *Service) encryptBatch(ctx context.Context, tx *db.Tx, actor Actor, proj
 			if err != nil {
 				return 0, 0, err
 			}
-			if _, err := tx.Exec(ctx, q.Get("EncryptStoreVersion"), project, r.name, r.n, sealed); err != nil {
+			if err := tx.Pipeline(ctx, db.Step{Query: pq("EncryptStoreVersion", project), Args: []any{r.name, r.n, sealed}}, keyRefStep(sealed)); err != nil {
 				return 0, 0, err
 			}
 			done++
 		}
 	}
 	var remaining int64
-	if err := tx.QueryRow(ctx, pq("EncryptRemaining", project), project).Scan(&remaining); err != nil {
+	if err := tx.QueryRow(ctx, pq("EncryptRemaining", project)).Scan(&remaining); err != nil {
 		return 0, 0, err
 	}
 	return done, remaining, nil
@@ -338,13 +338,13 @@ func (s *Service) RewrapBatch(ctx context.Context, limit int) (int, error) {
 		if err != nil {
 			return err
 		}
-		var a, b string
-		if err := tx.QueryRow(ctx, q.Get("EncryptSetSource"), "rewrap").Scan(&a, &b); err != nil {
-			return err
-		}
 		for _, p := range projects {
 			if done >= limit {
 				break
+			}
+			var a, b string
+			if err := tx.QueryRow(ctx, pq("EncryptSetSource", p), "rewrap").Scan(&a, &b); err != nil {
+				return err
 			}
 			type row struct {
 				id         int64
@@ -372,7 +372,7 @@ func (s *Service) RewrapBatch(ctx context.Context, limit int) (int, error) {
 				if err != nil {
 					return fmt.Errorf("state %s/%s: %w", p, r.name, err)
 				}
-				if _, err := tx.Exec(ctx, pq("EncryptStoreState", p), r.id, out); err != nil {
+				if err := tx.Pipeline(ctx, db.Step{Query: pq("EncryptStoreState", p), Args: []any{r.id, out}}, keyRefStep(out)); err != nil {
 					return err
 				}
 				done++
@@ -382,35 +382,40 @@ func (s *Service) RewrapBatch(ctx context.Context, limit int) (int, error) {
 			return rewrapAudit(ctx, tx, done, primary)
 		}
 		type vrow struct {
-			project, workspace, data string
-			n                        int64
+			workspace, data string
+			n               int64
 		}
-		rows, err := tx.Query(ctx, q.Get("RewrapVersions"), primary, limit-done)
-		if err != nil {
-			return err
-		}
-		var vs []vrow
-		for rows.Next() {
-			var r vrow
-			if err := rows.Scan(&r.project, &r.workspace, &r.n, &r.data); err != nil {
-				rows.Close()
-				return err
+		for _, p := range projects {
+			if done >= limit {
+				break
 			}
-			vs = append(vs, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, r := range vs {
-			out, err := rewrapState(s.keys, r.project, r.workspace, r.data)
+			rows, err := tx.Query(ctx, pq("RewrapVersions", p), primary, limit-done)
 			if err != nil {
-				return fmt.Errorf("version %d of %s/%s: %w", r.n, r.project, r.workspace, err)
-			}
-			if _, err := tx.Exec(ctx, q.Get("RewrapStoreVersion"), r.project, r.workspace, r.n, out); err != nil {
 				return err
 			}
-			done++
+			var vs []vrow
+			for rows.Next() {
+				var r vrow
+				if err := rows.Scan(&r.workspace, &r.n, &r.data); err != nil {
+					rows.Close()
+					return err
+				}
+				vs = append(vs, r)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			for _, r := range vs {
+				out, err := rewrapState(s.keys, p, r.workspace, r.data)
+				if err != nil {
+					return fmt.Errorf("version %d of %s/%s: %w", r.n, p, r.workspace, err)
+				}
+				if err := tx.Pipeline(ctx, db.Step{Query: pq("RewrapStoreVersion", p), Args: []any{r.workspace, r.n, out}}, keyRefStep(out)); err != nil {
+					return err
+				}
+				done++
+			}
 		}
 		return rewrapAudit(ctx, tx, done, primary)
 	})
@@ -459,13 +464,22 @@ func (s *Service) SealedByKey(ctx context.Context) (map[string]int64, error) {
 			if err := count(pq("SealedStatesByKey", p)); err != nil {
 				return err
 			}
+			if err := count(pq("SealedVersionsByKey", p)); err != nil {
+				return err
+			}
 		}
-		return count(q.Get("SealedVersionsByKey"))
+		return nil
 	})
 	if err != nil {
 		return nil, categorize(err)
 	}
 	return out, nil
+}
+
+// markEncrypted marks a project encrypted, in strata's tf_projects and in the project's own
+// tf_project, which the versions trigger reads.
+func markEncrypted(ctx context.Context, tx *db.Tx, project string) error {
+	return tx.Pipeline(ctx, db.Step{Query: q.Get("EncryptMarkProject"), Args: []any{project}}, db.Step{Query: pq("EncryptMarkProjectMeta", project)})
 }
 
 func encryptedProjects(ctx context.Context, tx *db.Tx) ([]string, error) {
@@ -501,9 +515,9 @@ func ReadStored(ctx context.Context, d *db.DB, project, workspace string, versio
 	case version == 0:
 		err = d.QueryRow(ctx, pq("OfflineState", project), workspace).Scan(&data)
 	case version < 0:
-		err = d.QueryRow(ctx, q.Get("OfflineLatestVersion"), project, workspace).Scan(&data)
+		err = d.QueryRow(ctx, pq("OfflineLatestVersion", project), workspace).Scan(&data)
 	default:
-		err = d.QueryRow(ctx, q.Get("OfflineVersion"), project, workspace, version).Scan(&data)
+		err = d.QueryRow(ctx, pq("OfflineVersion", project), workspace, version).Scan(&data)
 	}
 	if errors.Is(err, db.ErrNotFound) || (err == nil && data == nil) {
 		if version > 0 {

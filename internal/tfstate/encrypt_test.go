@@ -150,7 +150,7 @@ func TestEncryptedProjectRoundTrip(t *testing.T) {
 
 	// Every version holds ciphertext only.
 	s := rawSession(t, b.url)
-	require.False(t, rawBool(t, s, `SELECT bool_or(NOT starts_with(data, 'strata:sv1:') OR data LIKE '%hunter2%') FROM strata.tf_state_versions WHERE project = 'enc'`))
+	require.False(t, rawBool(t, s, `SELECT bool_or(NOT starts_with(data, 'strata:sv1:') OR data LIKE '%hunter2%') FROM enc.tf_state_versions`))
 }
 
 func pqRaw(sql string) *db.Query { return &db.Query{Name: "test", Text: sql} }
@@ -183,7 +183,7 @@ func TestEncryptedCiphertextMovedDoesNotOpen(t *testing.T) {
 	require.Contains(t, string(st.Data), "value-a")
 
 	// Moved within the versions table too.
-	rawExec(t, s, `UPDATE strata.tf_state_versions SET data = (SELECT data FROM strata.tf_state_versions WHERE project = 'enc' AND workspace = 'a' AND n = 1) WHERE project = 'enc' AND workspace = 'b' AND n = 1`)
+	rawExec(t, s, `UPDATE enc.tf_state_versions SET data = (SELECT data FROM enc.tf_state_versions WHERE workspace = 'a' AND n = 1) WHERE workspace = 'b' AND n = 1`)
 	_, _, err = b.svc.VersionGet(ctx, "enc", "b", 1)
 	requireKind(t, err, fault.KindInternal)
 
@@ -270,14 +270,13 @@ func TestProjectEncryptConverts(t *testing.T) {
 	require.False(t, p.Encryption)
 	require.NoError(t, b.svc.Unlock(ctx, b.actor, "conv", "a", UnlockRequest{ID: "LA"}))
 
-	// So does a pg client holding a workspace's key.
+	// So does a pg client holding a workspace's key, taken as the pg backend takes it: through
+	// the states table (on Citus that runs on the worker holding the project).
 	pg := rawSession(t, b.url)
-	var id int64
-	require.NoError(t, pg.QueryRow(ctx, pqRaw(`SELECT id FROM conv.states WHERE name = 'c'`)).Scan(&id))
-	require.True(t, rawBool(t, pg, `SELECT pg_try_advisory_lock($1)`, id))
+	require.True(t, rawBool(t, pg, `SELECT pg_try_advisory_lock(id) FROM conv.states WHERE name = 'c'`))
 	_, err = b.svc.ProjectEncrypt(ctx, b.actor, "conv", 2)
 	requireLocked(t, err)
-	require.True(t, rawBool(t, pg, `SELECT pg_advisory_unlock($1)`, id))
+	require.True(t, rawBool(t, pg, `SELECT pg_advisory_unlock(id) FROM conv.states WHERE name = 'c'`))
 
 	calls := 0
 	var last client.ProjectEncryption
@@ -300,7 +299,7 @@ func TestProjectEncryptConverts(t *testing.T) {
 
 	s := rawSession(t, b.url)
 	require.False(t, rawBool(t, s, `SELECT bool_or(data LIKE '%plain-%' OR NOT starts_with(data, 'strata:sv1:')) FROM conv.states`))
-	require.False(t, rawBool(t, s, `SELECT bool_or(data LIKE '%plain-%' OR NOT starts_with(data, 'strata:sv1:')) FROM strata.tf_state_versions WHERE project = 'conv'`))
+	require.False(t, rawBool(t, s, `SELECT bool_or(data LIKE '%plain-%' OR NOT starts_with(data, 'strata:sv1:')) FROM conv.tf_state_versions`))
 	after, err := b.svc.VersionList(ctx, "conv", "b")
 	require.NoError(t, err)
 	require.Equal(t, before, after, "the conversion records no version and keeps the history's metadata")
@@ -439,7 +438,7 @@ func TestAdoptEncrypted(t *testing.T) {
 	require.True(t, p.Adopted)
 	require.True(t, p.Encryption)
 	require.False(t, rawBool(t, pg, `SELECT bool_or(data LIKE '%adopted-secret%') FROM legacy.states`))
-	require.False(t, rawBool(t, pg, `SELECT bool_or(data LIKE '%adopted-secret%') FROM strata.tf_state_versions`))
+	require.False(t, rawBool(t, pg, `SELECT bool_or(data LIKE '%adopted-secret%') FROM legacy.tf_state_versions`))
 	st, err := b.svc.StateGet(ctx, "legacy", "default")
 	require.NoError(t, err)
 	require.Equal(t, string(secretState(7, "l-legacy", "adopted-secret")), string(st.Data))

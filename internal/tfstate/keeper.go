@@ -40,10 +40,14 @@ type keeper struct {
 	slot chan struct{}
 
 	// Guarded by slot.
-	sess    *db.Session
-	held    map[int64]bool
-	lastErr error
-	dirty   bool // (re)connected: reconcile soon
+	sess *db.Session
+	held map[int64]bool
+	// onWorker are the keys also held on a Citus worker, by project (Options.DistributeProjects):
+	// the pg backend takes its keys on the worker holding the project, so the keeper holds
+	// them there too (KeeperTakeOnWorker), through its session's connection to that worker.
+	onWorker map[int64]string
+	lastErr  error
+	dirty    bool // (re)connected: reconcile soon
 	// pending are gaps that could not be recorded when they began (the database was shutting
 	// down, say): recorded, with their true start, as soon as the database answers again.
 	pending []pendingGap
@@ -56,7 +60,7 @@ type keeper struct {
 }
 
 func newKeeper(s *Service, url string) *keeper {
-	k := &keeper{svc: s, url: url, slot: make(chan struct{}, 1), held: map[int64]bool{}, pokeCh: make(chan struct{}, 1)}
+	k := &keeper{svc: s, url: url, slot: make(chan struct{}, 1), held: map[int64]bool{}, onWorker: map[int64]string{}, pokeCh: make(chan struct{}, 1)}
 	k.snap.Store(&Readiness{Detail: "lock keeper session is not connected yet: HTTP state locks do not exclude pg backend clients until it is"})
 	return k
 }
@@ -129,6 +133,7 @@ func (k *keeper) lost(ctx context.Context, err error) {
 		k.sess = nil
 	}
 	k.held = map[int64]bool{}
+	k.onWorker = map[int64]string{}
 	k.lastErr = err
 	k.svc.log.Warn("lock keeper session lost; its locks are unprotected until it has taken their keys again", "err", err)
 	k.markUnprotected(ctx, nil, "the lock keeper's session was lost: "+err.Error())
@@ -271,6 +276,15 @@ func (k *keeper) ensure(ctx context.Context) error {
 		k.publish(0)
 		return err
 	}
+	if k.svc.opts.DistributeProjects {
+		var ignored string
+		if err := sess.QueryRow(cctx, q.Get("KeeperCitusSession")).Scan(&ignored); err != nil {
+			_ = sess.Close(cctx)
+			k.lastErr = err
+			k.publish(0)
+			return err
+		}
+	}
 	if _, err := sess.Exec(cctx, q.Get("KeeperRegister"), k.svc.replica, int32(sess.PID()), sess.BackendStart()); err != nil {
 		_ = sess.Close(cctx)
 		k.lastErr = err
@@ -288,7 +302,7 @@ func (k *keeper) ensure(ctx context.Context) error {
 // take takes key for a LOCK transaction in flight (the caller holds the slot until its
 // transaction has ended). It reports false when another session holds the key. A session
 // found broken is replaced once.
-func (k *keeper) take(ctx context.Context, key int64) (bool, error) {
+func (k *keeper) take(ctx context.Context, project string, key int64) (bool, error) {
 	if k.held[key] && k.sess != nil && !k.sess.Closed() {
 		return true, nil
 	}
@@ -300,7 +314,10 @@ func (k *keeper) take(ctx context.Context, key int64) (bool, error) {
 		var got map[int64]bool
 		err = k.call(ctx, func(ctx context.Context, s *db.Session) error {
 			var err error
-			got, err = tryKeys(ctx, s, []int64{key})
+			if got, err = tryKeys(ctx, s, []int64{key}); err != nil || !got[key] {
+				return err
+			}
+			got[key], err = k.takeOnWorker(ctx, s, project, key)
 			return err
 		})
 		if err == nil {
@@ -327,14 +344,14 @@ var errKeeperLate = errors.New("the lock keeper did not answer within its wait")
 // would close the session and so release every lock's key. Call with the slot held; on
 // errKeeperLate the slot belongs to the call, which releases it. A key the late call takes
 // for a LOCK that has rolled back meanwhile is let go by the next reconcile.
-func (k *keeper) takeBy(ctx context.Context, deadline time.Time, key int64) (bool, error) {
+func (k *keeper) takeBy(ctx context.Context, deadline time.Time, project string, key int64) (bool, error) {
 	type result struct {
 		ok  bool
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		ok, err := k.take(ctx, key)
+		ok, err := k.take(ctx, project, key)
 		done <- result{ok, err}
 	}()
 	t := time.NewTimer(time.Until(deadline))
@@ -369,7 +386,7 @@ func (k *keeper) release(ctx context.Context, key int64) {
 		if err := s.QueryRow(ctx, q.Get("KeeperWants"), k.svc.replica, key).Scan(&wanted); err != nil || wanted {
 			return err
 		}
-		if err := unlockKeys(ctx, s, []int64{key}); err != nil {
+		if err := k.unlockKeys(ctx, s, []int64{key}); err != nil {
 			return err
 		}
 		delete(k.held, key)
@@ -386,6 +403,53 @@ func (k *keeper) releaseAfterUnlock(ctx context.Context, key int64) {
 	}
 	defer k.releaseSlot()
 	k.release(ctx, key)
+}
+
+// takeOnWorker, on Citus, takes key (held by the session already) on the worker holding
+// project as well; when a pg client holds it there, it lets the key go here too and reports
+// false. Without Citus it reports true at once.
+func (k *keeper) takeOnWorker(ctx context.Context, s *db.Session, project string, key int64) (bool, error) {
+	if !k.svc.opts.DistributeProjects || project == "" {
+		return true, nil
+	}
+	var ok bool
+	err := s.QueryRow(ctx, pq("KeeperTakeOnWorker", project), key).Scan(&ok)
+	if err == nil && ok {
+		k.onWorker[key] = project
+		return true, nil
+	}
+	if uerr := unlockKeys(ctx, s, []int64{key}); uerr != nil {
+		return false, uerr
+	}
+	if errors.Is(err, db.ErrNotFound) {
+		err = nil // the project's tables are gone: nothing to protect there
+	}
+	return false, err
+}
+
+// unlockKeys lets keys go, here and then on their Citus workers (see takeOnWorker). A key
+// whose project was deleted cannot be reached on its worker any more (the statement routes
+// through the project's table); it stays held there, harmlessly (no project uses its id
+// range again), until the session ends, and is logged.
+func (k *keeper) unlockKeys(ctx context.Context, s *db.Session, keys []int64) error {
+	if err := unlockKeys(ctx, s, keys); err != nil {
+		return err
+	}
+	for _, key := range keys {
+		project, ok := k.onWorker[key]
+		if !ok {
+			continue
+		}
+		delete(k.onWorker, key)
+		var released bool
+		if err := s.QueryRow(ctx, pq("KeeperReleaseOnWorker", project), key).Scan(&released); err != nil && !errors.Is(err, db.ErrNotFound) {
+			if s.Closed() {
+				return err
+			}
+			k.svc.log.Info("lock keeper: cannot let a key go on its Citus worker (its project is gone)", "project", project, "key", key, "err", err)
+		}
+	}
+	return nil
 }
 
 func tryKeys(ctx context.Context, s *db.Session, keys []int64) (map[int64]bool, error) {
@@ -490,7 +554,16 @@ func (k *keeper) reconcile(ctx context.Context) {
 			if err != nil {
 				return err
 			}
+			projects, err := k.lockProjects(ctx, s)
+			if err != nil {
+				return err
+			}
 			for key, ok := range got {
+				if ok {
+					if ok, err = k.takeOnWorker(ctx, s, projects[key], key); err != nil {
+						return err
+					}
+				}
 				if ok {
 					k.held[key] = true
 				}
@@ -528,7 +601,7 @@ func (k *keeper) reconcile(ctx context.Context) {
 		}
 	}
 	if len(extra) > 0 {
-		if err := k.call(ctx, func(ctx context.Context, s *db.Session) error { return unlockKeys(ctx, s, extra) }); err != nil {
+		if err := k.call(ctx, func(ctx context.Context, s *db.Session) error { return k.unlockKeys(ctx, s, extra) }); err != nil {
 			return
 		}
 		for _, key := range extra {
@@ -540,6 +613,29 @@ func (k *keeper) reconcile(ctx context.Context) {
 		return err
 	})
 	k.publish(int64(len(refused)))
+}
+
+// lockProjects maps this replica's lock keys to their projects, on Citus only (nil without:
+// takeOnWorker needs no project then).
+func (k *keeper) lockProjects(ctx context.Context, s *db.Session) (map[int64]string, error) {
+	if !k.svc.opts.DistributeProjects {
+		return nil, nil
+	}
+	rows, err := s.Query(ctx, q.Get("KeeperLockProjects"), k.svc.replica)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]string{}
+	for rows.Next() {
+		var key int64
+		var project string
+		if err := rows.Scan(&key, &project); err != nil {
+			return nil, err
+		}
+		out[key] = project
+	}
+	return out, rows.Err()
 }
 
 // auditAdopted records locks taken over from gone replicas (target, former owner).

@@ -187,7 +187,7 @@ func TestKeeperTerminatedNeverSilentlyProtected(t *testing.T) {
 	require.True(t, locked)
 	require.True(t, protected)
 
-	rawBool(t, pg, `SELECT pg_terminate_backend($1)`, int32(b.svc.Readiness(ctx).KeeperPID))
+	rawBool(t, pg, `SELECT pg_terminate_backend($1::int)`, int32(b.svc.Readiness(ctx).KeeperPID))
 	require.Eventually(t, func() bool { return pgClientTry(t, pg, key) }, 5*time.Second, 10*time.Millisecond, "the key is free once the keeper's backend is gone")
 	_, protected = lockStatus(t, b, "default")
 	require.False(t, protected, "a lock whose key a pg client holds is never reported protected")
@@ -282,7 +282,7 @@ func TestDeadReplicaLocksTakenOver(t *testing.T) {
 	pid := a.svc.Readiness(ctx).KeeperPID
 	a.svc.cancel()
 	a.svc.wg.Wait()
-	rawBool(t, pg, `SELECT pg_terminate_backend($1)`, int32(pid))
+	rawBool(t, pg, `SELECT pg_terminate_backend($1::int)`, int32(pid))
 	require.Eventually(t, func() bool { return pgClientTry(t, pg, keyOne) }, 5*time.Second, 10*time.Millisecond)
 
 	// "one": its key is held by a pg client, so it can never be protected again. "two": B may
@@ -338,7 +338,7 @@ func TestDeadReplicaGapStartsAtLoss(t *testing.T) {
 	a.svc.wg.Wait()
 	var lostAt time.Time
 	require.NoError(t, pg.QueryRow(ctx, &db.Query{Name: "test", Text: `SELECT clock_timestamp()`}).Scan(&lostAt))
-	rawBool(t, pg, `SELECT pg_terminate_backend($1)`, int32(pid))
+	rawBool(t, pg, `SELECT pg_terminate_backend($1::int)`, int32(pid))
 	time.Sleep(1500 * time.Millisecond)
 
 	bb := setupOn(t, a.url, setupOpts{opts: Options{ReplicaID: "replica-b"}})

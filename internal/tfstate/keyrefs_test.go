@@ -34,7 +34,7 @@ func TestSealedStateKeysRecorded(t *testing.T) {
 	// Only the states row holds a sealed value now, and the record is empty: a rotation batch
 	// re-seals the row (no version) and its trigger records the new key.
 	s := rawSession(t, b.url)
-	rawExec(t, s, `DELETE FROM strata.tf_state_versions`)
+	rawExec(t, s, `DELETE FROM enc.tf_state_versions`)
 	rawExec(t, s, `DELETE FROM strata.key_refs`)
 	rot := setupOn(t, b.url, setupOpts{noKeeper: true, opts: Options{Keys: testKeyring(t, b2, a)}})
 	n, err := rot.svc.RewrapBatch(ctx, 100)

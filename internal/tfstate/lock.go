@@ -164,7 +164,7 @@ func (s *Service) Lock(ctx context.Context, actor Actor, project, workspace stri
 			})
 		}
 		if err != nil {
-			return client.LockInfo{}, categorize(err)
+			return client.LockInfo{}, categorizeIn(project, err)
 		}
 		return info, nil
 	}
@@ -254,7 +254,7 @@ func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace 
 			return err
 		}
 		if s.keeper != nil {
-			ok, err := s.keeper.takeBy(ctx, deadline, id)
+			ok, err := s.keeper.takeBy(ctx, deadline, project, id)
 			if errors.Is(err, errKeeperLate) {
 				slotHeld = false // the keeper's call holds it now
 				return errKeeperUnavailable(fmt.Errorf("waited %v for the lock keeper", s.opts.KeeperWait))
@@ -268,8 +268,8 @@ func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace 
 			took = id
 		} else {
 			// No keeper: at least refuse while a pg client holds the key now.
-			var ok bool
-			if err := tx.QueryRow(ctx, q.Get("StateRowKey"), id).Scan(&ok); err != nil {
+			ok, err := rowKey(ctx, tx, "StateRowKey", project, id)
+			if err != nil {
 				return err
 			}
 			if !ok {
@@ -313,7 +313,7 @@ func (s *Service) ensureRow(ctx context.Context, tx *db.Tx, actor Actor, project
 	}
 	err = tx.Pipeline(ctx,
 		db.Step{Query: q.Get("StateCreationKeys"), Args: []any{tofu}, Scan: func(r db.Row) error { return r.Scan(&keyA, &keyB) }},
-		db.Step{Query: q.Get("StateSetActor"), Args: []any{actor.Name, "placeholder"}, Scan: func(r db.Row) error { return r.Scan(&x, &y) }},
+		db.Step{Query: pq("StateSetActor", project), Args: []any{actor.Name, "placeholder"}, Scan: func(r db.Row) error { return r.Scan(&x, &y) }},
 		db.Step{Query: pq("StateInsert", project), Args: []any{workspace, placeholder}, Scan: func(r db.Row) error {
 			err := r.Scan(&id)
 			if raced = errors.Is(err, db.ErrNotFound); raced {
@@ -431,12 +431,12 @@ func (s *Service) Unlock(ctx context.Context, actor Actor, project, workspace st
 		if err := tx.Pipeline(ctx, steps...); err != nil {
 			return err
 		}
-		n, err := tx.Exec(ctx, pq("PlaceholderStateDelete", project), project, workspace)
+		n, err := tx.Exec(ctx, pq("PlaceholderStateDelete", project), workspace)
 		if err != nil {
 			return err
 		}
 		if n > 0 {
-			if _, err := tx.Exec(ctx, q.Get("PlaceholderDelete"), project, workspace); err != nil {
+			if _, err := tx.Exec(ctx, pq("PlaceholderDelete", project), workspace); err != nil {
 				return err
 			}
 		}
@@ -444,7 +444,7 @@ func (s *Service) Unlock(ctx context.Context, actor Actor, project, workspace st
 		return nil
 	})
 	if err != nil {
-		return categorize(err)
+		return categorizeIn(project, err)
 	}
 	if released.Owner != "" {
 		s.afterUnlock(context.WithoutCancel(ctx), released.Owner, released.StateID)
@@ -505,15 +505,15 @@ func (s *Service) LockStatus(ctx context.Context, project, workspace string) (cl
 		return client.LockStatus{}, err
 	}
 	if err := requireProject(ctx, s.db, project); err != nil {
-		return client.LockStatus{}, categorize(err)
+		return client.LockStatus{}, categorizeIn(project, err)
 	}
 	h, ok, err := scanLock(s.db.QueryRow(ctx, q.Get("LockGet"), project, workspace))
 	if err != nil {
-		return client.LockStatus{}, categorize(err)
+		return client.LockStatus{}, categorizeIn(project, err)
 	}
 	if !ok {
 		st, err := s.pgLockStatus(ctx, project, workspace)
-		return st, categorize(err)
+		return st, categorizeIn(project, err)
 	}
 	if !h.KeyHeld && h.Owner != s.replica && s.keeper != nil {
 		s.keeper.poke()

@@ -54,6 +54,9 @@ func setupOn(t *testing.T, url string, o setupOpts) *testBundle {
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	opts := o.opts
+	// In the Citus test mode (pgtest.EnvCitus) projects are distributed schemas, as the
+	// server makes them when it detects Citus.
+	opts.DistributeProjects = pgtest.Citus()
 	if !o.noKeeper {
 		opts.SessionURL = url
 	}

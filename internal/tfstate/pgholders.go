@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratahq/strata/client"
@@ -57,8 +58,30 @@ func (h pgHolder) lockInfo(project, workspace string) client.LockInfo {
 	}
 }
 
+// citusHolders is set when a Service distributes projects on Citus (Options.
+// DistributeProjects): pg clients' keys are then held on the workers, and pgHolders reads
+// them from citus_locks (LockHoldersCitus), a view that exists only with Citus. A process
+// serves one database, so one flag serves it.
+var citusHolders atomic.Bool
+
+// rowKey takes a workspace's key for the transaction without waiting (query StateRowKey,
+// shared, or EncryptRowKey, exclusive) and reports whether it got it. On Citus it takes the
+// key on the project's worker as well (the …Worker variant), where the pg backend takes it.
+func rowKey(ctx context.Context, tx *db.Tx, query, project string, id int64) (bool, error) {
+	var ok bool
+	if err := tx.QueryRow(ctx, q.Get(query), id).Scan(&ok); err != nil || !ok || !citusHolders.Load() {
+		return ok, err
+	}
+	err := tx.QueryRow(ctx, pq(query+"Worker", project), id).Scan(&ok)
+	return ok, err
+}
+
 func pgHolders(ctx context.Context, qr db.Querier, keys ...int64) ([]pgHolder, error) {
-	rows, err := qr.Query(ctx, q.Get("LockHolders"), keys)
+	query := q.Get("LockHolders")
+	if citusHolders.Load() {
+		query = q.Get("LockHoldersCitus")
+	}
+	rows, err := qr.Query(ctx, query, keys)
 	if err != nil {
 		return nil, err
 	}

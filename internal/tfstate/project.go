@@ -34,12 +34,13 @@ func (s *Service) ProjectPut(ctx context.Context, actor Actor, name string) (cli
 
 // ProjectCreate creates a project, or adopts an existing schema as one, and reports whether it
 // did (false: the project existed; PUT is idempotent; asking for encryption of an existing
-// unencrypted project is a conflict, since converting is `project encrypt`'s work). A new project gets the pg backend's
-// DDL exactly (the shared sequence public.global_states_id_seq, the states table, the
-// unique index states_by_name), so Terraform and OpenTofu can use it with every skip_* flag
-// set, plus strata's versions trigger. An existing schema is adopted without touching its
-// rows: its states table must have the pg backend's layout; its current rows become the
-// first versions (history starts now).
+// unencrypted project is a conflict, since converting is `project encrypt`'s work). A new
+// project gets the pg backend's states table and unique index states_by_name, so Terraform and
+// OpenTofu can use it with every skip_* flag set, with its id drawn from the project's own
+// sequence; beside it strata's history tables and its versions trigger (migration 0034). An
+// existing schema is adopted without touching its rows: its states table must have the pg
+// backend's layout; its current rows become the first versions (history starts now). On
+// Citus the schema is distributed before the trigger is made (distribute).
 func (s *Service) ProjectCreate(ctx context.Context, actor Actor, name string, opts ProjectOptions) (client.Project, bool, error) {
 	if err := ValidateProject(name, s.db.Schema()); err != nil {
 		return client.Project{}, false, err
@@ -84,13 +85,26 @@ func (s *Service) ProjectCreate(ctx context.Context, actor Actor, name string, o
 				return err
 			}
 		}
-		for _, ddl := range []string{"ProjectCreateSchema", "ProjectCreateSequence", "ProjectCreateTable", "ProjectCreateIndex", "ProjectCreateTrigger"} {
-			if _, err := tx.Exec(ctx, pq(ddl, name)); err != nil {
-				if errors.Is(err, db.ErrPermission) {
-					return fault.Wrap(fault.KindForbidden, err, "strata's database role cannot set up schema %q (it needs to own its states table, and CREATE on the database and on schema public for a new project)", name)
+		ddl := func(names ...string) error {
+			for _, n := range names {
+				if _, err := tx.Exec(ctx, pq(n, name)); err != nil {
+					if errors.Is(err, db.ErrPermission) {
+						return fault.Wrap(fault.KindForbidden, err, "strata's database role cannot set up schema %q (it needs to own its states table, and CREATE on the database for a new project)", name)
+					}
+					return fmt.Errorf("project %s: %s: %w", name, n, err)
 				}
-				return fmt.Errorf("project %s: %s: %w", name, ddl, err)
 			}
+			return nil
+		}
+		if err := ddl("ProjectCreateSchema", "ProjectCreateSequence"); err != nil {
+			return err
+		}
+		var ignoredSeq int64
+		if err := tx.QueryRow(ctx, q.Get("ProjectSequenceRange"), name).Scan(&ignoredSeq); err != nil {
+			return err
+		}
+		if err := ddl("ProjectCreateTable", "ProjectSetIDDefault", "ProjectCreateIndex", "ProjectCreateVersions", "ProjectCreatePlaceholders", "ProjectCreateMeta", "ProjectInsertMeta"); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, q.Get("ProjectInsert"), name, actor.Name, schemaExists); err != nil {
 			return err
@@ -99,16 +113,25 @@ func (s *Service) ProjectCreate(ctx context.Context, actor Actor, name string, o
 		if schemaExists {
 			action = "project.adopt"
 			if hasTable {
-				if _, err := tx.Exec(ctx, pq("ProjectAdoptVersions", name), name, actor.Name); err != nil {
+				if _, err := tx.Exec(ctx, pq("ProjectAdoptVersions", name), actor.Name); err != nil {
 					return err
 				}
 			}
+		}
+		if err := s.distribute(ctx, tx, name); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, q.Get("ProjectUnsafeTriggers")).Scan(&ignored); err != nil {
+			return err
+		}
+		if err := ddl("ProjectCreateTrigger"); err != nil {
+			return err
 		}
 		created = true
 		var detail map[string]any
 		if opts.Encryption {
 			detail = map[string]any{"encryption": true, "key": s.keys.Primary()}
-			if _, err := tx.Exec(ctx, q.Get("EncryptMarkProject"), name); err != nil {
+			if err := markEncrypted(ctx, tx, name); err != nil {
 				return err
 			}
 			// An adopted schema's rows (and the versions just made of them) are sealed now.
@@ -131,10 +154,55 @@ func (s *Service) ProjectCreate(ctx context.Context, actor Actor, name string, o
 	if err != nil {
 		return client.Project{}, false, categorize(secret.Fault(err))
 	}
+	if created {
+		s.balance(ctx, name)
+	}
 	if err := s.countWorkspaces(ctx, &p); err != nil {
 		return client.Project{}, false, err
 	}
 	return p, created, nil
+}
+
+// balance, on Citus, moves a project just created to the worker holding the fewest projects
+// when its own holds at least two more (Citus places new schemas round-robin, which deletions
+// and adoptions can leave uneven). It runs after the creating transaction has committed
+// (Citus moves a schema outside a transaction block), and a failure only logs: the project
+// works wherever it is.
+func (s *Service) balance(ctx context.Context, name string) {
+	if !s.opts.DistributeProjects {
+		return
+	}
+	var (
+		host, toHost string
+		port, toPort int32
+		have, least  int64
+	)
+	err := s.db.QueryRow(ctx, q.Get("ProjectPlacement"), name).Scan(&host, &port, &have, &toHost, &toPort, &least)
+	if err != nil {
+		s.log.Warn("project placement on Citus: cannot read it", "project", name, "err", err)
+		return
+	}
+	if have < least+2 {
+		return
+	}
+	if _, err := s.db.Exec(ctx, q.Get("ProjectMove"), name, toHost, toPort); err != nil {
+		s.log.Warn("project placement on Citus: cannot move the project's schema", "project", name, "from", fmt.Sprintf("%s:%d", host, port), "to", fmt.Sprintf("%s:%d", toHost, toPort), "err", err)
+		return
+	}
+	s.log.Info("project moved to the Citus worker holding the fewest projects", "project", name, "from", fmt.Sprintf("%s:%d", host, port), "to", fmt.Sprintf("%s:%d", toHost, toPort))
+}
+
+// distribute makes a project's schema a distributed schema when strata runs on Citus
+// (Options.DistributeProjects), in the creating transaction, after its rows are in place and
+// before its trigger exists; Citus places it on a worker. Without Citus it does nothing.
+func (s *Service) distribute(ctx context.Context, tx *db.Tx, name string) error {
+	if !s.opts.DistributeProjects {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, q.Get("ProjectDistribute"), name); err != nil {
+		return fmt.Errorf("project %s: distributing its schema on Citus: %w", name, err)
+	}
+	return nil
 }
 
 // checkStatesLayout reports whether schema has a states table, and refuses one that the pg
@@ -184,7 +252,7 @@ func (s *Service) ProjectGet(ctx context.Context, name string) (client.Project, 
 		return client.Project{}, fault.NotFound("project %q not found", name)
 	}
 	if err != nil {
-		return client.Project{}, categorize(err)
+		return client.Project{}, categorizeIn(name, err)
 	}
 	if err := s.countWorkspaces(ctx, &p); err != nil {
 		return client.Project{}, err
@@ -194,8 +262,8 @@ func (s *Service) ProjectGet(ctx context.Context, name string) (client.Project, 
 
 func (s *Service) countWorkspaces(ctx context.Context, p *client.Project) error {
 	var n int64
-	if err := s.db.QueryRow(ctx, pq("ProjectStateCount", p.Name), p.Name).Scan(&n); err != nil {
-		return categorize(err)
+	if err := s.db.QueryRow(ctx, pq("ProjectStateCount", p.Name)).Scan(&n); err != nil {
+		return categorizeIn(p.Name, err)
 	}
 	p.Workspaces = int(n)
 	return nil
@@ -220,10 +288,40 @@ func (s *Service) ProjectList(ctx context.Context, opts ProjectListOptions) ([]c
 		n := opts.Limit + 1
 		limit = &n
 	}
-	f := opts.Filter
-	rows, err := s.db.Query(ctx, q.Get("ProjectList"), f.All, f.Names, f.Prefixes, opts.After, limit)
+	out, err := s.projectList(ctx, "ProjectList", opts, limit)
+	if _, down := db.RemoteNodeDown(err); down {
+		// A Citus worker does not answer: list from strata's tables, count each project on
+		// its own, and mark those that cannot be counted.
+		if out, err = s.projectList(ctx, "ProjectListNoCounts", opts, limit); err == nil {
+			for i := range out {
+				if cerr := s.countWorkspaces(ctx, &out[i]); cerr != nil {
+					if _, down := db.RemoteNodeDown(cerr); !down {
+						return nil, false, cerr
+					}
+					out[i].Unavailable = cerr.Error()
+					var fe *fault.Error
+					if errors.As(cerr, &fe) {
+						out[i].Unavailable = fe.Detail
+					}
+				}
+			}
+		}
+	}
 	if err != nil {
 		return nil, false, categorize(err)
+	}
+	more := opts.Limit > 0 && len(out) > opts.Limit
+	if more {
+		out = out[:opts.Limit]
+	}
+	return out, more, nil
+}
+
+func (s *Service) projectList(ctx context.Context, query string, opts ProjectListOptions, limit *int) ([]client.Project, error) {
+	f := opts.Filter
+	rows, err := s.db.Query(ctx, q.Get(query), f.All, f.Names, f.Prefixes, opts.After, limit)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	out := []client.Project{}
@@ -231,21 +329,13 @@ func (s *Service) ProjectList(ctx context.Context, opts ProjectListOptions) ([]c
 		var p client.Project
 		var n int64
 		if err := rows.Scan(&p.Name, &p.CreatedAt, &p.CreatedBy, &p.Adopted, &p.CredentialsRole, &p.Encryption, &n); err != nil {
-			return nil, false, categorize(err)
+			return nil, err
 		}
 		p.CreatedAt = p.CreatedAt.UTC()
 		p.Workspaces = int(n)
 		out = append(out, p)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, false, categorize(err)
-	}
-	rows.Close()
-	more := opts.Limit > 0 && len(out) > opts.Limit
-	if more {
-		out = out[:opts.Limit]
-	}
-	return out, more, nil
+	return out, rows.Err()
 }
 
 // ProjectDelete deletes a project: its states table, locks, versions and credentials role,
@@ -277,7 +367,7 @@ func (s *Service) ProjectDelete(ctx context.Context, actor Actor, name string, f
 			return err
 		}
 		var states int64
-		if err := tx.QueryRow(ctx, pq("ProjectStateCount", name), name).Scan(&states); err != nil {
+		if err := tx.QueryRow(ctx, pq("ProjectStateCount", name)).Scan(&states); err != nil {
 			return err
 		}
 		if states > 0 && !force {
@@ -298,7 +388,10 @@ func (s *Service) ProjectDelete(ctx context.Context, actor Actor, name string, f
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		for _, ddl := range []string{"ProjectDropTrigger", "ProjectDropTable"} {
+		if err := tx.QueryRow(ctx, q.Get("ProjectUnsafeTriggers")).Scan(&ignored); err != nil {
+			return err
+		}
+		for _, ddl := range []string{"ProjectDropTrigger", "ProjectDropTable", "ProjectDropHistory", "ProjectDropSequence"} {
 			if _, err := tx.Exec(ctx, pq(ddl, name)); err != nil {
 				return fmt.Errorf("project %s: %s: %w", name, ddl, err)
 			}
@@ -326,7 +419,7 @@ func (s *Service) ProjectDelete(ctx context.Context, actor Actor, name string, f
 		return audit(ctx, tx, actor, "project.delete", name, map[string]any{"force": force, "states": states, "schemaDropped": schemaDropped, "locks": len(released)})
 	})
 	if err != nil {
-		return categorize(err)
+		return categorizeIn(name, err)
 	}
 	for _, k := range released {
 		if k.owner != "" {

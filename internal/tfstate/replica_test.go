@@ -67,7 +67,7 @@ func TestKeeperRetakesKeysAfterReconnect(t *testing.T) {
 
 	// Kill the keeper and have a "pg client" wait for key two: it gets it the moment the
 	// keeper's backend is gone, before the keeper can come back.
-	rawBool(t, pg, `SELECT pg_terminate_backend($1)`, int32(old))
+	rawBool(t, pg, `SELECT pg_terminate_backend($1::int)`, int32(old))
 	rawBool(t, pg, `SELECT pg_advisory_lock($1) IS NULL`, keyTwo)
 
 	require.Eventually(t, func() bool {

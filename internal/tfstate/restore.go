@@ -46,11 +46,12 @@ func ReleaseRestoredLocks(ctx context.Context, d *db.DB, actor string) (int, err
 	return n, err
 }
 
-// PrepareRestore makes what a backup's project schemas use but do not hold: the pg backend's
-// sequence public.global_states_id_seq, shared by all projects (Terraform's own DDL), which
-// their states tables' defaults name.
+// PrepareRestore makes what a backup's project schemas may use but do not hold: the pg
+// backend's sequence public.global_states_id_seq, shared by all projects in Terraform's own
+// DDL, which states tables of backups taken before migration 0034 name (a project's own
+// sequence is in its schema, and in the backup).
 func PrepareRestore(ctx context.Context, d *db.DB) error {
-	_, err := d.Exec(ctx, q.Get("ProjectCreateSequence"))
+	_, err := d.Exec(ctx, q.Get("SharedSequenceCreate"))
 	return err
 }
 

@@ -87,6 +87,11 @@ type Options struct {
 	// KeeperWait bounds how long a request (LOCK) waits for the keeper when it is busy,
 	// within the request's own deadline; 5s when 0. Then the request answers 503.
 	KeeperWait time.Duration
+	// DistributeProjects makes each project schema strata creates or adopts a distributed
+	// schema of the Citus cluster the database belongs to (citus_schema_distribute), so
+	// projects spread over its workers; the server sets it when it detects Citus with workers.
+	// Everything else is the same code on one PostgreSQL.
+	DistributeProjects bool
 	// PruneInterval is how often versions beyond KeepVersions are deleted for writes made by
 	// pg clients (strata's own writes prune at once); 1m when 0.
 	PruneInterval time.Duration
@@ -151,6 +156,9 @@ func New(d *db.DB, opts Options) (*Service, error) {
 	}
 	if opts.KeeperWait <= 0 {
 		opts.KeeperWait = 5 * time.Second
+	}
+	if opts.DistributeProjects {
+		citusHolders.Store(true)
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -337,6 +345,16 @@ func audit(ctx context.Context, qr db.Querier, actor Actor, action, target strin
 // mapping in db.Fault; fault errors and others pass unchanged.
 func categorize(err error) error { return db.Fault(err) }
 
+// categorizeIn is categorize for an operation on one project: on Citus, a worker that does
+// not answer makes only the projects it holds unavailable, so the 503 names the project and
+// the node (the rest of strata, and other projects, keep working).
+func categorizeIn(project string, err error) error {
+	if node, ok := db.RemoteNodeDown(err); ok {
+		return fault.Unavailable(fault.ReasonUnavailable, err, "project %q is unavailable: the database node holding it (%s) does not answer; other projects are not affected", project, node)
+	}
+	return categorize(err)
+}
+
 // lockedError is a 423 whose body is the holder's LockInfo, which Terraform and OpenTofu
 // parse from a conflict answer (and fail on anything else).
 func lockedError(detail string, holder client.LockInfo) error {
@@ -370,7 +388,29 @@ func creationKeysHeld(ctx context.Context, tx *db.Tx, project, workspace string,
 	return pgLocked(ctx, tx, project, workspace, keys...)
 }
 
-func setActor(ctx context.Context, tx *db.Tx, actor Actor, source string) error {
-	var a, b string
-	return tx.QueryRow(ctx, q.Get("StateSetActor"), actor.Name, source).Scan(&a, &b)
+// projectNames lists every project, for the jobs that visit each project's schema in turn
+// (retention, encryption sweeps, key counts): each project's history lives in its own schema.
+func projectNames(ctx context.Context, qr db.Querier) ([]string, error) {
+	rows, err := qr.Query(ctx, q.Get("ProjectNamesAll"))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// keyRefStep records the key a sealed value is wrapped with in key_refs (migration 0031), in
+// the writing transaction. The versions trigger does so too where strata's schema is in
+// the same database as the project's table; on Citus the trigger runs on a worker that has
+// no key_refs, so strata records it here, on both (ON CONFLICT DO NOTHING).
+func keyRefStep(sealed string) db.Step {
+	return db.Step{Query: q.Get("KeyRefRecord"), Args: []any{sealed}}
 }

@@ -36,7 +36,7 @@ func (s *Service) StateGet(ctx context.Context, project, workspace string) (Stat
 	// One round trip: the project check, then the read (which fails when the project's
 	// schema does not exist, after the check has said so).
 	err := s.db.Pipeline(ctx, projectStep(project, &exists),
-		db.Step{Query: pq("StateGet", project), Args: []any{project, workspace}, Scan: func(r db.Row) error {
+		db.Step{Query: pq("StateGet", project), Args: []any{workspace}, Scan: func(r db.Row) error {
 			err := r.Scan(&data, &placeholder)
 			if found = err == nil; errors.Is(err, db.ErrNotFound) {
 				return nil
@@ -44,7 +44,7 @@ func (s *Service) StateGet(ctx context.Context, project, workspace string) (Stat
 			return err
 		}})
 	if err := s.checkedProject(ctx, project, exists, err); err != nil {
-		return State{}, categorize(err)
+		return State{}, categorizeIn(project, err)
 	}
 	if !found || placeholder || data == nil || *data == "" {
 		return State{}, fault.NotFound("workspace %s/%s has no state", project, workspace)
@@ -106,7 +106,7 @@ func (s *Service) StateWrite(ctx context.Context, actor Actor, project, workspac
 		return WriteResult{}, err
 	}
 	res, err := s.write(ctx, actor, project, workspace, req.LockID, req.Body, writeOptions{source: "http"})
-	return res, categorize(err)
+	return res, categorizeIn(project, err)
 }
 
 // writeRules decides whether next may replace cur (both readable states): nil to write,
@@ -174,7 +174,7 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 		err := tx.Pipeline(ctx, db.Step{Query: q.Get("StateProjectForWrite"), Args: []any{project},
 			Scan: func(r db.Row) error { return r.Scan(&projectExists, &encrypted) }},
 			lockStep("LockGetForShare", project, workspace, &lock, &locked),
-			db.Step{Query: pq(read, project), Args: []any{project, workspace}, Scan: func(r db.Row) error {
+			db.Step{Query: pq(read, project), Args: []any{workspace}, Scan: func(r db.Row) error {
 				err := r.Scan(&id, &cur, &placeholder)
 				if exists = err == nil; errors.Is(err, db.ErrNotFound) {
 					return nil
@@ -218,7 +218,7 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 				if errors.Is(err, errUnchanged) {
 					res.Unchanged = true
 					res.MD5 = md5.Sum(body)
-					return tx.QueryRow(ctx, q.Get("VersionLatest"), project, workspace).Scan(&res.Version)
+					return tx.QueryRow(ctx, pq("VersionLatest", project), workspace).Scan(&res.Version)
 				}
 				return err
 			}
@@ -227,14 +227,14 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 		// The rest in one round trip: who writes (for the versions trigger), the write, the
 		// version it made, and the pruning of old versions.
 		var a, b string
-		steps := []db.Step{{Query: q.Get("StateSetActor"), Args: []any{actor.Name, source}, Scan: func(r db.Row) error { return r.Scan(&a, &b) }}}
+		steps := []db.Step{{Query: pq("StateSetActor", project), Args: []any{actor.Name, source}, Scan: func(r db.Row) error { return r.Scan(&a, &b) }}}
 		stored := string(body)
 		if encrypted {
 			var err error
 			if stored, err = SealState(s.keys, project, workspace, body); err != nil {
 				return secret.Fault(err)
 			}
-			steps = append(steps, plainStep(workspace, body))
+			steps = append(steps, plainStep(project, workspace, body), keyRefStep(stored))
 		}
 		if !exists {
 			if err := creationKeys(ctx, tx, project, workspace); err != nil {
@@ -250,9 +250,9 @@ func (s *Service) write(ctx context.Context, actor Actor, project, workspace, lo
 		} else {
 			steps = append(steps, db.Step{Query: pq("StateUpdate", project), Args: []any{id, stored}})
 		}
-		steps = append(steps, db.Step{Query: q.Get("VersionLatest"), Args: []any{project, workspace}, Scan: func(r db.Row) error { return r.Scan(&res.Version) }})
+		steps = append(steps, db.Step{Query: pq("VersionLatest", project), Args: []any{workspace}, Scan: func(r db.Row) error { return r.Scan(&res.Version) }})
 		if s.opts.KeepVersions > 0 {
-			steps = append(steps, db.Step{Query: q.Get("VersionPrune"), Args: []any{project, workspace, s.opts.KeepVersions}})
+			steps = append(steps, db.Step{Query: pq("VersionPrune", project), Args: []any{workspace, s.opts.KeepVersions}})
 		}
 		if err := tx.Pipeline(ctx, steps...); err != nil {
 			return err
@@ -283,8 +283,8 @@ func pgClientCheck(ctx context.Context, tx *db.Tx, project, workspace string, id
 	if locked && lock.KeyHeld {
 		return nil
 	}
-	var ok bool
-	if err := tx.QueryRow(ctx, q.Get("StateRowKey"), id).Scan(&ok); err != nil {
+	ok, err := rowKey(ctx, tx, "StateRowKey", project, id)
+	if err != nil {
 		return err
 	}
 	if !ok {
@@ -319,7 +319,7 @@ func (s *Service) StateDelete(ctx context.Context, actor Actor, project, workspa
 		var id int64
 		var cur string
 		var placeholder bool
-		err = tx.QueryRow(ctx, pq("StateGetForUpdate", project), project, workspace).Scan(&id, &cur, &placeholder)
+		err = tx.QueryRow(ctx, pq("StateGetForUpdate", project), workspace).Scan(&id, &cur, &placeholder)
 		if errors.Is(err, db.ErrNotFound) {
 			return fault.NotFound("workspace %s/%s has no state", project, workspace)
 		}
@@ -332,7 +332,7 @@ func (s *Service) StateDelete(ctx context.Context, actor Actor, project, workspa
 		if _, err := tx.Exec(ctx, pq("StateDelete", project), id); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, q.Get("PlaceholderDelete"), project, workspace); err != nil {
+		if _, err := tx.Exec(ctx, pq("PlaceholderDelete", project), workspace); err != nil {
 			return err
 		}
 		if locked {
@@ -350,7 +350,7 @@ func (s *Service) StateDelete(ctx context.Context, actor Actor, project, workspa
 		return audit(ctx, tx, actor, "state.delete", project+"/"+workspace, map[string]any{"placeholder": placeholder})
 	})
 	if err != nil {
-		return categorize(err)
+		return categorizeIn(project, err)
 	}
 	if released.Owner != "" {
 		s.afterUnlock(context.WithoutCancel(ctx), released.Owner, released.StateID)
@@ -365,7 +365,7 @@ func (s *Service) WorkspaceList(ctx context.Context, project string, opts Worksp
 		return nil, false, err
 	}
 	if err := requireProject(ctx, s.db, project); err != nil {
-		return nil, false, categorize(err)
+		return nil, false, categorizeIn(project, err)
 	}
 	var limit *int
 	if opts.Limit > 0 {
@@ -374,7 +374,7 @@ func (s *Service) WorkspaceList(ctx context.Context, project string, opts Worksp
 	}
 	rows, err := s.db.Query(ctx, pq("WorkspaceList", project), project, opts.After, limit)
 	if err != nil {
-		return nil, false, categorize(err)
+		return nil, false, categorizeIn(project, err)
 	}
 	defer rows.Close()
 	out := []client.Workspace{}
@@ -394,7 +394,7 @@ func (s *Service) WorkspaceList(ctx context.Context, project string, opts Worksp
 			&pid, &user, &addr, &app, &since, &key,
 			&lockID, &info, &stateID, &owner, &createdBy, &h.UnprotectedSince, &created,
 			&h.LastGapStart, &h.LastGapEnd, &keyHeld); err != nil {
-			return nil, false, categorize(err)
+			return nil, false, categorizeIn(project, err)
 		}
 		if w.Placeholder {
 			w.Size, w.Serial, w.Lineage = 0, nil, ""
@@ -413,7 +413,7 @@ func (s *Service) WorkspaceList(ctx context.Context, project string, opts Worksp
 		out = append(out, w)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, false, categorize(err)
+		return nil, false, categorizeIn(project, err)
 	}
 	more := opts.Limit > 0 && len(out) > opts.Limit
 	if more {

@@ -184,7 +184,7 @@ func TestTerraformAdoptsPlaceholder(t *testing.T) {
 	pg := rawSession(t, b.url)
 	var placeholder string
 	require.NoError(t, pg.QueryRow(ctx, q.Get("StateGetID").WithIdent("project", "p"), "default").Scan(new(int64)))
-	require.NoError(t, pg.QueryRow(ctx, pq("StateGet", "p"), "p", "default").Scan(&placeholder, new(bool)))
+	require.NoError(t, pg.QueryRow(ctx, pq("StateGet", "p"), "default").Scan(&placeholder, new(bool)))
 	tf.mustRun(t, "apply", "-auto-approve", "-input=false", "-no-color")
 	out := tf.mustRun(t, "state", "pull")
 	m := parseState([]byte(out))

@@ -1,6 +1,7 @@
 package tfstate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -27,22 +28,22 @@ func (s *Service) VersionList(ctx context.Context, project, workspace string) ([
 		return nil, err
 	}
 	if err := requireProject(ctx, s.db, project); err != nil {
-		return nil, categorize(err)
+		return nil, categorizeIn(project, err)
 	}
-	rows, err := s.db.Query(ctx, q.Get("VersionList"), project, workspace)
+	rows, err := s.db.Query(ctx, pq("VersionList", project), workspace)
 	if err != nil {
-		return nil, categorize(err)
+		return nil, categorizeIn(project, err)
 	}
 	defer rows.Close()
 	out := []client.StateVersion{}
 	for rows.Next() {
 		v, err := scanVersion(rows, nil)
 		if err != nil {
-			return nil, categorize(err)
+			return nil, categorizeIn(project, err)
 		}
 		out = append(out, v)
 	}
-	return out, categorize(rows.Err())
+	return out, categorizeIn(project, rows.Err())
 }
 
 // VersionGet returns version n of a workspace's state with its bytes, verbatim (decrypted,
@@ -52,15 +53,15 @@ func (s *Service) VersionGet(ctx context.Context, project, workspace string, n i
 		return client.StateVersion{}, nil, err
 	}
 	if err := requireProject(ctx, s.db, project); err != nil {
-		return client.StateVersion{}, nil, categorize(err)
+		return client.StateVersion{}, nil, categorizeIn(project, err)
 	}
 	var data string
-	v, err := scanVersion(s.db.QueryRow(ctx, q.Get("VersionGet"), project, workspace, n), &data)
+	v, err := scanVersion(s.db.QueryRow(ctx, pq("VersionGet", project), workspace, n), &data)
 	if errors.Is(err, db.ErrNotFound) {
 		return client.StateVersion{}, nil, fault.NotFound("workspace %s/%s has no version %d", project, workspace, n)
 	}
 	if err != nil {
-		return client.StateVersion{}, nil, categorize(err)
+		return client.StateVersion{}, nil, categorizeIn(project, err)
 	}
 	plain, err := s.open(project, workspace, data)
 	if err != nil {
@@ -101,16 +102,32 @@ func (s *Service) VersionRestore(ctx context.Context, actor Actor, project, work
 			return audit(ctx, tx, actor, "state.restore", project+"/"+workspace, map[string]any{"from": n, "version": res.Version})
 		},
 	})
-	return res, categorize(err)
+	return res, categorizeIn(project, err)
 }
 
 // PruneVersions applies KeepVersions to every workspace and reports how many versions it
 // deleted. strata's own writes prune their workspace at once; this catches writes made by
-// pg clients. Start runs it periodically.
+// pg clients. Start runs it periodically, one statement per project (each project's
+// versions live in its own schema, on Citus on its own worker).
 func (s *Service) PruneVersions(ctx context.Context) (int64, error) {
 	if s.opts.KeepVersions <= 0 {
 		return 0, nil
 	}
-	n, err := s.db.Exec(ctx, q.Get("VersionPruneAll"), s.opts.KeepVersions)
-	return n, categorize(err)
+	projects, err := projectNames(ctx, s.db)
+	if err != nil {
+		return 0, categorize(err)
+	}
+	var total int64
+	var firstErr error
+	for _, p := range projects {
+		n, err := s.db.Exec(ctx, pq("VersionPruneAll", p), s.opts.KeepVersions)
+		if err != nil {
+			// One project's failure (deleted meanwhile, or its Citus worker down) does
+			// not keep the others from being pruned.
+			firstErr = cmp.Or(firstErr, err)
+			continue
+		}
+		total += n
+	}
+	return total, categorize(firstErr)
 }

@@ -28,7 +28,7 @@ func TestWorkspaceListReadsVersions(t *testing.T) {
 	require.NoError(t, err)
 	// b's history is gone (as for a state adopted from a pg backend schema): the list must
 	// read its state instead of reporting nothing.
-	_, err = b.db.Exec(ctx, &db.Query{Name: "forget", Text: `DELETE FROM {{schema}}.tf_state_versions WHERE project = 'p' AND workspace = 'b'`})
+	_, err = b.db.Exec(ctx, &db.Query{Name: "forget", Text: `DELETE FROM p.tf_state_versions WHERE workspace = 'b'`})
 	require.NoError(t, err)
 	_, err = b.svc.Lock(ctx, b.actor, "p", "a", lockBody("L1"))
 	require.NoError(t, err)
@@ -62,7 +62,7 @@ func TestWorkspaceListReadsVersions(t *testing.T) {
 	// The keeper loses the key (its backend is terminated): the list must not say protected.
 	pid := b.svc.Readiness(ctx).KeeperPID
 	require.NotZero(t, pid)
-	_, err = b.db.Exec(ctx, &db.Query{Name: "kill", Text: `SELECT pg_terminate_backend($1)`}, int32(pid))
+	_, err = b.db.Exec(ctx, &db.Query{Name: "kill", Text: `SELECT pg_terminate_backend($1::int)`}, int32(pid))
 	require.NoError(t, err)
 	// pg_terminate_backend only signals: wait until the backend is gone (and its key with
 	// it), or the list may still see the old keeper holding the key.

@@ -306,3 +306,67 @@ func parseKeywordValue(s string) ([][2]string, error) {
 		pairs = append(pairs, [2]string{key, v.String()})
 	}
 }
+
+// CitusNode is a node of a Citus cluster as its coordinator's metadata names it.
+type CitusNode struct {
+	Host string
+	Port int
+}
+
+// CitusWorkers lists the worker nodes registered in the Citus metadata of the database at url
+// (the coordinator's), for test harnesses that make a database on every node. It fails when
+// the citus extension is not there.
+func CitusWorkers(ctx context.Context, url string) ([]CitusNode, error) {
+	var out []CitusNode
+	err := withConn(ctx, url, func(ctx context.Context, c *pgx.Conn) error {
+		var ext string
+		if err := c.QueryRow(ctx, "SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'citus'), '')").Scan(&ext); err != nil {
+			return db.Translate(err)
+		}
+		if ext == "" {
+			return errors.New("the citus extension is not installed in this database (CREATE EXTENSION citus; SELECT citus_add_node(host, port) per worker)")
+		}
+		rows, err := c.Query(ctx, "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid <> 0 AND isactive AND noderole = 'primary' ORDER BY nodeport")
+		if err != nil {
+			return db.Translate(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n CitusNode
+			if err := rows.Scan(&n.Host, &n.Port); err != nil {
+				return err
+			}
+			out = append(out, n)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// CitusSetUp makes the database at url a Citus coordinator with the given workers: the
+// extension in it and in the same-named database of each worker (CREATE DATABASE is not
+// propagated by Citus), the coordinator's own address, and each worker registered.
+func CitusSetUp(ctx context.Context, url, coordHost string, coordPort int, workerURLs []string, workers []CitusNode) error {
+	for _, w := range workerURLs {
+		if err := withConn(ctx, w, func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS citus")
+			return db.Translate(err)
+		}); err != nil {
+			return fmt.Errorf("worker %s: %w", w, err)
+		}
+	}
+	return withConn(ctx, url, func(ctx context.Context, c *pgx.Conn) error {
+		if _, err := c.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS citus"); err != nil {
+			return db.Translate(err)
+		}
+		if _, err := c.Exec(ctx, "SELECT citus_set_coordinator_host($1, $2)", coordHost, coordPort); err != nil {
+			return db.Translate(err)
+		}
+		for _, w := range workers {
+			if _, err := c.Exec(ctx, "SELECT citus_add_node($1, $2)", w.Host, w.Port); err != nil {
+				return fmt.Errorf("citus_add_node(%s, %d): %w", w.Host, w.Port, db.Translate(err))
+			}
+		}
+		return nil
+	})
+}

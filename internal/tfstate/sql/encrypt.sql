@@ -12,6 +12,10 @@ FROM (SELECT encrypted FROM {{schema}}.tf_projects WHERE name = $1 FOR KEY SHARE
 -- name: EncryptMarkProject
 UPDATE {{schema}}.tf_projects SET encrypted = true WHERE name = $1
 
+-- name: EncryptMarkProjectMeta
+-- The project's own copy of the mark, which the versions trigger reads (migration 0034).
+UPDATE {{project}}.tf_project SET encrypted = true
+
 -- name: EncryptFirstLock
 -- Any HTTP lock on the project: its holder is running Terraform now.
 SELECT workspace, info FROM {{schema}}.tf_locks WHERE project = $1 ORDER BY workspace LIMIT 1
@@ -32,6 +36,7 @@ LIMIT 1
 -- Writes of this transaction seal what is stored already: the versions trigger records no
 -- version for them and carries placeholder marks over (migration 0026).
 SELECT set_config('strata.source', 'encrypt', true), set_config('strata.actor', $1, true)
+FROM {{project}}.tf_project
 
 -- name: EncryptPlainStates
 -- A batch of plain states of a project, locked; $1 is the batch size.
@@ -43,10 +48,10 @@ FOR UPDATE
 
 -- name: EncryptPlainVersions
 -- A batch of plain versions of a project, locked.
-SELECT workspace, n, data FROM {{schema}}.tf_state_versions
-WHERE project = $1 AND NOT starts_with(data, 'strata:sv1:')
+SELECT workspace, n, data FROM {{project}}.tf_state_versions
+WHERE NOT starts_with(data, 'strata:sv1:')
 ORDER BY workspace, n
-LIMIT $2
+LIMIT $1
 FOR UPDATE
 
 -- name: EncryptStoreState
@@ -55,14 +60,14 @@ UPDATE {{project}}.states SET data = $2 WHERE id = $1
 -- name: EncryptStoreVersion
 -- A version's md5, size, serial and lineage stay those of the plaintext; stored_size is the
 -- sealed text's.
-UPDATE {{schema}}.tf_state_versions SET data = $4, stored_size = octet_length($4)
-WHERE project = $1 AND workspace = $2 AND n = $3
+UPDATE {{project}}.tf_state_versions SET data = $3, stored_size = octet_length($3)
+WHERE workspace = $1 AND n = $2
 
 -- name: EncryptRemaining
 SELECT (SELECT count(*) FROM {{project}}.states
         WHERE name IS NOT NULL AND data IS NOT NULL AND data <> '' AND NOT starts_with(data, 'strata:sv1:'))
-     + (SELECT count(*) FROM {{schema}}.tf_state_versions
-        WHERE project = $1 AND NOT starts_with(data, 'strata:sv1:'))
+     + (SELECT count(*) FROM {{project}}.tf_state_versions
+        WHERE NOT starts_with(data, 'strata:sv1:'))
 
 -- name: EncryptedProjects
 SELECT name FROM {{schema}}.tf_projects WHERE encrypted ORDER BY name
@@ -75,7 +80,7 @@ GROUP BY 1
 
 -- name: SealedVersionsByKey
 SELECT encode(substring(decode(substr(data, 12, 16), 'base64') FROM 4 FOR 8), 'hex'), count(*)
-FROM {{schema}}.tf_state_versions
+FROM {{project}}.tf_state_versions
 WHERE starts_with(data, 'strata:sv1:')
 GROUP BY 1
 
@@ -93,26 +98,30 @@ FOR UPDATE SKIP LOCKED
 -- name: RewrapVersions
 -- A batch of sealed versions whose key is not $1 (the primary), locked, skipping those
 -- another rotation holds.
-SELECT project, workspace, n, data FROM {{schema}}.tf_state_versions
+SELECT workspace, n, data FROM {{project}}.tf_state_versions
 WHERE starts_with(data, 'strata:sv1:')
   AND encode(substring(decode(substr(data, 12, 16), 'base64') FROM 4 FOR 8), 'hex') <> $1
-ORDER BY project, workspace, n
+ORDER BY workspace, n
 LIMIT $2
 FOR UPDATE SKIP LOCKED
 
 -- name: RewrapStoreVersion
-UPDATE {{schema}}.tf_state_versions SET data = $4 WHERE project = $1 AND workspace = $2 AND n = $3
+UPDATE {{project}}.tf_state_versions SET data = $3 WHERE workspace = $1 AND n = $2
 
 -- name: OfflineState
 SELECT data FROM {{project}}.states WHERE name = $1
 
 -- name: OfflineVersion
-SELECT data FROM {{schema}}.tf_state_versions WHERE project = $1 AND workspace = $2 AND n = $3
+SELECT data FROM {{project}}.tf_state_versions WHERE workspace = $1 AND n = $2
 
 -- name: OfflineLatestVersion
-SELECT data FROM {{schema}}.tf_state_versions WHERE project = $1 AND workspace = $2
+SELECT data FROM {{project}}.tf_state_versions WHERE workspace = $1
 ORDER BY n DESC LIMIT 1
 
 -- name: EncryptRowKey
 -- One workspace's advisory key, exclusively for this transaction, without waiting.
 SELECT pg_try_advisory_xact_lock($1::bigint)
+
+-- name: EncryptRowKeyWorker
+-- EncryptRowKey on Citus, in addition, on the project's worker (see StateRowKeyWorker).
+SELECT pg_try_advisory_xact_lock($1::bigint) FROM {{project}}.tf_project

@@ -98,3 +98,23 @@ DELETE FROM {{schema}}.tf_keepers k
 WHERE k.heartbeat_at < now() - make_interval(secs => $1::float8)
   AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = k.backend_pid AND a.backend_start = k.backend_start)
   AND NOT EXISTS (SELECT 1 FROM {{schema}}.tf_locks l WHERE l.owner = k.replica)
+
+-- name: KeeperCitusSession
+-- On Citus: the keeper's connections to the workers, which hold its keys there (see
+-- KeeperTakeOnWorker), are kept for the life of its session instead of being recycled after
+-- citus.max_cached_connection_lifetime (10 minutes), which would let the keys go silently.
+SELECT set_config('citus.max_cached_connection_lifetime', '-1', false)
+
+-- name: KeeperTakeOnWorker
+-- On Citus the pg backend takes a workspace's key on the worker holding the project (its lock
+-- query names the states table, so Citus runs it there). The keeper takes the same key there
+-- too, through the project's one-row tf_project (so Citus routes it to that worker, in the
+-- keeper session's connection to it, even for a row a LOCK is still creating).
+SELECT pg_try_advisory_lock($1::bigint) FROM {{project}}.tf_project
+
+-- name: KeeperReleaseOnWorker
+SELECT pg_advisory_unlock($1::bigint) FROM {{project}}.tf_project
+
+-- name: KeeperLockProjects
+-- The projects of this replica's lock keys, for taking them on the workers (Citus).
+SELECT DISTINCT state_id, project FROM {{schema}}.tf_locks WHERE owner = $1

@@ -66,7 +66,9 @@ SELECT EXISTS (
 	  AND ((l.classid::bigint << 32) | l.objid::bigint) = $2)
 
 -- name: LockTerminate
-SELECT pg_terminate_backend($1)
+-- int: Citus adds pg_terminate_backend(bigint) for global pids, which makes an untyped
+-- parameter ambiguous ("function pg_terminate_backend(unknown) is not unique").
+SELECT pg_terminate_backend($1::int)
 
 -- name: LockTerminateRefusal
 -- Why pg_terminate_backend($1) was refused: whether strata's role is a member of
@@ -97,3 +99,24 @@ DELETE FROM {{schema}}.tf_keepers;
 -- Where in the project a lock ID is held: a write naming a lock its workspace does not hold
 -- was usually locked through a lock_address that points at another workspace.
 SELECT workspace FROM {{schema}}.tf_locks WHERE project = $1 AND lock_id = $2 LIMIT 1
+
+-- name: LockHoldersCitus
+-- LockHolders on Citus: the pg backend's keys are held on the worker that holds the project,
+-- by Citus's connection for the client's coordinator session, so they are read from
+-- citus_locks (every node's pg_locks) and traced back, by global pid (coordinator node id
+-- * 10^10 + pid), to the client's session on the coordinator, which pg_stat_activity
+-- describes. The keeper's and this session's own holds are left out as in LockHolders.
+SELECT (l.classid::bigint << 32) | l.objid::bigint AS key, a.pid,
+	coalesce(a.usename::text, ''), CASE WHEN a.usename = current_user OR pg_has_role('pg_read_all_stats', 'MEMBER') THEN coalesce(host(a.client_addr), 'local socket') ELSE 'unknown (needs pg_read_all_stats)' END, CASE WHEN a.usename = current_user OR pg_has_role('pg_read_all_stats', 'MEMBER') THEN coalesce(a.application_name, '') ELSE 'unknown (needs pg_read_all_stats)' END,
+	coalesce(a.xact_start, a.state_change, a.backend_start, now()), bool_or(l.mode = 'ExclusiveLock')
+FROM citus_locks l
+JOIN pg_stat_activity a ON a.pid = (l.global_pid % 10000000000)::int
+	AND l.global_pid / 10000000000 = (SELECT nodeid FROM pg_dist_node WHERE groupid = 0 LIMIT 1)
+	AND a.datname = current_database()
+WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+  AND ((l.classid::bigint << 32) | l.objid::bigint) = ANY ($1::bigint[])
+  AND a.pid <> pg_backend_pid()
+  AND NOT EXISTS (SELECT 1 FROM {{schema}}.tf_keepers k
+                  WHERE k.backend_pid = a.pid AND k.backend_start = a.backend_start)
+GROUP BY 1, 2, 3, 4, 5, 6
+ORDER BY 7 DESC, 6

@@ -18,15 +18,15 @@ FOR UPDATE
 -- $1-$3 are the caller's auth.Filter on project names, $4 the last name of the previous
 -- page, $5 the page size (NULL: all).
 -- The last column counts each project's workspaces (placeholders left out, as
--- ProjectStateCount does) in this one statement: the states tables live in the projects' own
+-- ProjectStateCount does) in this one statement (each count reads one project schema only,
+-- so on Citus it is routed to the worker holding that project): the states tables live in the projects' own
 -- schemas, which no static query can name, so each count runs through query_to_xml with the
 -- schema quoted by format(%I) (never by the caller). A project whose table is gone counts 0.
 SELECT name, created_at, created_by, adopted, coalesce(role_name, ''), encrypted,
 	CASE WHEN to_regclass(format('%I.states', name)) IS NULL THEN 0 ELSE
 		(xpath('/row/n/text()', query_to_xml(format(
-			'SELECT count(*) AS n FROM %I.states s WHERE NOT EXISTS (
-				SELECT 1 FROM {{schema}}.tf_placeholders ph
-				WHERE ph.project = %L AND ph.workspace = s.name AND ph.md5 = md5(s.data))',
+			'SELECT count(*) AS n FROM %I.states s LEFT JOIN %I.tf_placeholders ph
+				ON ph.workspace = s.name AND ph.md5 = md5(s.data) WHERE ph.workspace IS NULL',
 			name, name), false, true, '')))[1]::text::bigint
 	END
 FROM {{schema}}.tf_projects
@@ -81,17 +81,73 @@ SELECT EXISTS (
 CREATE SCHEMA IF NOT EXISTS {{project}}
 
 -- name: ProjectCreateSequence
-CREATE SEQUENCE IF NOT EXISTS public.global_states_id_seq AS bigint
+-- The project's own id sequence (migration 0034): its range is set by ProjectSequenceRange.
+CREATE SEQUENCE {{project}}.states_id_seq AS bigint
+
+-- name: ProjectSequenceRange
+-- Project k's ids start at k << 40, so ids (the pg backend's advisory lock keys) never repeat
+-- across projects; range 0 is the shared public.global_states_id_seq's.
+SELECT setval(format('%I.states_id_seq', $1::text)::regclass, nextval('{{schema}}.tf_project_ranges') << 40, false)
 
 -- name: ProjectCreateTable
+-- The pg backend's table, as Terraform and OpenTofu create it, except that the id default
+-- names the project's own sequence rather than the shared public.global_states_id_seq.
 CREATE TABLE IF NOT EXISTS {{project}}.states (
-	id bigint NOT NULL DEFAULT nextval('public.global_states_id_seq') PRIMARY KEY,
+	id bigint NOT NULL DEFAULT nextval('{{project}}.states_id_seq'::regclass) PRIMARY KEY,
 	name text UNIQUE,
 	data text
 )
 
+-- name: ProjectSetIDDefault
+-- Also for an adopted table, whose default named the shared sequence.
+ALTER TABLE {{project}}.states ALTER COLUMN id SET DEFAULT nextval('{{project}}.states_id_seq'::regclass)
+
 -- name: ProjectCreateIndex
 CREATE UNIQUE INDEX IF NOT EXISTS states_by_name ON {{project}}.states (name)
+
+-- name: ProjectCreateVersions
+-- Every state written to the project, by any client (migration 0034).
+CREATE TABLE {{project}}.tf_state_versions (
+	workspace text COLLATE "C" NOT NULL,
+	n bigint NOT NULL,
+	serial bigint,
+	lineage text,
+	md5 text NOT NULL,
+	size bigint NOT NULL,
+	stored_size bigint,
+	data text NOT NULL,
+	source text NOT NULL,
+	created_by text NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (workspace, n)
+)
+
+-- name: ProjectCreatePlaceholders
+CREATE TABLE {{project}}.tf_placeholders (
+	workspace text COLLATE "C" PRIMARY KEY,
+	md5 text NOT NULL
+)
+
+-- name: ProjectCreateMeta
+CREATE TABLE {{project}}.tf_project (
+	one boolean PRIMARY KEY DEFAULT true CHECK (one),
+	encrypted boolean NOT NULL DEFAULT false
+)
+
+-- name: ProjectInsertMeta
+INSERT INTO {{project}}.tf_project (encrypted) VALUES (false)
+
+-- name: ProjectUnsafeTriggers
+-- Citus refuses a trigger on a distributed table unless this is on (its warning is about
+-- triggers that read or write other nodes' tables; strata's touches only its own schema).
+-- Without Citus it is an inert placeholder setting.
+SELECT set_config('citus.enable_unsafe_triggers', 'on', true)
+
+-- name: ProjectDistribute
+-- On Citus: the project schema becomes a distributed (tenant) schema, all its tables one
+-- co-located shard group on one worker. Run before the trigger exists (Citus copies the rows
+-- with COPY, which would fire it before the versions table is on the worker).
+SELECT citus_schema_distribute($1::text::regnamespace)
 
 -- name: ProjectCreateTrigger
 CREATE OR REPLACE TRIGGER strata_state_versions
@@ -99,18 +155,18 @@ AFTER INSERT OR UPDATE ON {{project}}.states
 FOR EACH ROW EXECUTE FUNCTION {{schema}}.tf_states_changed()
 
 -- name: ProjectAdoptVersions
--- History of an adopted schema starts with the rows it holds at adoption.
-INSERT INTO {{schema}}.tf_state_versions (project, workspace, n, serial, lineage, md5, size, data, source, created_by)
-SELECT $1, s.name, 1, (m).serial, (m).lineage, md5(s.data), octet_length(s.data), s.data, 'adopt', $2
+-- History of an adopted schema starts with the rows it holds at adoption. Runs before the
+-- schema is distributed, so on Citus this is a local INSERT … SELECT.
+INSERT INTO {{project}}.tf_state_versions (workspace, n, serial, lineage, md5, size, data, source, created_by)
+SELECT s.name, 1, (m).serial, (m).lineage, md5(s.data), octet_length(s.data), s.data, 'adopt', $1
 FROM (SELECT name, data, {{schema}}.tf_state_meta(data) AS m FROM {{project}}.states
       WHERE name IS NOT NULL AND data IS NOT NULL) s
 ON CONFLICT DO NOTHING
 
 -- name: ProjectStateCount
 SELECT count(*) FROM {{project}}.states s
-WHERE NOT EXISTS (
-	SELECT 1 FROM {{schema}}.tf_placeholders ph
-	WHERE ph.project = $1 AND ph.workspace = s.name AND ph.md5 = md5(s.data))
+LEFT JOIN {{project}}.tf_placeholders ph ON ph.workspace = s.name AND ph.md5 = md5(s.data)
+WHERE ph.workspace IS NULL
 
 -- name: ProjectLockTimeout
 SELECT set_config('lock_timeout', '5s', true)
@@ -120,6 +176,12 @@ DROP TRIGGER IF EXISTS strata_state_versions ON {{project}}.states
 
 -- name: ProjectDropTable
 DROP TABLE IF EXISTS {{project}}.states
+
+-- name: ProjectDropHistory
+DROP TABLE IF EXISTS {{project}}.tf_state_versions, {{project}}.tf_placeholders, {{project}}.tf_project
+
+-- name: ProjectDropSequence
+DROP SEQUENCE IF EXISTS {{project}}.states_id_seq
 
 -- name: ProjectDropSchemaIfEmpty
 SELECT {{schema}}.tf_drop_schema_if_empty($1)
@@ -145,6 +207,10 @@ WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND c.relna
 -- name: ProjectStatesMaxID
 SELECT coalesce(max(id), 0) FROM {{project}}.states
 
+-- name: SharedSequenceCreate
+-- The pg backend's shared sequence, which adopted or restored states tables may still name.
+CREATE SEQUENCE IF NOT EXISTS public.global_states_id_seq AS bigint
+
 -- name: SequenceAdvance
 -- After a restore: the shared sequence of the pg backend moves past every restored row, so
 -- new states never take a restored id.
@@ -152,3 +218,40 @@ SELECT setval('public.global_states_id_seq', greatest($1::bigint, (SELECT last_v
 
 -- name: ProjectNamesAll
 SELECT name FROM {{schema}}.tf_projects ORDER BY name
+
+-- name: ProjectPlacement
+-- On Citus: the worker holding a project's schema, and the worker holding the fewest project
+-- schemas (ties: the lowest port), with both counts, for ProjectBalance.
+WITH per_node AS (
+	SELECT n.nodename, n.nodeport, count(DISTINCT cs.schema_name) AS projects
+	FROM pg_dist_node n
+	LEFT JOIN (SELECT DISTINCT split_part(table_name::text, '.', 1) AS schema_name, nodename, nodeport
+	           FROM citus_shards WHERE citus_table_type = 'schema') cs
+	       ON cs.nodename = n.nodename AND cs.nodeport = n.nodeport
+	WHERE n.groupid <> 0 AND n.isactive AND n.shouldhaveshards AND n.noderole = 'primary'
+	GROUP BY 1, 2
+), mine AS (
+	SELECT DISTINCT nodename, nodeport FROM citus_shards
+	WHERE citus_table_type = 'schema' AND split_part(table_name::text, '.', 1) = $1::text
+)
+SELECT m.nodename, m.nodeport, p.projects, l.nodename, l.nodeport, l.projects
+FROM mine m
+JOIN per_node p ON p.nodename = m.nodename AND p.nodeport = m.nodeport
+CROSS JOIN LATERAL (SELECT * FROM per_node ORDER BY projects, nodeport LIMIT 1) l
+
+-- name: ProjectMove
+-- Moves a project's schema (all its co-located tables) to another worker, without blocking
+-- writes (logical replication; the cluster has wal_level = logical).
+SELECT citus_schema_move($1::text::regnamespace, $2::text, $3::int)
+
+-- name: ProjectListNoCounts
+-- ProjectList without the workspace counts, read from strata's tables only: when a Citus
+-- worker does not answer, the list is read this way and each project counted on its own
+-- (ProjectStateCount), so the projects of the other workers still list with their counts.
+SELECT name, created_at, created_by, adopted, coalesce(role_name, ''), encrypted, 0::bigint
+FROM {{schema}}.tf_projects
+WHERE ($1::boolean OR name = ANY($2::text[])
+       OR EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE starts_with(name, p)))
+  AND name > $4
+ORDER BY name
+LIMIT $5

@@ -5,14 +5,14 @@ SELECT EXISTS (SELECT 1 FROM {{schema}}.tf_projects WHERE name = $1)
 -- A placeholder (a row a LOCK created, still holding the empty state it wrote) is no state.
 SELECT s.data, coalesce(ph.md5 = md5(s.data), false)
 FROM {{project}}.states s
-LEFT JOIN {{schema}}.tf_placeholders ph ON ph.project = $1 AND ph.workspace = s.name
-WHERE s.name = $2
+LEFT JOIN {{project}}.tf_placeholders ph ON ph.workspace = s.name
+WHERE s.name = $1
 
 -- name: StateGetForUpdate
 SELECT s.id, coalesce(s.data, ''), coalesce(ph.md5 = md5(s.data), false)
 FROM {{project}}.states s
-LEFT JOIN {{schema}}.tf_placeholders ph ON ph.project = $1 AND ph.workspace = s.name
-WHERE s.name = $2
+LEFT JOIN {{project}}.tf_placeholders ph ON ph.workspace = s.name
+WHERE s.name = $1
 FOR UPDATE OF s
 
 -- name: StateGetNoRowLock
@@ -20,8 +20,8 @@ FOR UPDATE OF s
 -- test (it shows that without FOR UPDATE two writers of the same serial both succeed).
 SELECT s.id, coalesce(s.data, ''), coalesce(ph.md5 = md5(s.data), false)
 FROM {{project}}.states s
-LEFT JOIN {{schema}}.tf_placeholders ph ON ph.project = $1 AND ph.workspace = s.name
-WHERE s.name = $2
+LEFT JOIN {{project}}.tf_placeholders ph ON ph.workspace = s.name
+WHERE s.name = $1
 
 -- name: StateGetID
 SELECT id FROM {{project}}.states WHERE name = $1
@@ -41,6 +41,12 @@ SELECT pg_try_advisory_xact_lock_shared(-1::bigint), pg_try_advisory_xact_lock_s
 -- the write runs), but lock listings can tell strata's own hold from a pg client's.
 SELECT pg_try_advisory_xact_lock_shared($1::bigint)
 
+-- name: StateRowKeyWorker
+-- StateRowKey on Citus, in addition: the pg backend takes a workspace's key on the worker
+-- holding the project (its lock query names states), so the key is taken there as well,
+-- through the project's one-row tf_project, which Citus routes to that worker.
+SELECT pg_try_advisory_xact_lock_shared($1::bigint) FROM {{project}}.tf_project
+
 -- name: StateInsert
 INSERT INTO {{project}}.states (name, data) VALUES ($1, $2)
 ON CONFLICT (name) DO NOTHING
@@ -54,8 +60,12 @@ DELETE FROM {{project}}.states WHERE id = $1
 
 -- name: StateSetActor
 -- The trigger that records versions reads who wrote, and how, from these settings; they
--- last until the end of the transaction.
+-- last until the end of the transaction. Read through the project's one-row tf_project so
+-- that on Citus the statement runs on the worker holding the project, in the worker
+-- transaction the write then uses, where the trigger fires (a table-less set_config would
+-- stay on the coordinator); on one PostgreSQL it is the same statement.
 SELECT set_config('strata.actor', $1, true), set_config('strata.source', $2, true)
+FROM {{project}}.tf_project
 
 -- name: StateProjectForWrite
 -- The project check of a write, with whether the project is encrypted. FOR KEY SHARE holds
@@ -71,16 +81,17 @@ FROM (SELECT encrypted FROM {{schema}}.tf_projects WHERE name = $1 FOR KEY SHARE
 SELECT set_config('strata.plain_for', $1, true), set_config('strata.plain_serial', $2, true),
 	set_config('strata.plain_lineage', $3, true), set_config('strata.plain_md5', $4, true),
 	set_config('strata.plain_size', $5, true)
+FROM {{project}}.tf_project
 
 -- name: PlaceholderDelete
-DELETE FROM {{schema}}.tf_placeholders WHERE project = $1 AND workspace = $2
+DELETE FROM {{project}}.tf_placeholders WHERE workspace = $1
 
 -- name: PlaceholderStateDelete
 -- Unlocking a workspace that only a lock created, and that nobody wrote, removes the row
 -- again, so a plan on a new workspace leaves nothing behind.
 DELETE FROM {{project}}.states s
-USING {{schema}}.tf_placeholders ph
-WHERE s.name = $2 AND ph.project = $1 AND ph.workspace = s.name AND ph.md5 = md5(s.data)
+USING {{project}}.tf_placeholders ph
+WHERE s.name = $1 AND ph.workspace = s.name AND ph.md5 = md5(s.data)
 
 -- name: WorkspaceList
 -- Serial, lineage and size come from each workspace's latest version row, which the
@@ -107,21 +118,40 @@ WITH holders AS (
 	) h
 	ORDER BY key, since
 )
-SELECT s.name, CASE WHEN coalesce(v.stored_size, v.size) = s.size THEN v.size ELSE s.size END,
-	CASE WHEN coalesce(v.stored_size, v.size) = s.size THEN v.serial ELSE ({{schema}}.tf_state_meta(s.data)).serial END,
-	coalesce(CASE WHEN coalesce(v.stored_size, v.size) = s.size THEN v.lineage ELSE ({{schema}}.tf_state_meta(s.data)).lineage END, ''),
-	CASE WHEN ph.md5 IS NULL THEN false ELSE ph.md5 = md5(s.data) END,
-	coalesce(v.n, 0), v.created_at,
+-- The project's part is a MATERIALIZED CTE naming only the project's tables: on Citus it runs
+-- on the worker holding the project and the rest (locks, keepers, pg_locks) on the
+-- coordinator, never a join between the two (which Citus refuses); on one PostgreSQL it is
+-- the same plan. Only a state whose latest version does not describe it is sent back for
+-- parsing (tf_state_meta is strata's, on the coordinator).
+, w AS MATERIALIZED (
+	SELECT s.id, s.name, s.size, v.n, v.created_at, v.serial, v.lineage,
+		coalesce(v.stored_size, v.size) = s.size AS described, v.size AS vsize,
+		CASE WHEN coalesce(v.stored_size, v.size) = s.size THEN NULL ELSE s.data END AS unparsed,
+		CASE WHEN ph.md5 IS NULL THEN false ELSE ph.md5 = md5(s.data) END AS placeholder
+	FROM (SELECT id, name, data, coalesce(octet_length(data), 0) AS size FROM {{project}}.states
+		WHERE name IS NOT NULL AND name COLLATE "C" > $2
+		ORDER BY name COLLATE "C" LIMIT $3) s
+	LEFT JOIN {{project}}.tf_placeholders ph ON ph.workspace = s.name
+	LEFT JOIN LATERAL (
+		SELECT n, created_at, serial, lineage, size, stored_size FROM {{project}}.tf_state_versions
+		WHERE workspace = s.name ORDER BY n DESC LIMIT 1) v ON true
+)
+SELECT s.name, CASE WHEN coalesce(s.described, false) THEN s.vsize ELSE s.size END,
+	CASE WHEN coalesce(s.described, false) THEN s.serial ELSE ({{schema}}.tf_state_meta(s.unparsed)).serial END,
+	coalesce(CASE WHEN coalesce(s.described, false) THEN s.lineage ELSE ({{schema}}.tf_state_meta(s.unparsed)).lineage END, ''),
+	s.placeholder,
+	coalesce(s.n, 0), s.created_at,
 	h.pid, h.usename, h.client_addr, h.application_name, h.since, h.key,
 	l.lock_id, l.info, l.state_id, l.owner, l.created_by, l.unprotected_since, l.created_at,
 	l.last_gap_start, l.last_gap_end, {{schema}}.tf_lock_key_held(l.owner, l.state_id)
-FROM (SELECT id, name, data, coalesce(octet_length(data), 0) AS size FROM {{project}}.states
-	WHERE name IS NOT NULL AND name COLLATE "C" > $2
-	ORDER BY name COLLATE "C" LIMIT $3) s
-LEFT JOIN {{schema}}.tf_placeholders ph ON ph.project = $1 AND ph.workspace = s.name
-LEFT JOIN LATERAL (
-	SELECT n, created_at, serial, lineage, size, stored_size FROM {{schema}}.tf_state_versions
-	WHERE project = $1 AND workspace = s.name ORDER BY n DESC LIMIT 1) v ON true
+FROM w s
 LEFT JOIN {{schema}}.tf_locks l ON l.project = $1 AND l.workspace = s.name
 LEFT JOIN holders h ON h.key = s.id
 ORDER BY s.name COLLATE "C"
+
+-- name: KeyRefRecord
+-- The key id of a sealed state ($1), recorded in key_refs (see keyRefStep).
+INSERT INTO {{schema}}.key_refs (key_id)
+SELECT k FROM (SELECT {{schema}}.sealed_state_key_id($1::text) AS k) s
+WHERE k IS NOT NULL
+ON CONFLICT DO NOTHING
