@@ -45,4 +45,11 @@
 //
 // The runnable examples below run against a real server in this package's tests. The HTTP
 // API itself is described by docs/api.md and, as OpenAPI 3.1, by GET /v1/openapi.json.
+//
+// # Wire types
+//
+// The request and response types (Object, Pillar, Project, LockInfo, Problem, …) are
+// defined in package github.com/stratahq/strata/api, which the server uses too and which
+// imports nothing else of strata; this package re-exports each of them under the same name
+// as a type alias, so client.Object and api.Object are one type.
 package client

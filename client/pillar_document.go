@@ -7,26 +7,12 @@ import (
 	"strconv"
 )
 
-// String is the target as the server names it in a row's "target" (global, org/ORG,
-// group/ORG/GROUP, node/NODE): what `pillar get -o json` prints and `pillar set -f` compares.
-func (t PillarTarget) String() string {
-	switch {
-	case t.Node != "":
-		return "node/" + t.Node
-	case t.Group != "":
-		return "group/" + t.Org + "/" + t.Group
-	case t.Org != "":
-		return "org/" + t.Org
-	}
-	return "global"
-}
-
 // PillarSetDocument stores body as the target's category: contentType is application/json
 // (a JSON object) or application/yaml (an SLS file, read by the server as Salt reads it).
 // file, when set, names the body in the server's problems (file:line:column); ifMatch, when
 // set, is the ETag the caller read (412 when the row changed since).
 func (c *Client) PillarSetDocument(ctx context.Context, t PillarTarget, category string, body []byte, contentType, file, ifMatch string) (Pillar, error) {
-	base, err := t.base()
+	base, err := targetBase(t)
 	if err != nil {
 		return Pillar{}, err
 	}
@@ -50,7 +36,7 @@ func (c *Client) PillarSetDocument(ctx context.Context, t PillarTarget, category
 // PillarRestore writes the value of history entry change (its id) back as a new revision;
 // ifMatch, when set, is the ETag the caller read.
 func (c *Client) PillarRestore(ctx context.Context, t PillarTarget, category string, change int64, ifMatch string) (Pillar, error) {
-	base, err := t.base()
+	base, err := targetBase(t)
 	if err != nil {
 		return Pillar{}, err
 	}

@@ -24,17 +24,9 @@ func ParsePillarTarget(s string) (PillarTarget, error) {
 	return PillarTarget{}, fmt.Errorf("target %q is not global, org/ORG, group/ORG/GROUP or node/NODE", s)
 }
 
-// PillarRow is one pillar row as GET …/pillars/{category} answers it: the row, and whether
-// its category is secret (then a reader without pillars:read-secrets on the target sees every
-// value of Data as "(secret)").
-type PillarRow struct {
-	Pillar
-	Secret bool `json:"secret"`
-}
-
 // PillarGetRow reads one category of a target with its secret flag.
 func (c *Client) PillarGetRow(ctx context.Context, t PillarTarget, category string) (PillarRow, error) {
-	base, err := t.base()
+	base, err := targetBase(t)
 	if err != nil {
 		return PillarRow{}, err
 	}

@@ -119,14 +119,6 @@ func (c *Client) StatePull(ctx context.Context, project, workspace string) ([]by
 	return body, nil
 }
 
-// WriteResult is the answer to a state write.
-type WriteResult struct {
-	// Version is strata's version number of the state now stored.
-	Version int64 `json:"version"`
-	// Unchanged is true when the same bytes were already stored (nothing was written).
-	Unchanged bool `json:"unchanged"`
-}
-
 // StatePush writes a state; lockID is required while the workspace is locked.
 func (c *Client) StatePush(ctx context.Context, project, workspace string, state []byte, lockID string) (WriteResult, error) {
 	q := url.Values{}

@@ -16,8 +16,13 @@ type pkg struct {
 	Doc        string
 	Imports    []string
 	Deps       []string
-	Name       string
-	GoFiles    []string
+	// TestImports and XTestImports are the imports of the package's own and external test
+	// files: the client rule below covers tests too, where a domain test could otherwise
+	// keep the public client and the core coupled.
+	TestImports  []string
+	XTestImports []string
+	Name         string
+	GoFiles      []string
 }
 
 func listPackages(t *testing.T) []pkg {
@@ -58,6 +63,26 @@ func TestDependencyRules(t *testing.T) {
 				require.False(t, imp == mod+dbPkg || strings.HasPrefix(imp, mod+dbPkg+"/"), "httpapi must not import %s (use internal/fault)", imp)
 			}
 		}
+		// The wire types live in package api, which the server side and the public client
+		// share; the server side must not import the client itself, or the client and the
+		// core could not change apart (issue 33). The HTTP layer's tests drive the server
+		// through the real client, so only its non-test code is held to that; every other
+		// internal package is held to it in its tests too.
+		if strings.HasPrefix(rel, "internal/") && rel != "internal/cli" {
+			for _, imp := range p.Imports {
+				require.NotEqual(t, mod+"client", imp, "%s must take wire types from package api, not import the public client", rel)
+			}
+			if rel != "internal/httpapi" {
+				for _, imp := range append(append([]string{}, p.TestImports...), p.XTestImports...) {
+					require.NotEqual(t, mod+"client", imp, "the tests of %s must take wire types from package api, not import the public client", rel)
+				}
+			}
+		}
+		if rel == "api" {
+			for _, d := range p.Deps {
+				require.False(t, strings.HasPrefix(d, mod), "package api must import nothing of strata (%s)", d)
+			}
+		}
 		if rel == "client" {
 			for _, d := range p.Deps {
 				require.False(t, strings.HasPrefix(d, mod+"internal/"), "the public client must not depend on internal packages (%s)", d)
@@ -92,7 +117,7 @@ const testServerPkg = "internal/testserver"
 
 // namedPackages are the packages the rules above name; a rule about a package that was
 // renamed or removed would pass silently, so they must all exist.
-var namedPackages = []string{dbPkg, "internal/db/dbadmin", "internal/db/migrations", "internal/httpapi", "internal/server", "internal/cli", "internal/pgembed", "client", testServerPkg, providerPkg + "/internal/provider"}
+var namedPackages = []string{dbPkg, "internal/db/dbadmin", "internal/db/migrations", "internal/httpapi", "internal/server", "internal/cli", "internal/pgembed", "client", "api", testServerPkg, providerPkg + "/internal/provider"}
 
 // providerPkg is the Terraform provider's tree.
 const providerPkg = "cmd/terraform-provider-strata"

@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/pgtest"
@@ -81,11 +81,11 @@ func (b *testBundle) do(t testing.TB, method, path, token string, body io.Reader
 	return response{resp.StatusCode, resp.Header, b2}
 }
 
-func problem(t *testing.T, r response, status int, typ string) client.Problem {
+func problem(t *testing.T, r response, status int, typ string) api.Problem {
 	t.Helper()
 	require.Equal(t, status, r.status, string(r.body))
 	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
-	var p client.Problem
+	var p api.Problem
 	require.NoError(t, json.Unmarshal(r.body, &p))
 	require.Equal(t, status, p.Status)
 	require.Equal(t, httpapi.ProblemTypeBase+typ, p.Type)
@@ -142,7 +142,7 @@ func TestOrgsEndToEnd(t *testing.T) {
 	require.Equal(t, 201, r.status, string(r.body))
 	require.Equal(t, "/v1/orgs/acme", r.header.Get("Location"))
 	require.Contains(t, string(r.body), "123456789012345678901234567890", "JSON numbers keep their precision")
-	var created client.Object
+	var created api.Object
 	require.NoError(t, json.Unmarshal(r.body, &created))
 
 	problem(t, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"acme"}}`)), 409, "conflict")
@@ -166,7 +166,7 @@ func TestOrgsEndToEnd(t *testing.T) {
 
 	r = b.do(t, "GET", "/v1/orgs?limit=1", b.admin, nil)
 	require.Equal(t, 200, r.status)
-	var list client.ObjectList
+	var list api.ObjectList
 	require.NoError(t, json.Unmarshal(r.body, &list))
 	require.Len(t, list.Items, 1)
 	require.NotEmpty(t, list.Continue)
@@ -216,7 +216,7 @@ func TestTokensAndAudit(t *testing.T) {
 	b := setup(t)
 	r := b.do(t, "POST", "/v1/tokens", b.admin, strings.NewReader(`{"name":"ci","scopes":["orgs:read:*"]}`))
 	require.Equal(t, 201, r.status, string(r.body))
-	var tok client.Token
+	var tok api.Token
 	require.NoError(t, json.Unmarshal(r.body, &tok))
 	require.True(t, strings.HasPrefix(tok.Secret, auth.TokenPrefix))
 	require.Equal(t, 200, b.do(t, "GET", "/v1/orgs", tok.Secret, nil).status)
@@ -234,7 +234,7 @@ func TestTokensAndAudit(t *testing.T) {
 
 	r = b.do(t, "GET", "/v1/audit?action=token.", b.admin, nil)
 	require.Equal(t, 200, r.status)
-	var audit client.AuditList
+	var audit api.AuditList
 	require.NoError(t, json.Unmarshal(r.body, &audit))
 	var actions []string
 	for _, a := range audit.Items {

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/resource"
@@ -128,10 +128,10 @@ type applyBatchOf struct {
 // applyLine is one line of POST /v1/nodes:apply: a node, plus optionally the complete list
 // of its static group memberships (groups of its org).
 type applyLine struct {
-	Kind     string            `json:"kind"`
-	Metadata client.ObjectMeta `json:"metadata"`
-	Spec     json.RawMessage   `json:"spec"`
-	Groups   *[]string         `json:"groups"`
+	Kind     string          `json:"kind"`
+	Metadata api.ObjectMeta  `json:"metadata"`
+	Spec     json.RawMessage `json:"spec"`
+	Groups   *[]string       `json:"groups"`
 }
 
 // nodeApply streams an NDJSON inventory of nodes in and the per-line results out. The body is
@@ -140,7 +140,7 @@ type applyLine struct {
 // applyWorkers batches at a time;
 // a bad line is reported and the good lines around it are applied. Each line is authorized on
 // its own: nodes:write:<name>, and groups:write:<org> when it sets memberships. The answer is
-// NDJSON: one client.ApplyResult per line as its batch commits, then {"summary": …}.
+// NDJSON: one api.ApplyResult per line as its batch commits, then {"summary": …}.
 func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !isNDJSON(ct) {
 		return fault.Invalid("", "Content-Type must be application/x-ndjson (one JSON node per line), not %q", ct)
@@ -163,8 +163,8 @@ func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	// own. A node's lines always go to the same worker (by a hash of its name), so two lines
 	// for one node apply in file order; different nodes apply in parallel, which roughly
 	// halves an import's time because one batch alone is a ping-pong of round trips.
-	var sum client.ApplySummary
-	results := make(chan []client.ApplyResult, 2*applyWorkers)
+	var sum api.ApplySummary
+	results := make(chan []api.ApplyResult, 2*applyWorkers)
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
@@ -189,7 +189,7 @@ func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principa
 		}
 	}()
 	lineError := func(line int, name string, err error) {
-		results <- []client.ApplyResult{{Line: line, Name: resultName(name), Result: "error", Problem: a.problemOf(r, err)}}
+		results <- []api.ApplyResult{{Line: line, Name: resultName(name), Result: "error", Problem: a.problemOf(r, err)}}
 	}
 	budget := newBulkBudget(a.bulkBuffer, &a.bulkPeak, &a.bulkInputPeak)
 	var workers sync.WaitGroup
@@ -202,9 +202,9 @@ func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principa
 			for batch := range queue {
 				outs := a.resources.ApplyNodes(r.Context(), batch.items)
 				budget.give(batch.cost, batch.input)
-				rs := make([]client.ApplyResult, 0, len(outs))
+				rs := make([]api.ApplyResult, 0, len(outs))
 				for _, o := range outs {
-					res := client.ApplyResult{Line: o.Line, Name: resultName(o.Name), Result: o.Result}
+					res := api.ApplyResult{Line: o.Line, Name: resultName(o.Name), Result: o.Result}
 					if o.Err != nil {
 						res.Result, res.Problem = "error", a.problemOf(r, o.Err)
 					}
@@ -276,7 +276,7 @@ func (a *API) nodeApply(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	close(results)
 	<-written
 	_ = enc.Encode(struct {
-		Summary client.ApplySummary `json:"summary"`
+		Summary api.ApplySummary `json:"summary"`
 	}{sum})
 	if sum.Created >= analyzeAfter {
 		// A large import can change the tables' size by orders of magnitude before
@@ -307,7 +307,7 @@ func (a *API) parseApplyLine(p *auth.Principal, line int, raw []byte) (resource.
 	if err := p.Check("nodes", "write", name); err != nil {
 		return resource.ApplyItem{}, name, err
 	}
-	it := resource.ApplyItem{Line: line, Obj: client.Object{Kind: l.Kind, Metadata: l.Metadata, Spec: l.Spec}}
+	it := resource.ApplyItem{Line: line, Obj: api.Object{Kind: l.Kind, Metadata: l.Metadata, Spec: l.Spec}}
 	if l.Groups != nil {
 		it.HasGroups, it.Groups = true, *l.Groups
 		org := resource.NodeOrg(it.Obj)
@@ -362,7 +362,7 @@ func isNDJSON(ct string) bool {
 
 // problemOf renders err as the problem document writeError would send for one line of a
 // bulk apply, and logs it when it is the server's fault, as writeError does.
-func (a *API) problemOf(r *http.Request, err error) *client.Problem {
+func (a *API) problemOf(r *http.Request, err error) *api.Problem {
 	fe := classify(err)
 	if fe.Kind == fault.KindInternal || fe.Kind == fault.KindUnavailable {
 		a.logger.ErrorContext(r.Context(), "bulk apply line failed", "path", r.URL.Path, "err", err)
@@ -372,16 +372,16 @@ func (a *API) problemOf(r *http.Request, err error) *client.Problem {
 
 // lineProblem is the problem document of fe inside a stream or a per-line result: the one
 // writeError would send (an internal error's detail replaced by a pointer to the log), with
-// the 503 reason, minus the other extensions a typed client.Problem cannot carry.
-func lineProblem(r *http.Request, fe *fault.Error) *client.Problem {
+// the 503 reason, minus the other extensions a typed api.Problem cannot carry.
+func lineProblem(r *http.Request, fe *fault.Error) *api.Problem {
 	info, ok := kinds[fe.Kind]
 	if !ok || fe.Kind == fault.KindInternal {
 		info = kinds[fault.KindInternal]
 		fe = &fault.Error{Kind: fault.KindInternal, Detail: fmt.Sprintf("internal error; the server log has the details (request path %s)", r.URL.Path)}
 	}
-	p := &client.Problem{Type: ProblemTypeBase + info.slug, Title: info.title, Status: info.status, Detail: fe.Detail, Reason: fault.ReasonOf(fe)}
+	p := &api.Problem{Type: ProblemTypeBase + info.slug, Title: info.title, Status: info.status, Detail: fe.Detail, Reason: fault.ReasonOf(fe)}
 	for _, f := range fe.Fields {
-		p.Errors = append(p.Errors, client.FieldError{Field: f.Field, Message: f.Message})
+		p.Errors = append(p.Errors, api.FieldError{Field: f.Field, Message: f.Message})
 	}
 	return p
 }
@@ -390,7 +390,7 @@ func lineProblem(r *http.Request, fe *fault.Error) *client.Problem {
 // object of its ERROR event, with the request path as instance, and logs it by what it
 // means: a replica shutting down ends its streams as planned (info), anything else that is
 // the server's fault is an error. what names the stream in the log ("watch").
-func (a *API) streamProblem(r *http.Request, what string, err error) *client.Problem {
+func (a *API) streamProblem(r *http.Request, what string, err error) *api.Problem {
 	fe := classify(err)
 	switch {
 	case fault.ReasonOf(fe) == fault.ReasonShuttingDown:

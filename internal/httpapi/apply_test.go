@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/httpapi"
@@ -39,17 +40,17 @@ func applyLineJSON(t *testing.T, name string, spec map[string]any, labels, annot
 
 // applyAnswer parses the NDJSON answer of a bulk apply: one result per line (each line at most
 // once), then the summary, and nothing after it.
-func applyAnswer(t *testing.T, r response) (map[int]client.ApplyResult, client.ApplySummary) {
+func applyAnswer(t *testing.T, r response) (map[int]api.ApplyResult, api.ApplySummary) {
 	t.Helper()
 	require.Equal(t, 200, r.status, string(r.body))
 	require.Equal(t, "application/x-ndjson", r.header.Get("Content-Type"))
-	results := map[int]client.ApplyResult{}
-	var sum *client.ApplySummary
+	results := map[int]api.ApplyResult{}
+	var sum *api.ApplySummary
 	dec := json.NewDecoder(bytes.NewReader(r.body))
 	for {
 		var line struct {
-			client.ApplyResult
-			Summary *client.ApplySummary `json:"summary"`
+			api.ApplyResult
+			Summary *api.ApplySummary `json:"summary"`
 		}
 		err := dec.Decode(&line)
 		if err == io.EOF {
@@ -70,7 +71,7 @@ func applyAnswer(t *testing.T, r response) (map[int]client.ApplyResult, client.A
 }
 
 // lineProblem checks that a line failed with the given status and problem type.
-func lineProblem(t *testing.T, res map[int]client.ApplyResult, line, status int, typ string) client.Problem {
+func lineProblem(t *testing.T, res map[int]api.ApplyResult, line, status int, typ string) api.Problem {
 	t.Helper()
 	r, ok := res[line]
 	require.True(t, ok, "line %d has a result", line)
@@ -83,11 +84,11 @@ func lineProblem(t *testing.T, res map[int]client.ApplyResult, line, status int,
 }
 
 // nodeVersions lists every node and returns name → object, and the list's resourceVersion.
-func nodeVersions(t *testing.T, c *client.Client) (map[string]client.Object, string) {
+func nodeVersions(t *testing.T, c *client.Client) (map[string]api.Object, string) {
 	t.Helper()
 	all, err := c.Nodes().ListAll(context.Background(), client.ListOptions{})
 	require.NoError(t, err)
-	out := map[string]client.Object{}
+	out := map[string]api.Object{}
 	for _, o := range all.Items {
 		out[o.Metadata.Name] = o
 	}
@@ -178,15 +179,15 @@ func TestNodeApply(t *testing.T) {
 	body := strings.Join(lines, "\n")
 	require.Greater(t, len(body), 256<<10, "the body is larger than what net/http discards on its own after a handler starts answering")
 
-	checkFirst := func(res map[int]client.ApplyResult, sum client.ApplySummary, want string) {
+	checkFirst := func(res map[int]api.ApplyResult, sum api.ApplySummary, want string) {
 		t.Helper()
-		require.Equal(t, client.ApplySummary{Lines: total - 1, Created: map[string]int{"created": len(good)}[want],
+		require.Equal(t, api.ApplySummary{Lines: total - 1, Created: map[string]int{"created": len(good)}[want],
 			Unchanged: map[string]int{"unchanged": len(good)}[want], Errors: len(bad) - 1}, sum)
 		require.Len(t, res, total-1, "one result for every line but the empty one")
 		_, ok := res[502]
 		require.False(t, ok, "an empty line has no result")
 		for n, i := range good {
-			require.Equal(t, client.ApplyResult{Line: i, Name: n, Result: want}, res[i], "line %d", i)
+			require.Equal(t, api.ApplyResult{Line: i, Name: n, Result: want}, res[i], "line %d", i)
 		}
 		p := lineProblem(t, res, 7, 422, "unprocessable")
 		require.Equal(t, name(7), res[7].Name)
@@ -263,7 +264,7 @@ func TestNodeApply(t *testing.T) {
 		applyLineJSON(t, name(6), acme, labels(6), annotations(6), nil),
 	}, "\n") + "\n"
 	res, sum = applyAnswer(t, apply(b.admin, change))
-	require.Equal(t, client.ApplySummary{Lines: 5, Updated: 3, Unchanged: 2}, sum)
+	require.Equal(t, api.ApplySummary{Lines: 5, Updated: 3, Unchanged: 2}, sum)
 	for line, want := range map[int]string{1: "updated", 2: "updated", 3: "updated", 4: "unchanged", 5: "unchanged"} {
 		require.Equal(t, want, res[line].Result, "line %d: %+v", line, res[line])
 	}
@@ -287,7 +288,7 @@ func TestNodeApply(t *testing.T) {
 	require.Len(t, web, len(wantWeb)-2)
 	require.Len(t, db, len(wantDB))
 	_, sum = applyAnswer(t, apply(b.admin, change))
-	require.Equal(t, client.ApplySummary{Lines: 5, Unchanged: 5}, sum, "the changes, applied again, change nothing")
+	require.Equal(t, api.ApplySummary{Lines: 5, Unchanged: 5}, sum, "the changes, applied again, change nothing")
 
 	// Authorization, line by line: nodes:write:web* may write web… nodes only (and place
 	// them in acme with orgs:attach:acme), and a line with groups needs groups:write on the
@@ -306,7 +307,7 @@ func TestNodeApply(t *testing.T) {
 		applyLineJSON(t, name(10), acme, map[string]string{"env": "hijacked"}, nil, nil),
 	}, "\n")
 	res, sum = applyAnswer(t, apply(webOnly, authBody))
-	require.Equal(t, client.ApplySummary{Lines: 4, Created: 1, Updated: 1, Errors: 2}, sum)
+	require.Equal(t, api.ApplySummary{Lines: 4, Created: 1, Updated: 1, Errors: 2}, sum)
 	require.Equal(t, "created", res[1].Result)
 	require.Equal(t, "db-auth-1", res[2].Name)
 	lineProblem(t, res, 2, 403, "forbidden")
@@ -317,7 +318,7 @@ func TestNodeApply(t *testing.T) {
 	problem(t, b.do(t, "GET", "/v1/nodes/web-auth-2", b.admin, nil), 404, "not-found")
 
 	res, sum = applyAnswer(t, apply(webGroups, authBody))
-	require.Equal(t, client.ApplySummary{Lines: 4, Created: 1, Unchanged: 2, Errors: 1}, sum)
+	require.Equal(t, api.ApplySummary{Lines: 4, Created: 1, Unchanged: 2, Errors: 1}, sum)
 	lineProblem(t, res, 2, 403, "forbidden")
 	require.Equal(t, "created", res[3].Result, "with groups:write:acme the line with groups passes")
 	require.Contains(t, staticMembers(t, c, "acme", "web"), "web-auth-2")
@@ -328,7 +329,7 @@ func TestNodeApply(t *testing.T) {
 }
 
 // nodeOrgOf returns a node's spec.org.
-func nodeOrgOf(t *testing.T, o client.Object) string {
+func nodeOrgOf(t *testing.T, o api.Object) string {
 	t.Helper()
 	var s struct {
 		Org string `json:"org"`

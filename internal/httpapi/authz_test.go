@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/pillar"
@@ -324,7 +324,7 @@ func TestContinueTokensAreBound(t *testing.T) {
 	workspaces := next("/v1/state/a?limit=2")
 	r := b.do(t, "GET", "/v1/state/a?limit=2&continue="+workspaces, b.admin, nil)
 	require.Equal(t, 200, r.status, string(r.body))
-	var rest client.WorkspaceList
+	var rest api.WorkspaceList
 	require.NoError(t, json.Unmarshal(r.body, &rest))
 	require.Len(t, rest.Items, 1, "the second page holds the last workspace")
 	require.Equal(t, "w3", rest.Items[0].Name)

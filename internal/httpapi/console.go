@@ -34,7 +34,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/resource"
@@ -88,7 +88,7 @@ type uiPage struct {
 	User    string // the token's name; empty on the sign-in page
 	CSRF    string
 	Error   string
-	Fields  []client.FieldError
+	Fields  []api.FieldError
 	Notice  string
 	Section string // the navigation entry to mark
 	Data    any
@@ -176,7 +176,7 @@ func (a *API) uiShow(w http.ResponseWriter, s auth.Session, name, section, title
 // what does not exist, as in the API.
 func (a *API) uiError(w http.ResponseWriter, r *http.Request, s *auth.Session, err error) {
 	status, title, msg := http.StatusInternalServerError, "Something went wrong", "the server could not render this page; the log says why"
-	var fields []client.FieldError
+	var fields []api.FieldError
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
@@ -209,7 +209,7 @@ func (a *API) uiError(w http.ResponseWriter, r *http.Request, s *auth.Session, e
 // apiError is a non-2xx answer of an in-process API request.
 type apiError struct {
 	status  int
-	problem client.Problem
+	problem api.Problem
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.status, e.problem.Detail) }
@@ -459,10 +459,10 @@ func (a *API) uiLogout(w http.ResponseWriter, r *http.Request, s auth.Session) e
 
 func (a *API) uiHome(w http.ResponseWriter, r *http.Request, s auth.Session) error {
 	var kinds struct {
-		Items []client.KindInfo `json:"items"`
+		Items []api.KindInfo `json:"items"`
 	}
 	_, _ = a.consoleCall(r, s, "GET", "/v1/kinds", nil, &kinds)
-	var user []client.KindInfo
+	var user []api.KindInfo
 	for _, k := range kinds.Items {
 		if !k.Builtin {
 			user = append(user, k)
@@ -524,7 +524,7 @@ func parseResourcePath(p string) (resourcePath, bool) {
 }
 
 // uiLink is the console path of an object of a list.
-func (rp resourcePath) itemLink(o client.Object) string {
+func (rp resourcePath) itemLink(o api.Object) string {
 	return "/ui" + strings.TrimPrefix(rp.API, "/v1") + "/" + url.PathEscape(o.Metadata.Name)
 }
 
@@ -550,14 +550,14 @@ type listItem struct {
 
 type objectView struct {
 	Path       resourcePath
-	Object     client.Object
+	Object     api.Object
 	Labels     string
 	Annots     string
 	Spec       string
 	Status     string
 	CanWrite   bool
 	Pillar     *pillarView
-	Members    []client.Member
+	Members    []api.Member
 	Categories []categoryLink
 	Saved      bool
 	// Kinds are the org's lists of objects of user kinds (an org's page).
@@ -607,7 +607,7 @@ func (a *API) uiList(w http.ResponseWriter, r *http.Request, s auth.Session, rp 
 	if c := q.Get("continue"); c != "" {
 		apiQ.Set("continue", c)
 	}
-	var list client.ObjectList
+	var list api.ObjectList
 	if _, err := a.consoleCall(r, s, "GET", rp.API+"?"+apiQ.Encode(), nil, &list); err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) && ae.status == http.StatusBadRequest {
@@ -674,7 +674,7 @@ func (a *API) objectView(r *http.Request, s auth.Session, rp resourcePath) (obje
 	case "Org":
 		target = "org/" + rp.Name
 		var kinds struct {
-			Items []client.KindInfo `json:"items"`
+			Items []api.KindInfo `json:"items"`
 		}
 		if _, err := a.consoleCall(r, s, "GET", "/v1/kinds", nil, &kinds); err == nil {
 			for _, k := range kinds.Items {
@@ -685,7 +685,7 @@ func (a *API) objectView(r *http.Request, s auth.Session, rp resourcePath) (obje
 		}
 	case "Group":
 		target = "group/" + rp.Org + "/" + rp.Name
-		var members client.MemberList
+		var members api.MemberList
 		if _, err := a.consoleCall(r, s, "GET", rp.API+"/members", nil, &members); err == nil {
 			v.Members = members.Items
 		}
@@ -739,7 +739,7 @@ func (a *API) uiResourceSave(w http.ResponseWriter, r *http.Request, s auth.Sess
 	return nil
 }
 
-func (a *API) objectWithError(w http.ResponseWriter, r *http.Request, s auth.Session, rp resourcePath, status int, msg string, fields []client.FieldError) error {
+func (a *API) objectWithError(w http.ResponseWriter, r *http.Request, s auth.Session, rp resourcePath, status int, msg string, fields []api.FieldError) error {
 	v, err := a.objectView(r, s, rp)
 	if err != nil {
 		return err

@@ -4,19 +4,19 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 )
 
 // onceEach is a page's error as a person reads it, each sentence once: a problem states a
 // one-field refusal both as its detail and as its only entry of errors, and a page showing
 // both repeated the headline as a bullet (": …" when the entry named no field). The entry
 // saying what the headline says is folded into it (its field before it); the other entries
-// stay as bullets. The CLI prints problems by the same rule (client.Problem.Lines).
-func onceEach(msg string, fields []client.FieldError) (string, []client.FieldError) {
+// stay as bullets. The CLI prints problems by the same rule (api.Problem.Lines).
+func onceEach(msg string, fields []api.FieldError) (string, []api.FieldError) {
 	if msg == "" || len(fields) == 0 {
 		return msg, fields
 	}
-	field, headline, rest := client.Problem{Detail: msg, Errors: fields}.Lines()
+	field, headline, rest := api.Problem{Detail: msg, Errors: fields}.Lines()
 	if field != "" {
 		headline = field + ": " + headline
 	}
@@ -27,7 +27,7 @@ func onceEach(msg string, fields []client.FieldError) (string, []client.FieldErr
 // decided (Earlier): nothing when there are none, else one line — "2 earlier findings decided
 // since revision 1" — as the CLI folds them, so a report asks each question once, in the
 // revision that made the change. The findings themselves stay in the API's report.
-func earlierFindings(fs []client.KindFinding) string {
+func earlierFindings(fs []api.KindFinding) string {
 	n := 0
 	var since []string
 	seen := map[int]bool{}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/httpapi"
@@ -163,13 +163,13 @@ func TestConsoleStreamEndsWithSession(t *testing.T) {
 		cc := newConsoleClient(t, b.srv.URL)
 		cc.signIn(b.secret)
 		lines := consoleStream(t, cc)
-		_, err := b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "before"}})
+		_, err := b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "before"}})
 		require.NoError(t, err)
 		require.Contains(t, <-lines, `"before"`)
 		_, _, page := cc.get("/ui/")
 		status, _, _ := cc.post("/ui/logout", url.Values{"csrf": {cc.csrf(page)}})
 		require.Equal(t, http.StatusSeeOther, status)
-		_, err = b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "after"}})
+		_, err = b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "after"}})
 		require.NoError(t, err)
 		require.Equal(t, http.StatusUnauthorized, streamEnd(t, lines, "after"))
 	})
@@ -191,7 +191,7 @@ func TestConsoleStreamEndsWithSession(t *testing.T) {
 		// Another replica: its own token service over the same database.
 		require.NoError(t, auth.NewService(b.db).EndSession(ctx, auth.AuditActor{Actor: "test"}, secret))
 		time.Sleep(300 * time.Millisecond) // past the re-check
-		_, err := b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "after"}})
+		_, err := b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "after"}})
 		require.NoError(t, err)
 		require.Equal(t, http.StatusUnauthorized, streamEnd(t, lines, "after"))
 	})

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 )
@@ -20,7 +20,7 @@ import (
 // Console pages of Terraform state and of the kind registry (console.go has the frame).
 
 func (a *API) uiProjects(w http.ResponseWriter, r *http.Request, s auth.Session) error {
-	var list client.ProjectList
+	var list api.ProjectList
 	if _, err := a.consoleCall(r, s, "GET", "/v1/projects?limit=200", nil, &list); err != nil {
 		return err
 	}
@@ -29,7 +29,7 @@ func (a *API) uiProjects(w http.ResponseWriter, r *http.Request, s auth.Session)
 
 func (a *API) uiWorkspaces(w http.ResponseWriter, r *http.Request, s auth.Session) error {
 	project := r.PathValue("project")
-	var list client.WorkspaceList
+	var list api.WorkspaceList
 	if _, err := a.consoleCall(r, s, "GET", "/v1/state/"+url.PathEscape(project)+"?limit=200", nil, &list); err != nil {
 		return err
 	}
@@ -38,9 +38,9 @@ func (a *API) uiWorkspaces(w http.ResponseWriter, r *http.Request, s auth.Sessio
 
 type workspaceView struct {
 	Project, Workspace string
-	Lock               client.LockStatus
+	Lock               api.LockStatus
 	CanForce           bool
-	Versions           []client.StateVersion
+	Versions           []api.StateVersion
 	A, B               int64
 	Diff               *stateDiff
 }
@@ -52,7 +52,7 @@ func (a *API) workspaceView(r *http.Request, s auth.Session) (workspaceView, err
 		return v, err
 	}
 	var versions struct {
-		Items []client.StateVersion `json:"items"`
+		Items []api.StateVersion `json:"items"`
 	}
 	if _, err := a.consoleCall(r, s, "GET", base+"/versions?limit=100", nil, &versions); err != nil {
 		return v, err
@@ -313,7 +313,7 @@ func jsonEqual(a, b any) bool {
 
 func (a *API) uiKinds(w http.ResponseWriter, r *http.Request, s auth.Session) error {
 	var list struct {
-		Items []client.KindInfo `json:"items"`
+		Items []api.KindInfo `json:"items"`
 	}
 	if _, err := a.consoleCall(r, s, "GET", "/v1/kinds", nil, &list); err != nil {
 		return err
@@ -322,11 +322,11 @@ func (a *API) uiKinds(w http.ResponseWriter, r *http.Request, s auth.Session) er
 }
 
 type kindView struct {
-	Kind      client.KindInfo
-	Revisions []client.KindRevision
+	Kind      api.KindInfo
+	Revisions []api.KindRevision
 	Schema    string
 	CanWrite  bool
-	DryRun    *client.KindResult
+	DryRun    *api.KindResult
 	ObjectsAt string
 }
 
@@ -337,7 +337,7 @@ func (a *API) kindView(r *http.Request, s auth.Session) (kindView, error) {
 		return v, err
 	}
 	var revs struct {
-		Items []client.KindRevision `json:"items"`
+		Items []api.KindRevision `json:"items"`
 	}
 	if _, err := a.consoleCall(r, s, "GET", "/v1/kinds/"+url.PathEscape(name)+"/revisions", nil, &revs); err != nil {
 		return v, err
@@ -380,7 +380,7 @@ func (a *API) uiKindDryRun(w http.ResponseWriter, r *http.Request, s auth.Sessio
 	if !json.Valid([]byte(strings.TrimSpace(schema))) {
 		return a.render(w, http.StatusBadRequest, "kind", uiPage{Title: "Kind " + v.Kind.Name, User: s.Principal.Name, CSRF: s.CSRF, Section: "kinds", Data: v, Error: "The schema is not JSON."})
 	}
-	var res client.KindResult
+	var res api.KindResult
 	if _, err := a.consoleCall(r, s, "PUT", "/v1/kinds/"+url.PathEscape(v.Kind.Name)+"?dryRun=true", body, &res); err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) && ae.status < 500 && ae.status != http.StatusNotFound {

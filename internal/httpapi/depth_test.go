@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stratahq/strata/api"
 	"github.com/stretchr/testify/require"
-
-	"github.com/stratahq/strata/client"
 )
 
 // deepObject is levels nested objects, each the value of key "a" of the one above; the
@@ -94,7 +93,7 @@ func TestDepthLimitOnEveryWritePath(t *testing.T) {
 	for i, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
 			r, pointer, bulk := p.do(t, 129, 2*i)
-			var prob client.Problem
+			var prob api.Problem
 			if bulk {
 				res, _ := applyAnswer(t, r)
 				prob = lineProblem(t, res, 1, 422, "unprocessable")

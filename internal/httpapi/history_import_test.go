@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 )
 
@@ -34,19 +34,19 @@ func TestSyncImportMarksHistory(t *testing.T) {
 		`{"type":"row","target":"global","category":"app","data":{"port":80},"history":[` +
 			`{"revision":1,"old":null,"new":{"port":1},"actor":"alice","at":"2001-02-03T04:05:06Z"}]}`,
 	}, "\n")
-	importStream := func(query string) client.PillarSyncReport {
+	importStream := func(query string) api.PillarSyncReport {
 		t.Helper()
 		r := b.do(t, "POST", "/v1/pillars:import?format=ndjson"+query, syncer, strings.NewReader(stream), "Content-Type", "application/x-ndjson")
 		require.Equal(t, 200, r.status, string(r.body))
-		var rep client.PillarSyncReport
+		var rep api.PillarSyncReport
 		require.NoError(t, json.Unmarshal(r.body, &rep))
 		return rep
 	}
-	historyImports := func() []client.AuditRecord {
+	historyImports := func() []api.AuditRecord {
 		t.Helper()
 		r := b.do(t, "GET", "/v1/audit?action=pillar.history.import", b.admin, nil)
 		require.Equal(t, 200, r.status, string(r.body))
-		var audit client.AuditList
+		var audit api.AuditList
 		require.NoError(t, json.Unmarshal(r.body, &audit))
 		return audit.Items
 	}
@@ -63,11 +63,11 @@ func TestSyncImportMarksHistory(t *testing.T) {
 	r := b.do(t, "GET", "/v1/pillars/global/app/history", b.admin, nil)
 	require.Equal(t, 200, r.status, string(r.body))
 	var hist struct {
-		Items []client.PillarChange `json:"items"`
+		Items []api.PillarChange `json:"items"`
 	}
 	require.NoError(t, json.Unmarshal(r.body, &hist))
 	require.Len(t, hist.Items, 2)
-	var imported, own client.PillarChange
+	var imported, own api.PillarChange
 	for _, h := range hist.Items {
 		if h.Actor == "alice" {
 			imported = h

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/secret"
@@ -43,8 +43,8 @@ type KeyRecord interface {
 // of referenced keys: Referenced is that record, and a key it names that the replica lacks is
 // Missing (as one a counted value needs is); a held key is retirable only once neither the
 // record nor any value names it.
-func (a *API) keyStatus(ctx context.Context) (client.KeyStatus, error) {
-	st := client.KeyStatus{Keys: []string{}, Sealed: map[string]int64{}, Retirable: []string{}, Missing: []string{}, Referenced: []string{}}
+func (a *API) keyStatus(ctx context.Context) (api.KeyStatus, error) {
+	st := api.KeyStatus{Keys: []string{}, Sealed: map[string]int64{}, Retirable: []string{}, Missing: []string{}, Referenced: []string{}}
 	st.Primary, st.Keys = a.keys.Primary(), a.keys.IDs()
 	if a.keyRecord != nil {
 		if _, err := a.keyRecord.Prune(ctx); err != nil {
@@ -124,7 +124,7 @@ func (a *API) keysRotate(w http.ResponseWriter, r *http.Request, p *auth.Princip
 	if req.Limit < 1 || req.Limit > 100000 {
 		return fault.Invalid("/limit", "limit must be between 1 and 100000, not %d", req.Limit)
 	}
-	out := client.KeyRotation{}
+	out := api.KeyRotation{}
 	for _, s := range a.sealers() {
 		if out.Rewrapped >= req.Limit {
 			break

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
@@ -84,7 +85,7 @@ func TestKeyNotRetirableWhileReferenced(t *testing.T) {
 	t.Cleanup(srv.Close)
 	c, err := client.New(srv.URL, admin, nil)
 	require.NoError(t, err)
-	status := func() client.KeyStatus {
+	status := func() api.KeyStatus {
 		t.Helper()
 		st, err := c.Keys(ctx)
 		require.NoError(t, err)

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/resource"
@@ -140,7 +140,7 @@ func (a *API) kindPut(w http.ResponseWriter, r *http.Request, p *auth.Principal)
 		}
 		dryRun = b
 	}
-	var req client.KindRequest
+	var req api.KindRequest
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}

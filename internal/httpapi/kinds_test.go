@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/client"
 )
 
@@ -21,9 +22,9 @@ func TestUserKindOverHTTP(t *testing.T) {
 	ctx := context.Background()
 	b := watchSetup(t, time.Hour, time.Minute)
 	raw := &testBundle{srv: b.srv, admin: b.secret, tokens: b.tokens}
-	_, err := b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "acme"}})
+	_, err := b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "acme"}})
 	require.NoError(t, err)
-	_, err = b.admin.KindApply(ctx, "Db", client.KindRequest{Scope: "org", Schema: json.RawMessage(
+	_, err = b.admin.KindApply(ctx, "Db", api.KindRequest{Scope: "org", Schema: json.RawMessage(
 		`{"type":"object","properties":{"size":{"type":"integer","maximum":100},"old":{"type":"string","deprecated":true}}}`)}, false)
 	require.NoError(t, err)
 	dbs := b.admin.Objects("Db", "acme")
@@ -33,13 +34,13 @@ func TestUserKindOverHTTP(t *testing.T) {
 	require.NoError(t, err)
 	defer w.Close()
 
-	created, err := dbs.Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "main", Labels: map[string]string{"env": "prod"}}, Spec: json.RawMessage(`{"size":80}`)})
+	created, err := dbs.Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "main", Labels: map[string]string{"env": "prod"}}, Spec: json.RawMessage(`{"size":80}`)})
 	require.NoError(t, err)
 	require.Equal(t, 1, created.Metadata.SchemaRevision)
 	require.Equal(t, "ADDED main", eventOf(next(t, w)))
 
 	// Deprecated field: accepted, with a Warning header.
-	_, warnings, err := dbs.Put(ctx, client.Object{Kind: "Db", Metadata: client.ObjectMeta{Name: "main", Labels: map[string]string{"env": "prod"}}, Spec: json.RawMessage(`{"size":80,"old":"x"}`)})
+	_, warnings, err := dbs.Put(ctx, api.Object{Kind: "Db", Metadata: api.ObjectMeta{Name: "main", Labels: map[string]string{"env": "prod"}}, Spec: json.RawMessage(`{"size":80,"old":"x"}`)})
 	require.NoError(t, err)
 	require.Len(t, warnings, 1)
 	require.Contains(t, warnings[0], "deprecated")
@@ -55,7 +56,7 @@ func TestUserKindOverHTTP(t *testing.T) {
 
 	// A new revision with a default: a watch resumed from before the change presents the
 	// object with it; the list does too; nothing was rewritten.
-	_, err = b.admin.KindApply(ctx, "Db", client.KindRequest{Schema: json.RawMessage(
+	_, err = b.admin.KindApply(ctx, "Db", api.KindRequest{Schema: json.RawMessage(
 		`{"type":"object","properties":{"size":{"type":"integer","maximum":100},"old":{"type":"string","deprecated":true},"tier":{"type":"string","default":"standard"}}}`)}, false)
 	require.NoError(t, err)
 	w2, err := dbs.Watch(ctx, client.WatchOptions{ResourceVersion: list.ResourceVersion})

@@ -8,19 +8,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 )
 
 // Encoding a page of a list with encoding/json was half of the list path's CPU once pages
 // came from memory (reflection, a sorted copy of every labels map, compacting every spec):
-// appendObjectList writes the very bytes json.Marshal writes for a client.ObjectList
+// appendObjectList writes the very bytes json.Marshal writes for a api.ObjectList
 // (TestListJSONIsEncodingJSON checks it on odd objects), without reflection, and falls back to
 // encoding/json for anything beyond plain printable ASCII strings and compact JSON values.
 
 var listBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 // writeObjectList answers one page of a list, as writeJSON(w, status, l) would.
-func writeObjectList(w http.ResponseWriter, status int, l client.ObjectList) error {
+func writeObjectList(w http.ResponseWriter, status int, l api.ObjectList) error {
 	bp := listBuffers.Get().(*[]byte)
 	b := appendObjectList((*bp)[:0], l)
 	b = append(b, '\n')
@@ -35,7 +35,7 @@ func writeObjectList(w http.ResponseWriter, status int, l client.ObjectList) err
 }
 
 // appendObjectList appends json.Marshal(l) to dst.
-func appendObjectList(dst []byte, l client.ObjectList) []byte {
+func appendObjectList(dst []byte, l api.ObjectList) []byte {
 	dst = append(dst, `{"items":`...)
 	if l.Items == nil {
 		dst = append(dst, "null"...)
@@ -59,7 +59,7 @@ func appendObjectList(dst []byte, l client.ObjectList) []byte {
 }
 
 // appendObject appends json.Marshal(o) to dst.
-func appendObject(dst []byte, o *client.Object) []byte {
+func appendObject(dst []byte, o *api.Object) []byte {
 	m := &o.Metadata
 	dst = append(dst, `{"kind":`...)
 	dst = appendString(dst, o.Kind)

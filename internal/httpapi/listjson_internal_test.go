@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratahq/strata/api"
 	"github.com/stretchr/testify/require"
-
-	"github.com/stratahq/strata/client"
 )
 
 // TestListJSONIsEncodingJSON: the list encoder writes exactly the bytes json.Marshal writes
@@ -23,12 +22,12 @@ func TestListJSONIsEncodingJSON(t *testing.T) {
 	raws := []string{`{}`, `{"org": "bench"}`, `{"a":[1, 2.50, {"b": null}],"c":"<x>"}`, `{"s":"\u2028 & more"}`, "{\n  \"n\": 12345678901234567890123\n}", `{"e":"é"}`}
 	r := rand.New(rand.NewPCG(1, 2))
 	pick := func(xs []string) string { return xs[r.IntN(len(xs))] }
-	var pages []client.ObjectList
-	pages = append(pages, client.ObjectList{}, client.ObjectList{Items: []client.Object{}, ResourceVersion: "7"})
+	var pages []api.ObjectList
+	pages = append(pages, api.ObjectList{}, api.ObjectList{Items: []api.Object{}, ResourceVersion: "7"})
 	for range 200 {
-		var items []client.Object
+		var items []api.Object
 		for range r.IntN(5) {
-			o := client.Object{Kind: pick([]string{"Node", "Group", "Org", "x<y"}), Metadata: client.ObjectMeta{Name: pick(odd), UID: pick(odd), Org: pick(odd), ResourceVersion: pick(odd)}}
+			o := api.Object{Kind: pick([]string{"Node", "Group", "Org", "x<y"}), Metadata: api.ObjectMeta{Name: pick(odd), UID: pick(odd), Org: pick(odd), ResourceVersion: pick(odd)}}
 			if r.IntN(4) > 0 {
 				o.Metadata.Labels = map[string]string{}
 				for range r.IntN(6) {
@@ -53,9 +52,9 @@ func TestListJSONIsEncodingJSON(t *testing.T) {
 			items = append(items, o)
 		}
 		if items == nil && r.IntN(2) == 0 {
-			items = []client.Object{}
+			items = []api.Object{}
 		}
-		pages = append(pages, client.ObjectList{Items: items, ResourceVersion: pick(odd), Continue: pick(odd)})
+		pages = append(pages, api.ObjectList{Items: items, ResourceVersion: pick(odd), Continue: pick(odd)})
 	}
 	for _, p := range pages {
 		want, err := json.Marshal(p)

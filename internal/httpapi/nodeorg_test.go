@@ -12,13 +12,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
 )
 
 // nodeIn is a node of org with labels, for the org list tests.
-func nodeIn(name, org string, labels map[string]string) client.Object {
-	return client.Object{Metadata: client.ObjectMeta{Name: name, Labels: labels}, Spec: json.RawMessage(fmt.Sprintf(`{"org":%q}`, org))}
+func nodeIn(name, org string, labels map[string]string) api.Object {
+	return api.Object{Metadata: api.ObjectMeta{Name: name, Labels: labels}, Spec: json.RawMessage(fmt.Sprintf(`{"org":%q}`, org))}
 }
 
 // listNames reads GET path as token and returns the names of the page and its continue token.
@@ -26,7 +27,7 @@ func listNames(t *testing.T, b *testBundle, path, token string) ([]string, strin
 	t.Helper()
 	r := b.do(t, http.MethodGet, path, token, nil)
 	require.Equal(t, http.StatusOK, r.status, string(r.body))
-	var l client.ObjectList
+	var l api.ObjectList
 	require.NoError(t, json.Unmarshal(r.body, &l))
 	names := []string{}
 	for _, o := range l.Items {
@@ -47,7 +48,7 @@ func TestNodeListByOrg(t *testing.T) {
 	c, err := client.New(b.srv.URL, b.admin, nil)
 	require.NoError(t, err)
 	for _, o := range []string{"acme", "globex"} {
-		_, err := c.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: o}})
+		_, err := c.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: o}})
 		require.NoError(t, err)
 	}
 	var acme, acmeProd []string
@@ -133,7 +134,7 @@ func TestNodeWatchByOrg(t *testing.T) {
 	ctx := context.Background()
 	b := watchSetup(t, time.Hour, time.Minute)
 	for _, o := range []string{"acme", "globex"} {
-		_, err := b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: o}})
+		_, err := b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: o}})
 		require.NoError(t, err)
 	}
 	nodes := b.admin.Nodes()

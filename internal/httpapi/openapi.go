@@ -12,7 +12,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/kind"
 	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
@@ -161,40 +161,40 @@ var headerDocs = map[string]map[string]any{
 func opDocs() map[string]opDoc {
 	noBody := (*bodyDoc)(nil)
 	stateDoc := jsonSchema(map[string]any{"description": "A Terraform/OpenTofu state document (a JSON object), stored as sent, and answered as stored (or its outputs only, for a token with state:read-outputs alone)."})
-	lockInfo := jsonOf[client.LockInfo]()
+	lockInfo := jsonOf[api.LockInfo]()
 	d := map[string]opDoc{
-		"POST /v1/tokens":        {summary: "Create a token (its secret is answered only this once)", body: jsonOf[client.TokenCreateRequest](), ok: map[int]*bodyDoc{201: jsonOf[client.Token]()}, errs: writeErrors},
-		"GET /v1/tokens":         {summary: "List the tokens the caller may read", query: []string{"limit", "continue"}, ok: map[int]*bodyDoc{200: jsonOf[client.TokenList]()}},
+		"POST /v1/tokens":        {summary: "Create a token (its secret is answered only this once)", body: jsonOf[api.TokenCreateRequest](), ok: map[int]*bodyDoc{201: jsonOf[api.Token]()}, errs: writeErrors},
+		"GET /v1/tokens":         {summary: "List the tokens the caller may read", query: []string{"limit", "continue"}, ok: map[int]*bodyDoc{200: jsonOf[api.TokenList]()}},
 		"DELETE /v1/tokens/{id}": {summary: "Revoke a token", ok: map[int]*bodyDoc{204: noBody}},
 		"GET /v1/audit": {summary: "Read the audit log, newest first, or follow it (watch=true)", query: []string{"limit", "before", "action", "continue", "watch", "after"},
-			ok: map[int]*bodyDoc{200: (&bodyDoc{ct: "application/json", typ: reflect.TypeFor[client.AuditList](), desc: "with watch=true: application/x-ndjson, one {type, object} line per record"}).withAlso(watchLines)}},
+			ok: map[int]*bodyDoc{200: (&bodyDoc{ct: "application/json", typ: reflect.TypeFor[api.AuditList](), desc: "with watch=true: application/x-ndjson, one {type, object} line per record"}).withAlso(watchLines)}},
 		"GET /v1/status": {summary: "The database checks of `strata doctor` (admin)", ok: map[int]*bodyDoc{200: jsonSchema(anyObject)}},
-		"GET /v1/keys":   {summary: "The encryption keys and what references them (admin)", ok: map[int]*bodyDoc{200: jsonOf[client.KeyStatus]()}},
+		"GET /v1/keys":   {summary: "The encryption keys and what references them (admin)", ok: map[int]*bodyDoc{200: jsonOf[api.KeyStatus]()}},
 		"POST /v1/keys:rotate": {summary: "Re-wrap a batch of values with the primary key (admin)", body: jsonOf[struct {
 			Limit int `json:"limit,omitempty"`
-		}](), ok: map[int]*bodyDoc{200: jsonOf[client.KeyRotation]()}, errs: writeErrors},
+		}](), ok: map[int]*bodyDoc{200: jsonOf[api.KeyRotation]()}, errs: writeErrors},
 
-		"GET /v1/projects": {summary: "List the Terraform/OpenTofu projects", query: []string{"limit", "continue"}, ok: map[int]*bodyDoc{200: jsonOf[client.ProjectList]()}},
+		"GET /v1/projects": {summary: "List the Terraform/OpenTofu projects", query: []string{"limit", "continue"}, ok: map[int]*bodyDoc{200: jsonOf[api.ProjectList]()}},
 		"PUT /v1/projects/{project}": {summary: "Create a project", body: jsonOf[struct {
 			Encryption bool `json:"encryption,omitempty"`
-		}](), ok: map[int]*bodyDoc{200: jsonOf[client.Project](), 201: jsonOf[client.Project]()}, errs: writeErrors},
-		"GET /v1/projects/{project}":                                {summary: "Read a project", ok: map[int]*bodyDoc{200: jsonOf[client.Project]()}},
+		}](), ok: map[int]*bodyDoc{200: jsonOf[api.Project](), 201: jsonOf[api.Project]()}, errs: writeErrors},
+		"GET /v1/projects/{project}":                                {summary: "Read a project", ok: map[int]*bodyDoc{200: jsonOf[api.Project]()}},
 		"DELETE /v1/projects/{project}":                             {summary: "Delete a project", query: []string{"force"}, ok: map[int]*bodyDoc{204: noBody}, errs: []int{409, 423}, lockBody: true},
-		"POST /v1/projects/{project}/encrypt":                       {summary: "Encrypt a batch of a project's states", query: []string{"limit"}, ok: map[int]*bodyDoc{200: jsonOf[client.ProjectEncryption]()}, errs: []int{409, 423}, lockBody: true},
-		"POST /v1/projects/{project}/credentials":                   {summary: "Create the login role of the pg backend", ok: map[int]*bodyDoc{200: jsonOf[client.ProjectCredentials]()}, errs: []int{409}},
-		"GET /v1/state/{project}":                                   {summary: "List a project's workspaces", query: []string{"limit", "continue"}, ok: map[int]*bodyDoc{200: jsonOf[client.WorkspaceList]()}},
+		"POST /v1/projects/{project}/encrypt":                       {summary: "Encrypt a batch of a project's states", query: []string{"limit"}, ok: map[int]*bodyDoc{200: jsonOf[api.ProjectEncryption]()}, errs: []int{409, 423}, lockBody: true},
+		"POST /v1/projects/{project}/credentials":                   {summary: "Create the login role of the pg backend", ok: map[int]*bodyDoc{200: jsonOf[api.ProjectCredentials]()}, errs: []int{409}},
+		"GET /v1/state/{project}":                                   {summary: "List a project's workspaces", query: []string{"limit", "continue"}, ok: map[int]*bodyDoc{200: jsonOf[api.WorkspaceList]()}},
 		"GET /v1/state/{project}/{workspace}":                       {summary: "Read a workspace's state (Terraform's http backend)", ok: map[int]*bodyDoc{200: stateDoc}, errs: []int{422}},
 		"POST /v1/state/{project}/{workspace}":                      {summary: "Write a workspace's state (Terraform's http backend)", query: []string{"ID"}, headers: []string{"Content-MD5"}, body: stateDoc, ok: map[int]*bodyDoc{200: jsonOf[stateResult]()}, errs: append([]int{423}, writeErrors...), lockBody: true},
 		"PUT /v1/state/{project}/{workspace}":                       {summary: "Write a workspace's state", query: []string{"ID"}, headers: []string{"Content-MD5"}, body: stateDoc, ok: map[int]*bodyDoc{200: jsonOf[stateResult]()}, errs: append([]int{423}, writeErrors...), lockBody: true},
 		"DELETE /v1/state/{project}/{workspace}":                    {summary: "Delete a workspace's state", query: []string{"ID"}, ok: map[int]*bodyDoc{200: noBody}, errs: []int{409, 423}, lockBody: true},
-		"GET /v1/state/{project}/{workspace}/lock":                  {summary: "Who holds a workspace's lock", ok: map[int]*bodyDoc{200: jsonOf[client.LockStatus]()}},
+		"GET /v1/state/{project}/{workspace}/lock":                  {summary: "Who holds a workspace's lock", ok: map[int]*bodyDoc{200: jsonOf[api.LockStatus]()}},
 		"POST /v1/state/{project}/{workspace}/lock":                 {summary: "Lock a workspace (also the LOCK method on the workspace, x-strata-methods)", body: lockInfo, ok: map[int]*bodyDoc{200: lockInfo}, errs: append([]int{423}, writeErrors...), lockBody: true},
 		"DELETE /v1/state/{project}/{workspace}/lock":               {summary: "Unlock a workspace (also the UNLOCK method on the workspace, x-strata-methods); an empty body force-unlocks", query: []string{"force"}, body: jsonSchema(map[string]any{"type": "object", "properties": map[string]any{"ID": map[string]any{"type": "string"}}}), ok: map[int]*bodyDoc{200: noBody}, errs: append([]int{423}, writeErrors...), lockBody: true},
-		"GET /v1/state/{project}/{workspace}/versions":              {summary: "List a workspace's state versions", ok: map[int]*bodyDoc{200: itemsOf[client.StateVersion]()}},
+		"GET /v1/state/{project}/{workspace}/versions":              {summary: "List a workspace's state versions", ok: map[int]*bodyDoc{200: itemsOf[api.StateVersion]()}},
 		"GET /v1/state/{project}/{workspace}/versions/{n}":          {summary: "Read one state version", ok: map[int]*bodyDoc{200: stateDoc}},
 		"POST /v1/state/{project}/{workspace}/versions/{n}/restore": {summary: "Make a version the current state", ok: map[int]*bodyDoc{200: jsonOf[stateResult]()}, errs: []int{409, 423}, lockBody: true},
 
-		"GET /v1/orgs/{org}/groups/{group}/members":           {summary: "List a group's members (static and selected)", query: []string{"limit", "continue"}, ok: map[int]*bodyDoc{200: jsonOf[client.MemberList]()}},
+		"GET /v1/orgs/{org}/groups/{group}/members":           {summary: "List a group's members (static and selected)", query: []string{"limit", "continue"}, ok: map[int]*bodyDoc{200: jsonOf[api.MemberList]()}},
 		"PUT /v1/orgs/{org}/groups/{group}/members/{node}":    {summary: "Add a node to a group statically", ok: map[int]*bodyDoc{201: noBody, 204: noBody}, errs: []int{409, 422}},
 		"DELETE /v1/orgs/{org}/groups/{group}/members/{node}": {summary: "Remove a static member", ok: map[int]*bodyDoc{204: noBody}, errs: []int{409}},
 		"POST /v1/nodes:apply": {summary: "Create or update many nodes: one JSON node per line",
@@ -207,25 +207,25 @@ func opDocs() map[string]opDoc {
 		"GET /v1/nodes/{node}/pillar": {summary: "A node's merged pillar", query: []string{"explain"}, headers: []string{"If-None-Match", "Cache-Control"},
 			ok: map[int]*bodyDoc{200: jsonSchema(anyObject), 304: noBody}},
 		"GET /v1/salt/pillar/{minion}": {summary: "A minion's pillar for Salt's http_json ext_pillar (errors are {\"_errors\": […]} with 200, as Salt needs)", ok: map[int]*bodyDoc{200: jsonSchema(anyObject)}},
-		"POST /v1/salt/credentials":    {summary: "Create the login role of Salt's postgres ext_pillar", ok: map[int]*bodyDoc{200: jsonOf[client.SaltCredentials]()}, errs: []int{409}},
+		"POST /v1/salt/credentials":    {summary: "Create the login role of Salt's postgres ext_pillar", ok: map[int]*bodyDoc{200: jsonOf[api.SaltCredentials]()}, errs: []int{409}},
 		"POST /v1/pillars:import": {summary: "Import a Salt pillar tree (or, with format=ndjson, a sync stream)", query: []string{"org", "dryRun", "skipUnsupported", "format", "file"},
-			body: (&bodyDoc{ct: "application/json", typ: reflect.TypeFor[client.PillarImportRequest]()}).withAlso(ndjsonLines(anyObject)),
+			body: (&bodyDoc{ct: "application/json", typ: reflect.TypeFor[api.PillarImportRequest]()}).withAlso(ndjsonLines(anyObject)),
 			ok:   map[int]*bodyDoc{200: (&bodyDoc{ct: "application/json", schema: map[string]any{"anyOf": []any{map[string]any{"$ref": "#/components/schemas/ImportReport"}, map[string]any{"$ref": "#/components/schemas/SyncReport"}}}, desc: "a streamed import answers application/x-ndjson progress lines"}).withAlso(ndjsonLines(anyObject))},
 			errs: writeErrors},
 		"GET /v1/pillars:export": {summary: "Export the pillar rows as a Salt pillar tree (or, with format=ndjson, a sync stream)", query: []string{"org", "format"},
-			ok: map[int]*bodyDoc{200: (&bodyDoc{ct: "application/json", typ: reflect.TypeFor[client.PillarExport](), desc: "with format=ndjson: application/x-ndjson records"}).withAlso(ndjsonLines(anyObject))}},
-		"GET /v1/pillar-settings":                 {summary: "The pillar settings every replica shares", ok: map[int]*bodyDoc{200: jsonOf[client.PillarSettings]()}},
-		"PUT /v1/pillar-settings":                 {summary: "Change the pillar settings", body: jsonOf[client.PillarSettings](), ok: map[int]*bodyDoc{200: jsonOf[client.PillarSettings]()}, errs: writeErrors},
-		"GET /v1/pillar-categories":               {summary: "List the categories with properties or rows", ok: map[int]*bodyDoc{200: itemsOf[client.PillarCategory]()}},
-		"GET /v1/pillar-categories/{category}":    {summary: "Read a category's properties", ok: map[int]*bodyDoc{200: jsonOf[client.PillarCategory]()}},
-		"PUT /v1/pillar-categories/{category}":    {summary: "Set a category's properties (a kind binding, secret)", headers: []string{"If-Match"}, body: jsonOf[client.PillarCategoryRequest](), ok: map[int]*bodyDoc{200: jsonOf[client.PillarCategory](), 201: jsonOf[client.PillarCategory]()}, errs: writeErrors},
+			ok: map[int]*bodyDoc{200: (&bodyDoc{ct: "application/json", typ: reflect.TypeFor[api.PillarExport](), desc: "with format=ndjson: application/x-ndjson records"}).withAlso(ndjsonLines(anyObject))}},
+		"GET /v1/pillar-settings":                 {summary: "The pillar settings every replica shares", ok: map[int]*bodyDoc{200: jsonOf[api.PillarSettings]()}},
+		"PUT /v1/pillar-settings":                 {summary: "Change the pillar settings", body: jsonOf[api.PillarSettings](), ok: map[int]*bodyDoc{200: jsonOf[api.PillarSettings]()}, errs: writeErrors},
+		"GET /v1/pillar-categories":               {summary: "List the categories with properties or rows", ok: map[int]*bodyDoc{200: itemsOf[api.PillarCategory]()}},
+		"GET /v1/pillar-categories/{category}":    {summary: "Read a category's properties", ok: map[int]*bodyDoc{200: jsonOf[api.PillarCategory]()}},
+		"PUT /v1/pillar-categories/{category}":    {summary: "Set a category's properties (a kind binding, secret)", headers: []string{"If-Match"}, body: jsonOf[api.PillarCategoryRequest](), ok: map[int]*bodyDoc{200: jsonOf[api.PillarCategory](), 201: jsonOf[api.PillarCategory]()}, errs: writeErrors},
 		"DELETE /v1/pillar-categories/{category}": {summary: "Remove a category's properties (its rows stay)", headers: []string{"If-Match"}, ok: map[int]*bodyDoc{204: noBody}, errs: []int{409, 412}},
 
-		"GET /v1/kinds":                      {summary: "List the kinds (built-in and user-defined)", ok: map[int]*bodyDoc{200: itemsOf[client.KindInfo]()}},
-		"PUT /v1/kinds/{kind}":               {summary: "Register a kind or a new revision of its schema", query: []string{"dryRun"}, body: jsonOf[client.KindRequest](), ok: map[int]*bodyDoc{200: jsonOf[client.KindResult](), 201: jsonOf[client.KindResult]()}, errs: writeErrors},
-		"GET /v1/kinds/{kind}":               {summary: "Read a kind and its current schema (the spec schema of its objects)", ok: map[int]*bodyDoc{200: jsonOf[client.KindInfo]()}},
-		"GET /v1/kinds/{kind}/revisions":     {summary: "List a kind's schema revisions", ok: map[int]*bodyDoc{200: itemsOf[client.KindRevision]()}},
-		"GET /v1/kinds/{kind}/revisions/{n}": {summary: "Read one schema revision", ok: map[int]*bodyDoc{200: jsonOf[client.KindRevision]()}},
+		"GET /v1/kinds":                      {summary: "List the kinds (built-in and user-defined)", ok: map[int]*bodyDoc{200: itemsOf[api.KindInfo]()}},
+		"PUT /v1/kinds/{kind}":               {summary: "Register a kind or a new revision of its schema", query: []string{"dryRun"}, body: jsonOf[api.KindRequest](), ok: map[int]*bodyDoc{200: jsonOf[api.KindResult](), 201: jsonOf[api.KindResult]()}, errs: writeErrors},
+		"GET /v1/kinds/{kind}":               {summary: "Read a kind and its current schema (the spec schema of its objects)", ok: map[int]*bodyDoc{200: jsonOf[api.KindInfo]()}},
+		"GET /v1/kinds/{kind}/revisions":     {summary: "List a kind's schema revisions", ok: map[int]*bodyDoc{200: itemsOf[api.KindRevision]()}},
+		"GET /v1/kinds/{kind}/revisions/{n}": {summary: "Read one schema revision", ok: map[int]*bodyDoc{200: jsonOf[api.KindRevision]()}},
 	}
 	for _, pt := range pillarTargets {
 		d["GET "+pt.prefix] = opDoc{summary: "List a target's pillar categories", ok: map[int]*bodyDoc{200: itemsOf[pillarListItem]()}}
@@ -234,7 +234,7 @@ func opDocs() map[string]opDoc {
 			body: jsonSchema(anyObject).withAlso(&bodyDoc{ct: "application/yaml", schema: map[string]any{"type": "string"}}),
 			ok:   map[int]*bodyDoc{200: jsonOf[pillar.Pillar](), 201: jsonOf[pillar.Pillar]()}, errs: writeErrors}
 		d["DELETE "+pt.prefix+"/{category}"] = opDoc{summary: "Delete a pillar row", headers: []string{"If-Match"}, ok: map[int]*bodyDoc{204: noBody}, errs: []int{409, 412}}
-		d["GET "+pt.prefix+"/{category}/history"] = opDoc{summary: "A pillar row's history, newest first", query: []string{"before", "limit"}, ok: map[int]*bodyDoc{200: itemsOf[client.PillarChange]()}}
+		d["GET "+pt.prefix+"/{category}/history"] = opDoc{summary: "A pillar row's history, newest first", query: []string{"before", "limit"}, ok: map[int]*bodyDoc{200: itemsOf[api.PillarChange]()}}
 		d["POST "+pt.prefix+"/{category}/history/{change}/restore"] = opDoc{summary: "Restore a pillar row to an entry of its history", headers: []string{"If-Match"}, ok: map[int]*bodyDoc{200: jsonOf[pillar.Pillar]()}, errs: []int{409, 412, 422}}
 	}
 	return d
@@ -305,8 +305,8 @@ func (g *schemaGen) kindSchemas(k *resource.Kind) (out, in string) {
 			panic(fmt.Sprintf("openapi: built-in schema of %s: %v", k.Name, err))
 		}
 	}
-	g.ref(reflect.TypeFor[client.Object]())
-	g.inputs().ref(reflect.TypeFor[client.Object]())
+	g.ref(reflect.TypeFor[api.Object]())
+	g.inputs().ref(reflect.TypeFor[api.Object]())
 	for _, n := range []string{k.Name, k.Name + "Input"} {
 		if _, taken := g.owner[n]; taken {
 			panic(fmt.Sprintf("openapi: kind %s's component collides with a wire type", k.Name))
@@ -329,7 +329,7 @@ func (g *schemaGen) kindSchemas(k *resource.Kind) (out, in string) {
 func (g *schemaGen) listSchema(obj string) string {
 	name := obj + "List"
 	if obj == "Object" {
-		g.ref(reflect.TypeFor[client.ObjectList]())
+		g.ref(reflect.TypeFor[api.ObjectList]())
 		return "ObjectList"
 	}
 	if _, ok := g.defs[name]; !ok {
@@ -380,12 +380,12 @@ func (a *API) OpenAPIDocument() (map[string]any, error) {
 			docs[p] = d
 		}
 	}
-	g.ref(reflect.TypeFor[client.Problem]())
+	g.ref(reflect.TypeFor[api.Problem]())
 	g.ref(reflect.TypeFor[pillar.ImportReport]())
 	g.ref(reflect.TypeFor[pillar.SyncReport]())
 	g.ref(reflect.TypeFor[watchEvent]())
-	g.ref(reflect.TypeFor[client.ApplyResult]())
-	g.ref(reflect.TypeFor[client.ApplySummary]())
+	g.ref(reflect.TypeFor[api.ApplyResult]())
+	g.ref(reflect.TypeFor[api.ApplySummary]())
 
 	paths := map[string]map[string]any{}
 	ids := map[string]string{}
@@ -468,7 +468,7 @@ func (a *API) OpenAPIDocument() (map[string]any, error) {
 		"description": "Locked: the workspace's lock is held by another; the body is the holder's LockInfo, as Terraform's http backend expects",
 		"content":     map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/LockInfo"}}},
 	}
-	g.ref(reflect.TypeFor[client.LockInfo]())
+	g.ref(reflect.TypeFor[api.LockInfo]())
 	pathsOut := map[string]any{}
 	for p, item := range paths {
 		pathsOut[p] = item

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/client"
 )
 
@@ -21,9 +22,9 @@ func TestPatchRefusesUnknownMembers(t *testing.T) {
 	ctx := context.Background()
 	b := watchSetup(t, time.Hour, time.Minute)
 	raw := &testBundle{srv: b.srv, admin: b.secret, tokens: b.tokens}
-	org, err := b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "acme", Labels: map[string]string{"env": "prod"}}})
+	org, err := b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "acme", Labels: map[string]string{"env": "prod"}}})
 	require.NoError(t, err)
-	_, err = b.admin.Nodes().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "web01"}, Spec: json.RawMessage(`{"org":"acme"}`)})
+	_, err = b.admin.Nodes().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "web01"}, Spec: json.RawMessage(`{"org":"acme"}`)})
 	require.NoError(t, err)
 
 	for _, tc := range []struct {
@@ -63,37 +64,37 @@ func TestNoOpWriteIsNoChange(t *testing.T) {
 	b := watchSetup(t, time.Hour, time.Minute)
 	raw := &testBundle{srv: b.srv, admin: b.secret, tokens: b.tokens}
 	orgs, nodes := b.admin.Orgs(), b.admin.Nodes()
-	_, err := orgs.Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "acme", Labels: map[string]string{"env": "prod"}, Annotations: map[string]string{"owner": "ops"}}})
+	_, err := orgs.Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "acme", Labels: map[string]string{"env": "prod"}, Annotations: map[string]string{"owner": "ops"}}})
 	require.NoError(t, err)
-	_, err = nodes.Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "web01", Labels: map[string]string{"role": "web"}}, Spec: json.RawMessage(`{"org":"acme"}`)})
+	_, err = nodes.Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "web01", Labels: map[string]string{"role": "web"}}, Spec: json.RawMessage(`{"org":"acme"}`)})
 	require.NoError(t, err)
-	_, err = b.admin.KindApply(ctx, "Db", client.KindRequest{Scope: "org", Schema: json.RawMessage(
+	_, err = b.admin.KindApply(ctx, "Db", api.KindRequest{Scope: "org", Schema: json.RawMessage(
 		`{"type":"object","properties":{"size":{"type":"integer"},"tier":{"type":"string","default":"standard"}}}`)}, false)
 	require.NoError(t, err)
 	dbs := b.admin.Objects("Db", "acme")
-	_, err = dbs.Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "main"}, Spec: json.RawMessage(`{"size":1.0}`)})
+	_, err = dbs.Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "main"}, Spec: json.RawMessage(`{"size":1.0}`)})
 	require.NoError(t, err)
 
 	type target struct {
 		path    string
 		watch   *client.Resources
-		get     func() (client.Object, error)
+		get     func() (api.Object, error)
 		noops   []string // PATCH bodies that change nothing
 		putBody string   // a PUT of what is stored
 		change  string   // a PATCH that does change something
 	}
 	targets := []target{
-		{"/v1/orgs/acme", orgs, func() (client.Object, error) { return orgs.Get(ctx, "acme") },
+		{"/v1/orgs/acme", orgs, func() (api.Object, error) { return orgs.Get(ctx, "acme") },
 			[]string{`{}`, `{"metadata":{"labels":{"env":"prod"}}}`, `{"metadata":{"labels":{"gone":null},"annotations":{"owner":"ops"}}}`, `{"kind":"Org","metadata":{"name":"acme"}}`},
 			`{"metadata":{"name":"acme","labels":{"env":"prod"},"annotations":{"owner":"ops"}}}`,
 			`{"metadata":{"labels":{"env":"dev"}}}`},
-		{"/v1/nodes/web01", nodes, func() (client.Object, error) { return nodes.Get(ctx, "web01") },
+		{"/v1/nodes/web01", nodes, func() (api.Object, error) { return nodes.Get(ctx, "web01") },
 			[]string{`{}`, `{"spec":{"org":"acme"}}`, `{"metadata":{"labels":{"role":"web"}}}`},
 			`{"metadata":{"name":"web01","labels":{"role":"web"}},"spec":{"org":"acme"}}`,
 			`{"metadata":{"labels":{"role":"db"}}}`},
 		// The stored spec is {"size":1} (integers lose their fraction) with the default
 		// filled in: sending either form is no change.
-		{"/v1/orgs/acme/resources/Db/main", dbs, func() (client.Object, error) { return dbs.Get(ctx, "main") },
+		{"/v1/orgs/acme/resources/Db/main", dbs, func() (api.Object, error) { return dbs.Get(ctx, "main") },
 			[]string{`{}`, `{"spec":{"size":1}}`, `{"spec":{"size":1.0,"tier":"standard"}}`},
 			`{"metadata":{"name":"main"},"spec":{"size":1,"tier":"standard"}}`,
 			`{"spec":{"size":2}}`},
@@ -106,14 +107,14 @@ func TestNoOpWriteIsNoChange(t *testing.T) {
 		for _, body := range tg.noops {
 			r := raw.do(t, "PATCH", tg.path, b.secret, strings.NewReader(body), "Content-Type", "application/merge-patch+json")
 			require.Equal(t, 200, r.status, "%s %s", body, r.body)
-			var got client.Object
+			var got api.Object
 			require.NoError(t, json.Unmarshal(r.body, &got))
 			require.Equal(t, before.Metadata.ResourceVersion, got.Metadata.ResourceVersion, "PATCH %s %s drew a new version", tg.path, body)
 			require.Equal(t, before.Metadata.Labels, got.Metadata.Labels)
 		}
 		r := raw.do(t, "PUT", tg.path, b.secret, strings.NewReader(tg.putBody))
 		require.Equal(t, 200, r.status, string(r.body))
-		var got client.Object
+		var got api.Object
 		require.NoError(t, json.Unmarshal(r.body, &got))
 		require.Equal(t, before.Metadata.ResourceVersion, got.Metadata.ResourceVersion, "PUT %s of the stored object drew a new version", tg.path)
 		after, err := tg.get()
@@ -127,7 +128,7 @@ func TestNoOpWriteIsNoChange(t *testing.T) {
 		require.NoError(t, json.Unmarshal(r.body, &got))
 		require.NotEqual(t, before.Metadata.ResourceVersion, got.Metadata.ResourceVersion)
 		ev := next(t, w)
-		require.Equal(t, client.EventModified, ev.Type)
+		require.Equal(t, api.EventModified, ev.Type)
 		require.Equal(t, got.Metadata.ResourceVersion, ev.Object.Metadata.ResourceVersion, "%s: the first event is the real change", tg.path)
 		w.Close()
 	}

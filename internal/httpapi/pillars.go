@@ -15,7 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/pillar"
@@ -427,7 +427,7 @@ func (a *API) pillarImport(w http.ResponseWriter, r *http.Request, p *auth.Princ
 	}
 	if err != nil {
 		out.line(struct {
-			Error *client.Problem `json:"error"`
+			Error *api.Problem `json:"error"`
 		}{a.problemOf(r, err)})
 		return nil
 	}
@@ -580,7 +580,7 @@ func (a *API) pillarCategoryGet(w http.ResponseWriter, r *http.Request, p *auth.
 // 201 when the category had no properties, else 200; 409 listing the stored rows a binding
 // refuses; 403 without kinds:read on the kind named.
 func (a *API) pillarCategoryPut(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
-	var req client.PillarCategoryRequest
+	var req api.PillarCategoryRequest
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
@@ -698,7 +698,7 @@ func (a *API) pillarYAML(file string, body []byte) (map[string]any, error) {
 		}
 		detail := fmt.Sprintf("%s cannot be stored as Salt would read it (%d problems)", file, len(problems))
 		if len(problems) == 1 {
-			// One problem is one line: its place and its reason (client.Problem.Lines folds
+			// One problem is one line: its place and its reason (api.Problem.Lines folds
 			// the field whose message ends the headline into it).
 			detail = fields[0].Field + ": " + fields[0].Message
 		}
@@ -719,7 +719,7 @@ func decodePillarJSON(file string, body []byte) (map[string]any, error) {
 		at := min(max(int(syn.Offset)-1, 0), len(body))
 		line := 1 + bytes.Count(body[:at], []byte("\n"))
 		col := 1 + utf8.RuneCount(body[bytes.LastIndexByte(body[:at], '\n')+1:at])
-		// The headline ends with the field's message, so a reader (client.Problem.Lines, the
+		// The headline ends with the field's message, so a reader (api.Problem.Lines, the
 		// console) shows one line: "<file>:<line>:<col>: not JSON: <reason>".
 		msg := "not JSON: " + syn.Error()
 		return nil, fault.InvalidFields(file+": "+msg, []fault.FieldError{{Field: fmt.Sprintf("%s:%d:%d", file, line, col), Message: msg}})

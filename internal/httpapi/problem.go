@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/fault"
 )
 
@@ -117,7 +117,7 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		_, _ = w.Write(fe.Body)
 		return
 	}
-	p := client.Problem{
+	p := api.Problem{
 		Type:     ProblemTypeBase + info.slug,
 		Title:    info.title,
 		Status:   info.status,
@@ -125,7 +125,7 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		Instance: r.URL.Path,
 	}
 	for _, f := range fe.Fields {
-		p.Errors = append(p.Errors, client.FieldError{Field: f.Field, Message: f.Message})
+		p.Errors = append(p.Errors, api.FieldError{Field: f.Field, Message: f.Message})
 	}
 	var doc any = p
 	if len(fe.Extensions) > 0 {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/pgtest"
 )
@@ -44,10 +44,10 @@ func TestRequestIDIsTheServers(t *testing.T) {
 	r := b.do(t, "GET", "/v1/audit?action=object.create", b.admin, nil)
 	require.Equal(t, 200, r.status, string(r.body))
 	var audit struct {
-		Items []client.AuditRecord `json:"items"`
+		Items []api.AuditRecord `json:"items"`
 	}
 	require.NoError(t, json.Unmarshal(r.body, &audit))
-	byTarget := map[string]client.AuditRecord{}
+	byTarget := map[string]api.AuditRecord{}
 	for _, rec := range audit.Items {
 		byTarget[rec.Target] = rec
 	}

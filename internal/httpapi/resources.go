@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/metadata"
@@ -106,7 +106,7 @@ func peekName(r *http.Request) (string, error) {
 	peek := r.Clone(r.Context())
 	peek.Body = io.NopCloser(bytes.NewReader(body))
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	var obj client.Object
+	var obj api.Object
 	if err := decodeJSON(peek, &obj); err != nil {
 		return "", err
 	}
@@ -182,7 +182,7 @@ func kindRef(k *resource.Kind, r *http.Request, name string) resource.Ref {
 }
 
 // objectPath is the URL of one object, for Location headers.
-func objectPath(k *resource.Kind, obj client.Object) string {
+func objectPath(k *resource.Kind, obj api.Object) string {
 	if k.Scope == resource.ScopeOrg {
 		return "/v1/orgs/" + obj.Metadata.Org + "/" + k.Plural + "/" + obj.Metadata.Name
 	}
@@ -280,7 +280,7 @@ func (a *API) orgExists(ctx context.Context, org string) error {
 
 func (a *API) objCreate(k *resource.Kind) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
-		var obj client.Object
+		var obj api.Object
 		if err := decodeJSON(r, &obj); err != nil {
 			return err
 		}
@@ -319,7 +319,7 @@ const putAttempts = 50
 func (a *API) objPut(k *resource.Kind) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 		ref := kindRef(k, r, r.PathValue(k.Param))
-		var obj client.Object
+		var obj api.Object
 		if err := decodeJSON(r, &obj); err != nil {
 			return err
 		}

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stratahq/strata/api"
 	"github.com/stretchr/testify/require"
-
-	"github.com/stratahq/strata/client"
 )
 
 // TestNodesAndGroupsOverHTTP walks the node and group routes: statuses, Location headers,
@@ -45,16 +44,16 @@ func TestNodesAndGroupsOverHTTP(t *testing.T) {
 	require.Equal(t, 204, b.do(t, "PUT", "/v1/orgs/acme/groups/web/members/db01", b.admin, nil).status)
 	r = b.do(t, "GET", "/v1/orgs/acme/groups/web/members", b.admin, nil)
 	require.Equal(t, 200, r.status)
-	var ms client.MemberList
+	var ms api.MemberList
 	require.NoError(t, json.Unmarshal(r.body, &ms))
-	require.Equal(t, []client.Member{{Node: "db01", Static: true}, {Node: "web01", Selected: true}}, ms.Items)
+	require.Equal(t, []api.Member{{Node: "db01", Static: true}, {Node: "web01", Selected: true}}, ms.Items)
 	require.Equal(t, 204, b.do(t, "DELETE", "/v1/orgs/acme/groups/web/members/db01", b.admin, nil).status)
 	require.Equal(t, 204, b.do(t, "DELETE", "/v1/orgs/acme/groups/web/members/db01", b.admin, nil).status)
 
 	list := func(sel string) []string {
 		r := b.do(t, "GET", "/v1/nodes?labelSelector="+url.QueryEscape(sel), b.admin, nil)
 		require.Equal(t, 200, r.status, string(r.body))
-		var l client.ObjectList
+		var l api.ObjectList
 		require.NoError(t, json.Unmarshal(r.body, &l))
 		var out []string
 		for _, o := range l.Items {
@@ -71,7 +70,7 @@ func TestNodesAndGroupsOverHTTP(t *testing.T) {
 
 	// A continue token is bound to its selector.
 	r = b.do(t, "GET", "/v1/nodes?limit=1&labelSelector=env", b.admin, nil)
-	var page client.ObjectList
+	var page api.ObjectList
 	require.NoError(t, json.Unmarshal(r.body, &page))
 	require.NotEmpty(t, page.Continue)
 	require.Equal(t, 200, b.do(t, "GET", "/v1/nodes?limit=1&labelSelector=env&continue="+url.QueryEscape(page.Continue), b.admin, nil).status)
@@ -80,7 +79,7 @@ func TestNodesAndGroupsOverHTTP(t *testing.T) {
 	// PATCH merges; null deletes.
 	r = b.do(t, "PATCH", "/v1/nodes/web01", b.admin, strings.NewReader(`{"metadata":{"labels":{"env":null,"new":""}}}`), "Content-Type", "application/merge-patch+json")
 	require.Equal(t, 200, r.status, string(r.body))
-	var n client.Object
+	var n api.Object
 	require.NoError(t, json.Unmarshal(r.body, &n))
 	require.Equal(t, map[string]string{"example.com/tier": "web", "new": ""}, n.Metadata.Labels)
 

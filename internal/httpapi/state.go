@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/tfstate"
@@ -57,7 +57,7 @@ func (a *API) projectList(w http.ResponseWriter, r *http.Request, p *auth.Princi
 	if err != nil {
 		return err
 	}
-	out := client.ProjectList{Items: ps}
+	out := api.ProjectList{Items: ps}
 	if more {
 		if out.Continue, err = pg.next(true, ps[len(ps)-1].Name); err != nil {
 			return err
@@ -307,9 +307,9 @@ func (a *API) workspaceList(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		return err
 	}
 	if ws == nil {
-		ws = []client.Workspace{}
+		ws = []api.Workspace{}
 	}
-	out := client.WorkspaceList{Items: ws}
+	out := api.WorkspaceList{Items: ws}
 	if more {
 		if out.Continue, err = pg.next(true, ws[len(ws)-1].Name); err != nil {
 			return err
@@ -328,10 +328,10 @@ func (a *API) versionList(w http.ResponseWriter, r *http.Request, p *auth.Princi
 		return err
 	}
 	if vs == nil {
-		vs = []client.StateVersion{}
+		vs = []api.StateVersion{}
 	}
 	return writeJSON(w, http.StatusOK, struct {
-		Items []client.StateVersion `json:"items"`
+		Items []api.StateVersion `json:"items"`
 	}{vs})
 }
 

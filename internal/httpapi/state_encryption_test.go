@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/pgtest"
@@ -57,7 +57,7 @@ func TestEncryptedProjectHTTP(t *testing.T) {
 
 	r := b.do(t, "PUT", "/v1/projects/vault", b.admin, strings.NewReader(`{"encryption": true}`))
 	require.Equal(t, 201, r.status, string(r.body))
-	var p client.Project
+	var p api.Project
 	require.NoError(t, json.Unmarshal(r.body, &p))
 	require.True(t, p.Encryption)
 	require.Equal(t, 200, b.do(t, "PUT", "/v1/projects/vault", b.admin, strings.NewReader(`{"encryption": true}`)).status)
@@ -77,7 +77,7 @@ func TestEncryptedProjectHTTP(t *testing.T) {
 
 	r = b.do(t, "GET", path+"/versions", b.admin, nil)
 	require.Equal(t, 200, r.status)
-	var vs struct{ Items []client.StateVersion }
+	var vs struct{ Items []api.StateVersion }
 	require.NoError(t, json.Unmarshal(r.body, &vs))
 	require.Len(t, vs.Items, 2)
 	require.Equal(t, int64(len(v2)), vs.Items[0].Size)
@@ -101,7 +101,7 @@ func TestEncryptedProjectHTTP(t *testing.T) {
 	// Converting net in batches of one.
 	require.Equal(t, 200, b.do(t, "POST", "/v1/state/net/default", b.admin, strings.NewReader(stateV1)).status)
 	problem(t, b.do(t, "POST", "/v1/projects/net/encrypt?limit=0", b.admin, nil), 400, "validation")
-	var step client.ProjectEncryption
+	var step api.ProjectEncryption
 	for range 5 {
 		r = b.do(t, "POST", "/v1/projects/net/encrypt?limit=1", b.admin, nil)
 		require.Equal(t, 200, r.status, string(r.body))

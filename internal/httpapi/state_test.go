@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/httpapi"
 	"github.com/stratahq/strata/internal/pgtest"
@@ -87,7 +87,7 @@ func TestStateProtocol(t *testing.T) {
 	r = b.do(t, "LOCK", path, b.admin, strings.NewReader(`{"ID":"B","Who":"bob"}`))
 	require.Equal(t, 423, r.status)
 	require.Equal(t, "application/json", r.header.Get("Content-Type"))
-	var holder client.LockInfo
+	var holder api.LockInfo
 	require.NoError(t, json.Unmarshal(r.body, &holder))
 	require.Equal(t, "A", holder.ID)
 	require.Equal(t, "alice@host", holder.Who)
@@ -111,7 +111,7 @@ func TestStateProtocol(t *testing.T) {
 
 	r = b.do(t, "GET", path+"/lock", b.admin, nil)
 	require.Equal(t, 200, r.status)
-	var st client.LockStatus
+	var st api.LockStatus
 	require.NoError(t, json.Unmarshal(r.body, &st))
 	require.True(t, st.Locked)
 	require.Equal(t, "A", st.Info.ID)
@@ -129,7 +129,7 @@ func TestStateProtocol(t *testing.T) {
 	// Versions.
 	r = b.do(t, "GET", path+"/versions", b.admin, nil)
 	require.Equal(t, 200, r.status)
-	var vs struct{ Items []client.StateVersion }
+	var vs struct{ Items []api.StateVersion }
 	require.NoError(t, json.Unmarshal(r.body, &vs))
 	require.Len(t, vs.Items, 3)
 	r = b.do(t, "GET", path+"/versions/1", b.admin, nil)

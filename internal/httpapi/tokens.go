@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 )
@@ -19,8 +19,8 @@ func requireAdmin(p *auth.Principal) error {
 	return nil
 }
 
-func tokenOut(t auth.Token) client.Token {
-	return client.Token{ID: t.ID, Name: t.Name, Scopes: t.Scopes, CreatedAt: t.CreatedAt, CreatedBy: t.CreatedBy,
+func tokenOut(t auth.Token) api.Token {
+	return api.Token{ID: t.ID, Name: t.Name, Scopes: t.Scopes, CreatedAt: t.CreatedAt, CreatedBy: t.CreatedBy,
 		ExpiresAt: t.ExpiresAt, RevokedAt: t.RevokedAt, LastUsedAt: t.LastUsedAt}
 }
 
@@ -30,7 +30,7 @@ func (a *API) tokenCreate(w http.ResponseWriter, r *http.Request, p *auth.Princi
 	if err := requireAdmin(p); err != nil {
 		return err
 	}
-	var req client.TokenCreateRequest
+	var req api.TokenCreateRequest
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func (a *API) tokenList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	if err != nil {
 		return err
 	}
-	out := client.TokenList{Items: []client.Token{}}
+	out := api.TokenList{Items: []api.Token{}}
 	for _, t := range toks {
 		out.Items = append(out.Items, tokenOut(t))
 	}
@@ -130,9 +130,9 @@ func (a *API) auditList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	if more {
 		recs = recs[:pg.limit]
 	}
-	out := client.AuditList{Items: []client.AuditRecord{}}
+	out := api.AuditList{Items: []api.AuditRecord{}}
 	for _, rec := range recs {
-		out.Items = append(out.Items, client.AuditRecord{ID: rec.ID, At: rec.At.UTC(), Actor: rec.Actor, Action: rec.Action, RequestID: rec.RequestID, ClientRequestID: rec.ClientRequestID,
+		out.Items = append(out.Items, api.AuditRecord{ID: rec.ID, At: rec.At.UTC(), Actor: rec.Actor, Action: rec.Action, RequestID: rec.RequestID, ClientRequestID: rec.ClientRequestID,
 			Target: rec.Target, RemoteAddr: rec.RemoteAddr, Detail: rec.Detail})
 	}
 	if more {
@@ -201,7 +201,7 @@ func (a *API) auditFollow(w http.ResponseWriter, r *http.Request, p *auth.Princi
 			return nil
 		}
 		for _, rec := range recs {
-			b, err := json.Marshal(watchEvent{Type: "ADDED", Object: client.AuditRecord{ID: rec.ID, At: rec.At.UTC(), Actor: rec.Actor, Action: rec.Action,
+			b, err := json.Marshal(watchEvent{Type: "ADDED", Object: api.AuditRecord{ID: rec.ID, At: rec.At.UTC(), Actor: rec.Actor, Action: rec.Action,
 				Target: rec.Target, RemoteAddr: rec.RemoteAddr, RequestID: rec.RequestID, ClientRequestID: rec.ClientRequestID, Detail: rec.Detail, Cursor: rec.Cursor.String()}})
 			if err != nil {
 				return nil

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/metadata"
@@ -83,7 +83,7 @@ func (a *API) watchList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	ctx := r.Context()
 	var (
 		from    int64
-		initial []client.Object
+		initial []api.Object
 	)
 	switch raw := r.URL.Query().Get("resourceVersion"); raw {
 	case "", "0":

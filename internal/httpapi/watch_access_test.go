@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/httpapi"
@@ -54,7 +55,7 @@ func TestWatchEndsWhenTokenRevoked(t *testing.T) {
 	ctx := context.Background()
 	b := watchSetup(t, 50*time.Millisecond, time.Minute, func(o *httpapi.Options) { o.WatchRecheckInterval = 100 * time.Millisecond })
 	tok, w := watchOrgsAs(t, b, auth.CreateParams{Name: "watcher", Scopes: []string{"orgs:read:*"}})
-	_, err := b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "before"}})
+	_, err := b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "before"}})
 	require.NoError(t, err)
 	require.Equal(t, "ADDED before", eventOf(next(t, w)))
 
@@ -62,7 +63,7 @@ func TestWatchEndsWhenTokenRevoked(t *testing.T) {
 	revoked := time.Now()
 	// Past the re-check interval nothing may reach the stream any more.
 	time.Sleep(300 * time.Millisecond)
-	_, err = b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "after"}})
+	_, err = b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "after"}})
 	require.NoError(t, err)
 	var ce *client.Error
 	for {
@@ -100,7 +101,7 @@ func TestWatchMaxDuration(t *testing.T) {
 	ctx := context.Background()
 	b := watchSetup(t, 50*time.Millisecond, time.Minute, func(o *httpapi.Options) { o.WatchMaxDuration = 300 * time.Millisecond })
 	orgs := b.admin.Orgs()
-	_, err := orgs.Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "a"}})
+	_, err := orgs.Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "a"}})
 	require.NoError(t, err)
 	start := time.Now()
 	w, err := orgs.Watch(ctx, client.WatchOptions{})
@@ -114,7 +115,7 @@ func TestWatchMaxDuration(t *testing.T) {
 			break
 		}
 		last = ev.Object.Metadata.ResourceVersion
-		if ev.Type != client.EventBookmark {
+		if ev.Type != api.EventBookmark {
 			seen = append(seen, eventOf(ev))
 		}
 	}
@@ -126,7 +127,7 @@ func TestWatchMaxDuration(t *testing.T) {
 
 	// Changes made while no stream is open arrive, once each, on the resumed one.
 	for _, n := range []string{"b", "c"} {
-		_, err := orgs.Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: n}})
+		_, err := orgs.Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: n}})
 		require.NoError(t, err)
 	}
 	w, err = orgs.Watch(ctx, client.WatchOptions{ResourceVersion: last})
@@ -139,7 +140,7 @@ func TestWatchMaxDuration(t *testing.T) {
 			require.ErrorIs(t, err, io.EOF)
 			break
 		}
-		if ev.Type != client.EventBookmark {
+		if ev.Type != api.EventBookmark {
 			seen = append(seen, eventOf(ev))
 		}
 	}
@@ -188,12 +189,12 @@ func TestWatchBeyondHead(t *testing.T) {
 	// A version that commits during the wait: the watch starts and sees what follows.
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		_, _ = b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "soon"}})
+		_, _ = b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "soon"}})
 	}()
 	w, err := b.admin.Orgs().Watch(ctx, client.WatchOptions{ResourceVersion: strconv.FormatInt(head+1, 10)})
 	require.NoError(t, err)
 	defer w.Close()
-	_, err = b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "later"}})
+	_, err = b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "later"}})
 	require.NoError(t, err)
 	ev := next(t, w)
 	require.Equal(t, "ADDED later", eventOf(ev))
@@ -215,13 +216,13 @@ func TestWatchRevokedHereGetsNoFurtherEvent(t *testing.T) {
 	ctx := context.Background()
 	b := watchSetup(t, time.Minute, time.Minute, func(o *httpapi.Options) { o.WatchRecheckInterval = time.Minute })
 	tok, w := watchOrgsAs(t, b, auth.CreateParams{Name: "watcher", Scopes: []string{"orgs:read:*"}})
-	_, err := b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "before"}})
+	_, err := b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "before"}})
 	require.NoError(t, err)
 	require.Equal(t, "ADDED before", eventOf(next(t, w)))
 
 	// Revoked through this replica's API, then an event at once.
 	require.NoError(t, b.admin.TokenRevoke(ctx, tok.ID))
-	_, err = b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "after"}})
+	_, err = b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "after"}})
 	require.NoError(t, err)
 	start := time.Now()
 	var ce *client.Error

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
@@ -49,7 +50,7 @@ func TestWatchInitialEventsAskEndedHere(t *testing.T) {
 	waitIndex(t, ix)
 	admin, err := client.New(srv.URL, secret, nil)
 	require.NoError(t, err)
-	_, err = admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "before"}})
+	_, err = admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "before"}})
 	require.NoError(t, err)
 
 	cc := newConsoleClient(t, srv.URL)

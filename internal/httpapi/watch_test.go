@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/client"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
@@ -87,7 +88,7 @@ const eventWait = 20 * time.Second
 
 // nextOrEnd returns w's next event or how the stream ended. When nothing arrives within
 // eventWait it closes w and fails the test.
-func nextOrEnd(t *testing.T, w *client.Watcher) (client.Event, error) {
+func nextOrEnd(t *testing.T, w *client.Watcher) (api.Event, error) {
 	t.Helper()
 	timer := time.AfterFunc(eventWait, func() { w.Close() })
 	ev, err := w.Next()
@@ -99,18 +100,18 @@ func nextOrEnd(t *testing.T, w *client.Watcher) (client.Event, error) {
 
 // next returns the next event that is not a BOOKMARK, failing the test when none (or an
 // error) comes within eventWait of the previous.
-func next(t *testing.T, w *client.Watcher) client.Event {
+func next(t *testing.T, w *client.Watcher) api.Event {
 	t.Helper()
 	for {
 		ev, err := nextOrEnd(t, w)
 		require.NoError(t, err)
-		if ev.Type != client.EventBookmark {
+		if ev.Type != api.EventBookmark {
 			return ev
 		}
 	}
 }
 
-func eventOf(ev client.Event) string { return ev.Type + " " + ev.Object.Metadata.Name }
+func eventOf(ev api.Event) string { return ev.Type + " " + ev.Object.Metadata.Name }
 
 // TestWatchStartsWithCurrentObjects: without a resourceVersion the stream starts with every
 // current object as ADDED, then sends the changes, each with its resourceVersion.
@@ -120,7 +121,7 @@ func TestWatchStartsWithCurrentObjects(t *testing.T) {
 	b := watchSetup(t, time.Hour, time.Minute)
 	orgs := b.admin.Orgs()
 	for _, n := range []string{"b", "a"} {
-		_, err := orgs.Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: n}})
+		_, err := orgs.Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: n}})
 		require.NoError(t, err)
 	}
 	w, err := orgs.Watch(ctx, client.WatchOptions{})
@@ -129,7 +130,7 @@ func TestWatchStartsWithCurrentObjects(t *testing.T) {
 	require.Equal(t, "ADDED a", eventOf(next(t, w)))
 	require.Equal(t, "ADDED b", eventOf(next(t, w)))
 
-	c, err := orgs.Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "c"}})
+	c, err := orgs.Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "c"}})
 	require.NoError(t, err)
 	_, err = orgs.Patch(ctx, "a", []byte(`{"metadata":{"labels":{"x":"1"}}}`))
 	require.NoError(t, err)
@@ -159,7 +160,7 @@ func TestWatchSelectorEnterAndLeave(t *testing.T) {
 	b := watchSetup(t, time.Hour, time.Minute)
 	orgs := b.admin.Orgs()
 	for n, env := range map[string]string{"p": "prod", "d": "dev"} {
-		_, err := orgs.Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: n, Labels: map[string]string{"env": env}}})
+		_, err := orgs.Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: n, Labels: map[string]string{"env": env}}})
 		require.NoError(t, err)
 	}
 	w, err := orgs.Watch(ctx, client.WatchOptions{LabelSelector: "env=prod"})
@@ -197,7 +198,7 @@ func TestWatchBookmarksOutliveServerTimeouts(t *testing.T) {
 	ctx := context.Background()
 	b := watchSetup(t, 200*time.Millisecond, time.Second)
 	orgs := b.admin.Orgs()
-	first, err := orgs.Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "first"}})
+	first, err := orgs.Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "first"}})
 	require.NoError(t, err)
 	w, err := orgs.Watch(ctx, client.WatchOptions{ResourceVersion: first.Metadata.ResourceVersion})
 	require.NoError(t, err)
@@ -207,7 +208,7 @@ func TestWatchBookmarksOutliveServerTimeouts(t *testing.T) {
 	for time.Since(began) < 3*time.Second {
 		ev, err := nextOrEnd(t, w)
 		require.NoError(t, err)
-		require.Equal(t, client.EventBookmark, ev.Type)
+		require.Equal(t, api.EventBookmark, ev.Type)
 		require.Equal(t, "Org", ev.Object.Kind)
 		rv, err := strconv.ParseInt(ev.Object.Metadata.ResourceVersion, 10, 64)
 		require.NoError(t, err)
@@ -216,7 +217,7 @@ func TestWatchBookmarksOutliveServerTimeouts(t *testing.T) {
 		bookmarks++
 	}
 	require.Greater(t, bookmarks, 1)
-	later, err := orgs.Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "later"}})
+	later, err := orgs.Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "later"}})
 	require.NoError(t, err)
 	ev := next(t, w)
 	require.Equal(t, "ADDED later", eventOf(ev))
@@ -225,7 +226,7 @@ func TestWatchBookmarksOutliveServerTimeouts(t *testing.T) {
 	for {
 		ev, err := nextOrEnd(t, w)
 		require.NoError(t, err)
-		if ev.Type == client.EventBookmark {
+		if ev.Type == api.EventBookmark {
 			require.Equal(t, later.Metadata.ResourceVersion, ev.Object.Metadata.ResourceVersion)
 			break
 		}
@@ -246,9 +247,9 @@ func TestWatchRefusals(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", q, body)
 		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
 	}
-	old, err := b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "old"}})
+	old, err := b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "old"}})
 	require.NoError(t, err)
-	_, err = b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "newer"}})
+	_, err = b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "newer"}})
 	require.NoError(t, err)
 	_, err = resource.PruneChanges(ctx, b.db, time.Now().Add(time.Hour), 100)
 	require.NoError(t, err)
@@ -272,7 +273,7 @@ func TestWatchHonoursTokenScope(t *testing.T) {
 	_, secret, err := b.tokens.Create(ctx, auth.AuditActor{Actor: "test"}, auth.CreateParams{Name: "a-only", Scopes: []string{"orgs:read:a*"}})
 	require.NoError(t, err)
 	for _, n := range []string{"a1", "b1"} {
-		_, err := b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: n}})
+		_, err := b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: n}})
 		require.NoError(t, err)
 	}
 	c, err := client.New(b.srv.URL, secret, nil)
@@ -282,7 +283,7 @@ func TestWatchHonoursTokenScope(t *testing.T) {
 	defer w.Close()
 	require.Equal(t, "ADDED a1", eventOf(next(t, w)))
 	for _, n := range []string{"b2", "a2"} {
-		_, err := b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: n}})
+		_, err := b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: n}})
 		require.NoError(t, err)
 	}
 	require.Equal(t, "ADDED a2", eventOf(next(t, w)))
@@ -293,7 +294,7 @@ func TestWatchStreamFormat(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := watchSetup(t, time.Hour, time.Minute)
-	_, err := b.admin.Orgs().Create(ctx, client.Object{Metadata: client.ObjectMeta{Name: "x"}})
+	_, err := b.admin.Orgs().Create(ctx, api.Object{Metadata: api.ObjectMeta{Name: "x"}})
 	require.NoError(t, err)
 	resp, err := http.DefaultClient.Do(authed(t, b, "/v1/orgs?watch=true"))
 	require.NoError(t, err)
@@ -305,7 +306,7 @@ func TestWatchStreamFormat(t *testing.T) {
 	var ev map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(line, &ev))
 	require.JSONEq(t, `"ADDED"`, string(ev["type"]))
-	var obj client.Object
+	var obj api.Object
 	require.NoError(t, json.Unmarshal(ev["object"], &obj))
 	require.Equal(t, "x", obj.Metadata.Name)
 }
@@ -333,14 +334,14 @@ func TestWatchEndsWithErrorEvent(t *testing.T) {
 	defer w.Close()
 	ev, err := nextOrEnd(t, w)
 	require.NoError(t, err)
-	require.Equal(t, client.EventBookmark, ev.Type)
+	require.Equal(t, api.EventBookmark, ev.Type)
 	b.stopHub()
 	for n := 0; ; n++ {
 		ev, err = nextOrEnd(t, w)
 		if err != nil {
 			break
 		}
-		require.Equal(t, client.EventBookmark, ev.Type)
+		require.Equal(t, api.EventBookmark, ev.Type)
 		require.Less(t, n, 1000, "the stream goes on sending bookmarks instead of ending")
 	}
 	var ce *client.Error

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/resource"
 )
@@ -44,7 +44,7 @@ func benchWrites(b *testing.B, kind, org string) {
 	r := setup(b)
 	ctx := context.Background()
 	if kind == "Database" {
-		_, err := r.kinds.Register(ctx, admin, "Database", client.KindRequest{Scope: "org", Schema: json.RawMessage(benchSchema)}, false)
+		_, err := r.kinds.Register(ctx, admin, "Database", api.KindRequest{Scope: "org", Schema: json.RawMessage(benchSchema)}, false)
 		require.NoError(b, err)
 	}
 	ref := resource.Ref{Kind: kind, Org: org, Name: "bench"}
@@ -79,7 +79,7 @@ FROM generate_series(1, $1::int) g;
 func BenchmarkRegisterScan100k(b *testing.B) {
 	r := setup(b)
 	ctx := context.Background()
-	_, err := r.kinds.Register(ctx, admin, "Database", client.KindRequest{Scope: "org", Schema: json.RawMessage(benchSchema)}, false)
+	_, err := r.kinds.Register(ctx, admin, "Database", api.KindRequest{Scope: "org", Schema: json.RawMessage(benchSchema)}, false)
 	require.NoError(b, err)
 	_, err = r.d.Exec(ctx, benchQueries.Get("BenchInsertObjects"), 100000, benchSpec(1))
 	require.NoError(b, err)
@@ -89,7 +89,7 @@ func BenchmarkRegisterScan100k(b *testing.B) {
 	next, _ := json.Marshal(tight)
 	b.ResetTimer()
 	for b.Loop() {
-		res, err := r.kinds.Register(ctx, admin, "Database", client.KindRequest{Schema: next}, true)
+		res, err := r.kinds.Register(ctx, admin, "Database", api.KindRequest{Schema: next}, true)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -34,7 +34,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -406,15 +406,15 @@ func (s *Service) Present(ctx context.Context, qr db.Querier, kind string, spec 
 }
 
 // List returns every kind, built-in ones included.
-func (s *Service) List(ctx context.Context) ([]client.KindInfo, error) {
+func (s *Service) List(ctx context.Context) ([]api.KindInfo, error) {
 	rows, err := s.db.Query(ctx, q.Get("KindList"))
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := []client.KindInfo{}
+	out := []api.KindInfo{}
 	for rows.Next() {
-		var k client.KindInfo
+		var k api.KindInfo
 		if err := rows.Scan(&k.Name, &k.Scope, &k.Builtin, &k.Revision, &k.CreatedAt, &k.UpdatedAt); err != nil {
 			return nil, err
 		}
@@ -425,8 +425,8 @@ func (s *Service) List(ctx context.Context) ([]client.KindInfo, error) {
 }
 
 // Get returns one kind with its current schema.
-func (s *Service) Get(ctx context.Context, name string) (client.KindInfo, error) {
-	k := client.KindInfo{Name: name}
+func (s *Service) Get(ctx context.Context, name string) (api.KindInfo, error) {
+	k := api.KindInfo{Name: name}
 	err := s.db.QueryRow(ctx, q.Get("KindGet"), name).Scan(&k.Scope, &k.Builtin, &k.Revision, &k.CreatedAt, &k.UpdatedAt)
 	if errors.Is(err, db.ErrNotFound) {
 		return k, fault.NotFound("kind %q is not registered", fault.Truncate(name, 80))
@@ -441,15 +441,15 @@ func (s *Service) Get(ctx context.Context, name string) (client.KindInfo, error)
 }
 
 // Revisions returns every revision of a kind, oldest first.
-func (s *Service) Revisions(ctx context.Context, name string) ([]client.KindRevision, error) {
+func (s *Service) Revisions(ctx context.Context, name string) ([]api.KindRevision, error) {
 	rows, err := s.db.Query(ctx, q.Get("KindRevisions"), name)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := []client.KindRevision{}
+	out := []api.KindRevision{}
 	for rows.Next() {
-		r := client.KindRevision{Kind: name}
+		r := api.KindRevision{Kind: name}
 		var doc, report []byte
 		if err := rows.Scan(&r.Revision, &doc, &report, &r.CreatedBy, &r.CreatedAt); err != nil {
 			return nil, err
@@ -484,8 +484,8 @@ func (s *Service) scopeOf(ctx context.Context, name string) (string, error) {
 }
 
 // Revision returns one revision of a kind.
-func (s *Service) Revision(ctx context.Context, name string, n int) (client.KindRevision, error) {
-	r := client.KindRevision{Kind: name, Revision: n}
+func (s *Service) Revision(ctx context.Context, name string, n int) (api.KindRevision, error) {
+	r := api.KindRevision{Kind: name, Revision: n}
 	var doc, report []byte
 	err := s.db.QueryRow(ctx, q.Get("KindRevisionGet"), name, n).Scan(&doc, &report, &r.CreatedBy, &r.CreatedAt)
 	if errors.Is(err, db.ErrNotFound) {
@@ -528,7 +528,7 @@ func (s *Service) EnsureBuiltin(ctx context.Context) error {
 		if exists {
 			continue
 		}
-		res, err := s.register(ctx, auth.AuditActor{Actor: "strata"}, name, client.KindRequest{Schema: doc}, false, true)
+		res, err := s.register(ctx, auth.AuditActor{Actor: "strata"}, name, api.KindRequest{Schema: doc}, false, true)
 		if err != nil {
 			return fmt.Errorf("register the built-in schema of %s: %w", name, err)
 		}
@@ -542,18 +542,18 @@ func (s *Service) EnsureBuiltin(ctx context.Context) error {
 // identical schema is no new revision (Unchanged); a rejected or unacknowledged change is a
 // 409 whose problem document carries the report. Built-in kinds evolve with strata
 // releases and cannot be registered through the API.
-func (s *Service) Register(ctx context.Context, actor auth.AuditActor, name string, req client.KindRequest, dryRun bool) (client.KindResult, error) {
+func (s *Service) Register(ctx context.Context, actor auth.AuditActor, name string, req api.KindRequest, dryRun bool) (api.KindResult, error) {
 	if slices.Contains(Builtin, name) {
-		return client.KindResult{}, fault.Conflict("%s is a built-in kind: its schema evolves with strata releases, not through the API", name)
+		return api.KindResult{}, fault.Conflict("%s is a built-in kind: its schema evolves with strata releases, not through the API", name)
 	}
 	if err := ValidateKindName(name); err != nil {
-		return client.KindResult{}, err
+		return api.KindResult{}, err
 	}
 	return s.register(ctx, actor, name, req, dryRun, false)
 }
 
-func (s *Service) register(ctx context.Context, actor auth.AuditActor, name string, req client.KindRequest, dryRun, builtin bool) (client.KindResult, error) {
-	res := client.KindResult{Kind: name, DryRun: dryRun, Report: client.KindReport{Compatible: true, Changes: []client.KindFinding{}, Against: []int{}}}
+func (s *Service) register(ctx context.Context, actor auth.AuditActor, name string, req api.KindRequest, dryRun, builtin bool) (api.KindResult, error) {
+	res := api.KindResult{Kind: name, DryRun: dryRun, Report: api.KindReport{Compatible: true, Changes: []api.KindFinding{}, Against: []int{}}}
 	if req.Scope != "" && req.Scope != "org" && req.Scope != "global" {
 		return res, fault.UnprocessableFields("invalid kind", []fault.FieldError{{Field: "/scope", Message: fmt.Sprintf("scope must be \"org\" or \"global\", not %q", fault.Truncate(req.Scope, 40))}})
 	}
@@ -637,7 +637,7 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 			}
 			res.Scope, res.Revision = req.Scope, 1
 			for _, a := range req.Acknowledge {
-				res.Report.RedundantAcks = append(res.Report.RedundantAcks, client.KindRedundantAck{Path: fault.Truncate(a.Path, 200), Rule: fault.Truncate(a.Rule, 80),
+				res.Report.RedundantAcks = append(res.Report.RedundantAcks, api.KindRedundantAck{Path: fault.Truncate(a.Path, 200), Rule: fault.Truncate(a.Rule, 80),
 					Reason: "a kind's first registration changes nothing: there is nothing to acknowledge"})
 			}
 			if dryRun {
@@ -667,7 +667,7 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 			res.Revision, res.Unchanged = cur.rev, true
 			return nil
 		}
-		var report client.KindReport
+		var report api.KindReport
 		if p, ok, err := s.recheck(ctx, tx, name, cur, next, pre); err != nil {
 			return err
 		} else if ok {
@@ -720,7 +720,7 @@ func (s *Service) register(ctx context.Context, actor auth.AuditActor, name stri
 }
 
 // refusal summarises why a report refuses a registration.
-func refusal(r client.KindReport) string {
+func refusal(r api.KindReport) string {
 	var rejected, unacked []string
 	for _, f := range r.Changes {
 		if f.Field == "" { // an unknown acknowledgement has a path but no field of the spec
@@ -744,7 +744,7 @@ func refusal(r client.KindReport) string {
 	return "the schema change is not compatible with the stored objects or their readers; " + strings.Join(parts, "; ") + " (the report says why and what to do)"
 }
 
-func (s *Service) insertRevision(ctx context.Context, tx *db.Tx, actor auth.AuditActor, name string, rev int, doc json.RawMessage, report client.KindReport) error {
+func (s *Service) insertRevision(ctx context.Context, tx *db.Tx, actor auth.AuditActor, name string, rev int, doc json.RawMessage, report api.KindReport) error {
 	rep, err := json.Marshal(report)
 	if err != nil {
 		return err
@@ -781,14 +781,14 @@ func underSchema(err error) error {
 // cannot read: against every older revision instead of the ones objects still use, and a
 // change that needs the data-aware check is a 403 naming the scope it needs — decided from
 // the schemas alone, before any object is read.
-func (s *Service) check(ctx context.Context, tx *db.Tx, name string, cur current, next *schema.Schema, acks []compat.Ack, vis visibility) (client.KindReport, error) {
+func (s *Service) check(ctx context.Context, tx *db.Tx, name string, cur current, next *schema.Schema, acks []compat.Ack, vis visibility) (api.KindReport, error) {
 	p, err := s.plan(ctx, tx, name, cur, next, acks, vis)
 	if err != nil {
-		return client.KindReport{}, err
+		return api.KindReport{}, err
 	}
 	if p.scan {
 		if err := s.scanAll(ctx, tx, name, next, p); err != nil {
-			return client.KindReport{}, err
+			return api.KindReport{}, err
 		}
 	}
 	return p.report(), nil
@@ -926,7 +926,7 @@ func (s *Service) plan(ctx context.Context, tx *db.Tx, name string, cur current,
 
 // report decides the plan on the hits found so far. Each change's sample names the first
 // affected objects by label order, so a report does not depend on where rows lie on disk.
-func (p *checkPlan) report() client.KindReport {
+func (p *checkPlan) report() api.KindReport {
 	impacts := map[int]compat.Impact{}
 	labels := slices.Sorted(maps.Keys(p.hits))
 	for _, label := range labels {
@@ -940,12 +940,12 @@ func (p *checkPlan) report() client.KindReport {
 		}
 	}
 	decided := compat.Decide(p.plain, impacts, p.acks)
-	report := client.KindReport{Compatible: decided.Compatible, Changes: []client.KindFinding{}, Scanned: p.scanned, Against: p.against}
+	report := api.KindReport{Compatible: decided.Compatible, Changes: []api.KindFinding{}, Scanned: p.scanned, Against: p.against}
 	for _, f := range decided.Changes {
-		kf := client.KindFinding{Path: f.Path, Field: f.Field, Rule: f.Rule, Row: f.Row, Verdict: string(f.Verdict), Acknowledged: f.Acknowledged,
+		kf := api.KindFinding{Path: f.Path, Field: f.Field, Rule: f.Rule, Row: f.Row, Verdict: string(f.Verdict), Acknowledged: f.Acknowledged,
 			Ack: f.Ack, Message: f.Message, WayForward: f.WayForward}
 		if f.Impact != nil {
-			kf.Impact = &client.KindImpact{Count: f.Impact.Count, Sample: f.Impact.Sample}
+			kf.Impact = &api.KindImpact{Count: f.Impact.Count, Sample: f.Impact.Sample}
 			if kf.Impact.Sample == nil {
 				kf.Impact.Sample = []string{}
 			}
@@ -970,10 +970,10 @@ func (p *checkPlan) report() client.KindReport {
 // makes it), or its verdict is accept (nothing to acknowledge) or reject (an acknowledgement
 // cannot accept it). An acknowledgement that matches no change at all is not listed here:
 // Decide reports it as a rejected unknown-acknowledgement.
-func (p *checkPlan) redundant(findings []client.KindFinding) []client.KindRedundantAck {
-	var out []client.KindRedundantAck
+func (p *checkPlan) redundant(findings []api.KindFinding) []api.KindRedundantAck {
+	var out []api.KindRedundantAck
 	for _, a := range p.acks[:p.userAcks] {
-		var matched *client.KindFinding
+		var matched *api.KindFinding
 		needed := false
 		for i, f := range findings {
 			if f.Rule == "unknown-acknowledgement" || (a.Path != f.Path && (f.Field == "" || a.Path != f.Field)) || (a.Rule != f.Ack && a.Rule != f.Rule) {
@@ -997,7 +997,7 @@ func (p *checkPlan) redundant(findings []client.KindFinding) []client.KindRedund
 		default:
 			reason = fmt.Sprintf("%s is accepted without one", what)
 		}
-		out = append(out, client.KindRedundantAck{Path: fault.Truncate(a.Path, 200), Rule: fault.Truncate(a.Rule, 80), Reason: reason})
+		out = append(out, api.KindRedundantAck{Path: fault.Truncate(a.Path, 200), Rule: fault.Truncate(a.Rule, 80), Reason: reason})
 	}
 	return out
 }

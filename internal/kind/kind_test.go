@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -47,21 +47,21 @@ func setup(t testing.TB) *replica {
 	t.Helper()
 	url := pgtest.NewDatabaseURL(t)
 	r := newReplica(t, url)
-	_, err := r.res.Create(context.Background(), resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	_, err := r.res.Create(context.Background(), resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
 	require.NoError(t, err)
 	return r
 }
 
-func register(t *testing.T, r *replica, name, scope, schema string, acks ...client.KindAck) (client.KindResult, error) {
+func register(t *testing.T, r *replica, name, scope, schema string, acks ...api.KindAck) (api.KindResult, error) {
 	t.Helper()
-	return r.kinds.Register(context.Background(), admin, name, client.KindRequest{Scope: scope, Schema: json.RawMessage(schema), Acknowledge: acks}, false)
+	return r.kinds.Register(context.Background(), admin, name, api.KindRequest{Scope: scope, Schema: json.RawMessage(schema), Acknowledge: acks}, false)
 }
 
-func obj(spec string) client.Object { return client.Object{Spec: json.RawMessage(spec)} }
+func obj(spec string) api.Object { return api.Object{Spec: json.RawMessage(spec)} }
 
 func ref(name string) resource.Ref { return resource.Ref{Kind: "Database", Org: "acme", Name: name} }
 
-func specOf(t *testing.T, o client.Object) map[string]any {
+func specOf(t *testing.T, o api.Object) map[string]any {
 	t.Helper()
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(o.Spec, &m))
@@ -69,17 +69,17 @@ func specOf(t *testing.T, o client.Object) map[string]any {
 }
 
 // reportOf returns the report a 409 carries.
-func reportOf(t *testing.T, err error) client.KindReport {
+func reportOf(t *testing.T, err error) api.KindReport {
 	t.Helper()
 	var fe *fault.Error
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, fault.KindConflict, fe.Kind, err.Error())
-	rep, ok := fe.Extensions["report"].(client.KindReport)
+	rep, ok := fe.Extensions["report"].(api.KindReport)
 	require.True(t, ok, "a refusal carries its report")
 	return rep
 }
 
-func finding(t *testing.T, rep client.KindReport, field string, row int) client.KindFinding {
+func finding(t *testing.T, rep api.KindReport, field string, row int) api.KindFinding {
 	t.Helper()
 	for _, f := range rep.Changes {
 		if f.Field == field && f.Row == row {
@@ -87,7 +87,7 @@ func finding(t *testing.T, rep client.KindReport, field string, row int) client.
 		}
 	}
 	require.Failf(t, "finding missing", "no finding for %s (row %d) in %+v", field, row, rep.Changes)
-	return client.KindFinding{}
+	return api.KindFinding{}
 }
 
 const v1 = `{"type":"object","properties":{
@@ -158,7 +158,7 @@ func TestAcceptance(t *testing.T) {
 
 	// Tightening maximum below a stored value: accepted, the object listed.
 	v4tight := `{"type":"object","required":["tier"],"properties":{"engine":{"type":"string"},"size":{"type":"integer","maximum":60},"ratio":{"type":"number"},"replicas":{"type":"integer"},"owner":{"type":"string"},"tier":{"type":"string","default":"standard"}}}`
-	dry, err := r.kinds.Register(ctx, admin, "Database", client.KindRequest{Schema: json.RawMessage(v4tight)}, true)
+	dry, err := r.kinds.Register(ctx, admin, "Database", api.KindRequest{Schema: json.RawMessage(v4tight)}, true)
 	require.NoError(t, err)
 	require.True(t, dry.DryRun)
 	require.Equal(t, 4, dry.Revision)
@@ -265,7 +265,7 @@ func TestNarrowingDoesNotRaceWrites(t *testing.T) {
 	url := pgtest.NewDatabaseURL(t)
 	a, b := newReplica(t, url), newReplica(t, url)
 	ctx := context.Background()
-	_, err := a.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	_, err := a.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
 	require.NoError(t, err)
 	_, err = register(t, a, "Database", "org", `{"type":"object","properties":{"ratio":{"type":"number"}}}`)
 	require.NoError(t, err)
@@ -343,7 +343,7 @@ func writeDuringScan(t *testing.T, unlocked bool) (error, []string) {
 	url := pgtest.NewDatabaseURL(t)
 	a, b := newReplica(t, url), newReplica(t, url)
 	ctx := context.Background()
-	_, err := a.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	_, err := a.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
 	require.NoError(t, err)
 	_, err = register(t, a, "Database", "org", `{"type":"object","properties":{"ratio":{"type":"number"}}}`)
 	require.NoError(t, err)
@@ -396,7 +396,7 @@ func writeDuringUnlockedScan(t *testing.T, recheck bool) (time.Duration, error, 
 	url := pgtest.NewDatabaseURL(t)
 	a, b := newReplica(t, url), newReplica(t, url)
 	ctx := context.Background()
-	_, err := a.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	_, err := a.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
 	require.NoError(t, err)
 	_, err = register(t, a, "Database", "org", `{"type":"object","properties":{"ratio":{"type":"number"}}}`)
 	require.NoError(t, err)
@@ -436,7 +436,7 @@ func TestWriteDuringUnlockedScan(t *testing.T) {
 	var fe *fault.Error
 	require.ErrorAs(t, err, &fe, "the re-check must see the writes")
 	require.Equal(t, fault.KindConflict, fe.Kind)
-	report := fe.Extensions["report"].(client.KindReport)
+	report := fe.Extensions["report"].(api.KindReport)
 	require.False(t, report.Compatible)
 	var samples []string
 	for _, c := range report.Changes {
@@ -456,7 +456,7 @@ func TestWriteDuringUnlockedScanControl(t *testing.T) {
 	_, err, _ := writeDuringUnlockedScan(t, false)
 	var fe *fault.Error
 	require.ErrorAs(t, err, &fe)
-	report := fe.Extensions["report"].(client.KindReport)
+	report := fe.Extensions["report"].(api.KindReport)
 	var samples []string
 	for _, c := range report.Changes {
 		if c.Impact != nil {
@@ -482,7 +482,7 @@ func TestOrgDeleteCoversUserKinds(t *testing.T) {
 	require.Equal(t, fault.KindConflict, fault.KindOf(err), "%v", err)
 	require.ErrorContains(t, err, "1 objects of other kinds")
 	require.NoError(t, r.res.Delete(ctx, org, "", true))
-	_, err = r.res.Create(ctx, org, client.Object{})
+	_, err = r.res.Create(ctx, org, api.Object{})
 	require.NoError(t, err)
 	list, _, err := r.res.List(ctx, "Database", "acme", resource.ListOptions{Filter: auth.Filter{All: true}})
 	require.NoError(t, err)
@@ -510,7 +510,7 @@ func TestReportsAskOnlyForThisRegistration(t *testing.T) {
 	f := finding(t, rep, "/spec/size", 11)
 	require.Equal(t, "acknowledge", f.Verdict)
 	require.False(t, f.Earlier)
-	res, err := register(t, r, "Database", "", v2, client.KindAck{Path: "/spec/size", Rule: "readersUpgradedFirst"})
+	res, err := register(t, r, "Database", "", v2, api.KindAck{Path: "/spec/size", Rule: "readersUpgradedFirst"})
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Revision)
 
@@ -533,6 +533,6 @@ func TestReportsAskOnlyForThisRegistration(t *testing.T) {
 	f = finding(t, rep, "/spec/note", 11)
 	require.Equal(t, "acknowledge", f.Verdict)
 	require.False(t, f.Earlier)
-	_, err = register(t, r, "Database", "", v4, client.KindAck{Path: "/properties/note", Rule: "readersUpgradedFirst"})
+	_, err = register(t, r, "Database", "", v4, api.KindAck{Path: "/properties/note", Rule: "readersUpgradedFirst"})
 	require.NoError(t, err, "the schema pointer form still works")
 }

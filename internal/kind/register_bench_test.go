@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/resource"
 )
 
@@ -22,7 +22,7 @@ import (
 func BenchmarkWritesDuringRegistration100k(b *testing.B) {
 	r := setup(b)
 	ctx := context.Background()
-	_, err := r.kinds.Register(ctx, admin, "Database", client.KindRequest{Scope: "org", Schema: json.RawMessage(benchSchema)}, false)
+	_, err := r.kinds.Register(ctx, admin, "Database", api.KindRequest{Scope: "org", Schema: json.RawMessage(benchSchema)}, false)
 	require.NoError(b, err)
 	_, err = r.d.Exec(ctx, benchQueries.Get("BenchInsertObjects"), 100000, benchSpec(1))
 	require.NoError(b, err)
@@ -38,7 +38,7 @@ func BenchmarkWritesDuringRegistration100k(b *testing.B) {
 		done := make(chan error, 1)
 		start := time.Now()
 		go func() {
-			_, err := r.kinds.Register(ctx, admin, "Database", client.KindRequest{Schema: doc}, false)
+			_, err := r.kinds.Register(ctx, admin, "Database", api.KindRequest{Schema: doc}, false)
 			done <- err
 		}()
 		for w := 0; ; w++ {

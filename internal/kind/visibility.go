@@ -4,7 +4,7 @@ import (
 	"context"
 	"strings"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 )
 
@@ -59,16 +59,16 @@ func (v visibility) canRead(ctx context.Context, scope, label string) bool {
 // filterReport keeps, of a stored report, what the caller may read: the affected objects of
 // orgs (or global names) it can read, their count, and no total of objects scanned. Filtered
 // says the report is cut so.
-func (v visibility) filterReport(ctx context.Context, scope string, r client.KindReport) client.KindReport {
+func (v visibility) filterReport(ctx context.Context, scope string, r api.KindReport) api.KindReport {
 	if v.all(scope) && v.allHeld {
 		return r
 	}
 	out := r
 	out.Filtered, out.Scanned = true, 0
-	out.Changes = make([]client.KindFinding, len(r.Changes))
+	out.Changes = make([]api.KindFinding, len(r.Changes))
 	for i, f := range r.Changes {
 		if f.Impact != nil {
-			im := client.KindImpact{Sample: []string{}}
+			im := api.KindImpact{Sample: []string{}}
 			for _, label := range f.Impact.Sample {
 				if v.canRead(ctx, scope, label) {
 					im.Sample = append(im.Sample, label)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/pgtest"
 	"github.com/stratahq/strata/internal/pillar"
@@ -55,11 +55,11 @@ func (r *replica) port(t *testing.T) string {
 func seedAcme(t *testing.T, r *replica) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := r.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	_, err := r.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
 	require.NoError(t, err)
 	_, err = r.res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", nil))
 	require.NoError(t, err)
-	_, err = r.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, client.Object{Spec: json.RawMessage(`{"selector":"role=web"}`)})
+	_, err = r.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, api.Object{Spec: json.RawMessage(`{"selector":"role=web"}`)})
 	require.NoError(t, err)
 }
 
@@ -101,7 +101,7 @@ func TestCacheInvalidatedAcrossReplicas(t *testing.T) {
 		_, err := b.res.Patch(ctx, resource.Ref{Kind: resource.KindNode, Name: "web01"}, []byte(`{"metadata":{"labels":{"role":"web"}}}`))
 		require.NoError(t, err)
 	})
-	_, err = b.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "zz"}, client.Object{Spec: json.RawMessage(`{"priority": 9}`)})
+	_, err = b.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "zz"}, api.Object{Spec: json.RawMessage(`{"priority": 9}`)})
 	require.NoError(t, err)
 	_, _, err = b.svc.Put(ctx, pillar.Target{Kind: "group", Org: "acme", Group: "zz"}, "app", obj(t, `{"port": 4}`), "", "t")
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestCacheUnsubscribedServesNothing(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewDatabaseURL(t)
 	a := newReplica(t, url)
-	_, err := a.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	_, err := a.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
 	require.NoError(t, err)
 	_, err = a.res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", nil))
 	require.NoError(t, err)
@@ -153,7 +153,7 @@ func TestCacheInvalidatedByPlainSQL(t *testing.T) {
 	url := pgtest.NewDatabaseURL(t)
 	a, b := newReplica(t, url), newReplica(t, url)
 	seedAcme(t, b)
-	_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "zz"}, client.Object{Spec: json.RawMessage(`{"priority": 9}`)})
+	_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "zz"}, api.Object{Spec: json.RawMessage(`{"priority": 9}`)})
 	require.NoError(t, err)
 	_, _, err = b.svc.Put(ctx, pillar.Global, "app", obj(t, `{"port": 1}`), "", "t")
 	require.NoError(t, err)
@@ -195,14 +195,14 @@ func TestCacheInvalidationIsScoped(t *testing.T) {
 	url := pgtest.NewDatabaseURL(t)
 	a, b := newReplica(t, url), newReplica(t, url)
 	for _, org := range []string{"acme", "other"} {
-		_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: org}, client.Object{})
+		_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: org}, api.Object{})
 		require.NoError(t, err)
 	}
 	for _, n := range []struct{ name, org string }{{"web01", "acme"}, {"web02", "acme"}, {"db01", "other"}, {"sentinel", "other"}} {
 		_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: n.name}, node(n.org, map[string]string{"role": "web"}))
 		require.NoError(t, err)
 	}
-	_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, client.Object{Spec: json.RawMessage(`{"selector":"role=web"}`)})
+	_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, api.Object{Spec: json.RawMessage(`{"selector":"role=web"}`)})
 	require.NoError(t, err)
 	nodes := []string{"web01", "web02", "db01"}
 	render := func(n string) map[string]any {

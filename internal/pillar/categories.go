@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -37,7 +37,7 @@ import (
 // bindings through kind.Service.Hold, exclusive by a registration), then the rows.
 
 // Category is a category's properties and row count (the wire type of the public client).
-type Category = client.PillarCategory
+type Category = api.PillarCategory
 
 // CategoryViolation is a stored row a binding found invalid under the kind's schema.
 type CategoryViolation struct {
@@ -230,7 +230,7 @@ func (s *Service) rewrite(ctx context.Context, tx *db.Tx, r heldRow, data []byte
 // binding (409 listing the rows the caller may read, counting the others); rows whose
 // presentation differs (defaults, aliases) are rewritten. created reports a new properties
 // row.
-func (s *Service) SetCategory(ctx context.Context, category string, req client.PillarCategoryRequest, actor string) (Category, bool, error) {
+func (s *Service) SetCategory(ctx context.Context, category string, req api.PillarCategoryRequest, actor string) (Category, bool, error) {
 	return s.SetCategoryIf(ctx, category, req, "", actor)
 }
 
@@ -245,7 +245,7 @@ func CategoryETag(c Category) string {
 
 // SetCategoryIf is SetCategory if the properties' ETag (CategoryETag) is still ifMatch: a
 // 412 otherwise, nothing changed. "" sets them unconditionally.
-func (s *Service) SetCategoryIf(ctx context.Context, category string, req client.PillarCategoryRequest, ifMatch, actor string) (Category, bool, error) {
+func (s *Service) SetCategoryIf(ctx context.Context, category string, req api.PillarCategoryRequest, ifMatch, actor string) (Category, bool, error) {
 	if err := ValidateCategory(category); err != nil {
 		return Category{}, false, err
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/kind"
@@ -34,7 +34,7 @@ func setupTyped(t *testing.T) *typed {
 	t.Helper()
 	b := emptyTyped(t)
 	ctx := context.Background()
-	_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	_, err := b.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
 	require.NoError(t, err)
 	for _, n := range []string{"web01", "web02"} {
 		_, err = b.res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: n}, node("acme", nil))
@@ -49,15 +49,15 @@ func boundNtp(t *testing.T) *typed {
 	b := setupTyped(t)
 	_, err := b.register(t, ntpV1)
 	require.NoError(t, err)
-	_, _, err = b.svc.SetCategory(context.Background(), "ntp", client.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
+	_, _, err = b.svc.SetCategory(context.Background(), "ntp", api.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
 	require.NoError(t, err)
 	return b
 }
 
-func (b *typed) register(t *testing.T, schema string, acks ...client.KindAck) (client.KindResult, error) {
+func (b *typed) register(t *testing.T, schema string, acks ...api.KindAck) (api.KindResult, error) {
 	t.Helper()
 	return b.kinds.Register(context.Background(), auth.AuditActor{Actor: "test"}, "NtpFormula",
-		client.KindRequest{Scope: "global", Schema: json.RawMessage(schema), Acknowledge: acks}, false)
+		api.KindRequest{Scope: "global", Schema: json.RawMessage(schema), Acknowledge: acks}, false)
 }
 
 func faultOf(t *testing.T, err error, kind fault.Kind) *fault.Error {
@@ -102,7 +102,7 @@ func TestTypedCategory(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = b.svc.Put(ctx, web02, "ntp", obj(t, `{"servers":"b"}`), "", "t")
 	require.NoError(t, err)
-	_, _, err = b.svc.SetCategory(ctx, "ntp", client.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
+	_, _, err = b.svc.SetCategory(ctx, "ntp", api.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
 	fe := faultOf(t, err, fault.KindConflict)
 	viols := fe.Extensions["violations"].([]pillar.CategoryViolation)
 	require.Equal(t, []pillar.CategoryViolation{{Target: "node/web02", Field: "/servers", Message: viols[0].Message}}, viols)
@@ -111,14 +111,14 @@ func TestTypedCategory(t *testing.T) {
 	require.Empty(t, c.Kind, "a refused binding binds nothing")
 
 	// Unknown kinds and built-in kinds are a 422 on /kind.
-	_, _, err = b.svc.SetCategory(ctx, "ntp", client.PillarCategoryRequest{Kind: "Nope"}, "t")
+	_, _, err = b.svc.SetCategory(ctx, "ntp", api.PillarCategoryRequest{Kind: "Nope"}, "t")
 	require.Equal(t, "/kind", faultOf(t, err, fault.KindUnprocessable).Fields[0].Field)
-	_, _, err = b.svc.SetCategory(ctx, "ntp", client.PillarCategoryRequest{Kind: "Node"}, "t")
+	_, _, err = b.svc.SetCategory(ctx, "ntp", api.PillarCategoryRequest{Kind: "Node"}, "t")
 	require.Equal(t, "/kind", faultOf(t, err, fault.KindUnprocessable).Fields[0].Field)
 
 	_, _, err = b.svc.Put(ctx, web02, "ntp", obj(t, `{"servers":["b","c","d"]}`), "", "t")
 	require.NoError(t, err)
-	c, created, err := b.svc.SetCategory(ctx, "ntp", client.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
+	c, created, err := b.svc.SetCategory(ctx, "ntp", api.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
 	require.NoError(t, err)
 	require.True(t, created, "the refused attempt left no properties")
 	require.Equal(t, "NtpFormula", c.Kind)
@@ -163,7 +163,7 @@ func TestTypedCategory(t *testing.T) {
 	narrow := ntpSchema(17, "integer", `"iburst":{"type":"boolean","default":true}`)
 	res, err := b.register(t, narrow)
 	require.Error(t, err, "%+v", res)
-	rep := faultOf(t, err, fault.KindConflict).Extensions["report"].(client.KindReport)
+	rep := faultOf(t, err, fault.KindConflict).Extensions["report"].(api.KindReport)
 	found := false
 	for _, f := range rep.Changes {
 		if f.Impact != nil {
@@ -332,11 +332,11 @@ func TestTypedCategoryIsolation(t *testing.T) {
 
 	limited := principal(t, ctx, "kinds:write:*", "kinds:read:*", "resources:read:*", "pillars:read:node/web01")
 	tighten := ntpSchema(12, "number")
-	_, err = b.kinds.Register(limited, auth.AuditActor{Actor: "limited"}, "NtpFormula", client.KindRequest{Schema: json.RawMessage(tighten)}, false)
+	_, err = b.kinds.Register(limited, auth.AuditActor{Actor: "limited"}, "NtpFormula", api.KindRequest{Schema: json.RawMessage(tighten)}, false)
 	fe := faultOf(t, err, fault.KindForbidden)
 	require.Contains(t, fe.Detail, "pillars:read:*")
 	optional := ntpSchema(17, "number", `"note":{"type":"string"}`)
-	_, err = b.kinds.Register(limited, auth.AuditActor{Actor: "limited"}, "NtpFormula", client.KindRequest{Schema: json.RawMessage(optional)}, false)
+	_, err = b.kinds.Register(limited, auth.AuditActor{Actor: "limited"}, "NtpFormula", api.KindRequest{Schema: json.RawMessage(optional)}, false)
 	require.NoError(t, err, "a change that needs no data needs no pillar scope")
 
 	// The tightening by a full reader lists node/web02's row; the limited reader's view of
@@ -366,7 +366,7 @@ func TestImportSecretRowRefusalQuotesNoValue(t *testing.T) {
 	ctx := context.Background()
 	_, err := b.register(t, ntpSchema(17, "number", `"key":{"type":"string","pattern":"^[a-f0-9]+$"}`))
 	require.NoError(t, err)
-	_, _, err = b.svc.SetCategory(ctx, "ntp", client.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
+	_, _, err = b.svc.SetCategory(ctx, "ntp", api.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
 	require.NoError(t, err)
 	plan := func(secret bool) sls.Plan {
 		return sls.Plan{Env: "base", Unsupported: []sls.Unsupported{}, Rows: []sls.Row{{
@@ -398,18 +398,18 @@ func TestTypedSecretCategoryNoOracle(t *testing.T) {
 	ctx := principal(t, context.Background(), "admin")
 	_, _, err := b.svc.Put(ctx, web02, "ntp", obj(t, `{"servers":["b"],"maxpoll":15}`), "", "t")
 	require.NoError(t, err)
-	_, _, err = b.svc.SetCategory(ctx, "ntp", client.PillarCategoryRequest{Kind: "NtpFormula", Secret: true}, "t")
+	_, _, err = b.svc.SetCategory(ctx, "ntp", api.PillarCategoryRequest{Kind: "NtpFormula", Secret: true}, "t")
 	require.NoError(t, err)
 	_, _, err = b.svc.Put(ctx, web02, "ntp", obj(t, `{"servers":[]}`), "", "t")
 	require.Equal(t, fault.KindUnprocessable, fault.KindOf(err), "the kind validates a secret category's writes")
 
 	reader := principal(t, context.Background(), "kinds:write:*", "kinds:read:*", "resources:read:*", "pillars:read:*")
-	_, err = b.kinds.Register(reader, auth.AuditActor{Actor: "reader"}, "NtpFormula", client.KindRequest{Schema: json.RawMessage(ntpSchema(12, "number"))}, false)
+	_, err = b.kinds.Register(reader, auth.AuditActor{Actor: "reader"}, "NtpFormula", api.KindRequest{Schema: json.RawMessage(ntpSchema(12, "number"))}, false)
 	fe := faultOf(t, err, fault.KindForbidden)
 	require.Contains(t, fe.Detail, "pillars:read-secrets:*")
 
 	full := principal(t, context.Background(), "kinds:write:*", "kinds:read:*", "resources:read:*", "pillars:read:*", "pillars:read-secrets:*")
-	res, err := b.kinds.Register(full, auth.AuditActor{Actor: "full"}, "NtpFormula", client.KindRequest{Schema: json.RawMessage(ntpSchema(12, "number"))}, false)
+	res, err := b.kinds.Register(full, auth.AuditActor{Actor: "full"}, "NtpFormula", api.KindRequest{Schema: json.RawMessage(ntpSchema(12, "number"))}, false)
 	require.NoError(t, err)
 	require.Contains(t, res.Report.Changes[0].Impact.Sample, kind.HeldLabel("node/web02/ntp"), "the check read the sealed row's maxpoll 15 > 12")
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
@@ -19,7 +19,7 @@ func TestSaltCredentials(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
 	b.mk(t, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", nil))
 	_, _, err := b.svc.Put(ctx, pillar.Global, "app", obj(t, `{"port": 80}`), "", "t")
 	require.NoError(t, err)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/pillar/merge"
 	"github.com/stratahq/strata/internal/pillar/sls"
@@ -189,7 +189,7 @@ func TestExportRoundTrip(t *testing.T) {
 	a := setup(t)
 	r := rand.New(rand.NewPCG(19, 3))
 	for _, org := range []string{"acme", "beta"} {
-		a.mk(t, resource.Ref{Kind: resource.KindOrg, Name: org}, client.Object{})
+		a.mk(t, resource.Ref{Kind: resource.KindOrg, Name: org}, api.Object{})
 	}
 	var nodes []string
 	for i := range 12 {
@@ -202,15 +202,15 @@ func TestExportRoundTrip(t *testing.T) {
 		a.mk(t, resource.Ref{Kind: resource.KindNode, Name: name}, node(org, map[string]string{"role": role}))
 		nodes = append(nodes, name)
 	}
-	a.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "static"}, client.Object{Spec: json.RawMessage(`{"priority": 10}`)})
+	a.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "static"}, api.Object{Spec: json.RawMessage(`{"priority": 10}`)})
 	for _, m := range []string{nodes[0], nodes[2]} {
 		_, err := a.res.AddMember(ctx, "acme", "static", m)
 		require.NoError(t, err)
 	}
-	a.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "webs"}, client.Object{Spec: json.RawMessage(`{"selector": "role in (web,cache)", "priority": 5}`)})
-	a.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "beta", Name: "dbs"}, client.Object{Spec: json.RawMessage(`{"selector": "role=db"}`)})
-	a.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "beta", Name: "empty"}, client.Object{})
-	a.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "lonely"}, client.Object{}) // no nodes: rows Salt gives no one
+	a.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "webs"}, api.Object{Spec: json.RawMessage(`{"selector": "role in (web,cache)", "priority": 5}`)})
+	a.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "beta", Name: "dbs"}, api.Object{Spec: json.RawMessage(`{"selector": "role=db"}`)})
+	a.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "beta", Name: "empty"}, api.Object{})
+	a.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "lonely"}, api.Object{}) // no nodes: rows Salt gives no one
 	targets := []pillar.Target{pillar.Global, {Kind: "org", Org: "acme"}, {Kind: "org", Org: "beta"}, {Kind: "org", Org: "lonely"},
 		{Kind: "group", Org: "acme", Group: "static"}, {Kind: "group", Org: "acme", Group: "webs"},
 		{Kind: "group", Org: "beta", Group: "dbs"}, {Kind: "group", Org: "beta", Group: "empty"}}
@@ -295,7 +295,7 @@ func TestExportRoundTripImportTree(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	a := setup(t)
-	a.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	a.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
 	plan, err := sls.Read("testdata/importtree", sls.Options{})
 	require.NoError(t, err)
 	_, err = a.svc.Import(ctx, a.res, plan, pillar.ImportOptions{Org: "acme"}, "importer")

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -115,7 +115,7 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 			if fault.KindOf(err) != fault.KindNotFound {
 				return err
 			}
-			if _, err := res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: name}, client.Object{}); err != nil {
+			if _, err := res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: name}, api.Object{}); err != nil {
 				return fmt.Errorf("org %s: %w", name, err)
 			}
 			rep.CreatedOrgs = append(rep.CreatedOrgs, name)
@@ -154,7 +154,7 @@ func (s *Service) Import(ctx context.Context, res *resource.Service, plan sls.Pl
 				return err // an exported tree's orgs are made where they are missing
 			}
 			spec, _ := json.Marshal(map[string]string{"org": org})
-			if _, err := res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: name}, client.Object{Spec: spec}); err != nil {
+			if _, err := res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: name}, api.Object{Spec: spec}); err != nil {
 				return fmt.Errorf("node %s: %w", name, err)
 			}
 			rep.CreatedNodes = append(rep.CreatedNodes, name)
@@ -292,7 +292,7 @@ func (s *Service) importGroup(ctx context.Context, res *resource.Service, org st
 			spec["priority"] = t.Priority
 		}
 		b, _ := json.Marshal(spec)
-		if _, err := res.Create(ctx, ref, client.Object{Spec: b}); err != nil {
+		if _, err := res.Create(ctx, ref, api.Object{Spec: b}); err != nil {
 			return g, fmt.Errorf("group %s: %w", t.Name, err)
 		}
 		g.Created = true
@@ -372,7 +372,7 @@ func (s *Service) secretCategoriesFor(ctx context.Context, rows []sls.Row) error
 		if p, ok := auth.FromContext(ctx); ok && p != nil && !p.Allows("pillars", "write", "*") {
 			return fault.New(fault.KindForbidden, "category %s holds GPG-decrypted values and is not secret: making it secret needs pillars:write:* (or run `strata pillar category set %s --secret` first)", row.Category, row.Category)
 		}
-		if _, _, err := s.SetCategory(ctx, row.Category, client.PillarCategoryRequest{Kind: cur.Kind, Secret: true}, auth.AuditActorFrom(ctx).Actor); err != nil {
+		if _, _, err := s.SetCategory(ctx, row.Category, api.PillarCategoryRequest{Kind: cur.Kind, Secret: true}, auth.AuditActorFrom(ctx).Actor); err != nil {
 			return err
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/pillar/sls"
@@ -25,7 +25,7 @@ func TestImportTree(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
 	plan, err := sls.Read("testdata/importtree", sls.Options{})
 	require.NoError(t, err)
 	require.Empty(t, plan.Unsupported)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/keyref"
 	"github.com/stratahq/strata/internal/pillar"
@@ -53,7 +53,7 @@ func TestSealedPillarKeysRecorded(t *testing.T) {
 	b := secretWorld(t, ringA)
 	b.res.OnRename(b.svc.Renamed)
 	require.Empty(t, referenced(t, b.db), "plain rows reference no key")
-	_, _, err := b.svc.SetCategory(ctx, "creds", client.PillarCategoryRequest{Secret: true}, "alice")
+	_, _, err := b.svc.SetCategory(ctx, "creds", api.PillarCategoryRequest{Secret: true}, "alice")
 	require.NoError(t, err)
 	require.Equal(t, []string{keysA[0].ID}, referenced(t, b.db))
 
@@ -100,7 +100,7 @@ func TestPruneNeverDropsAKeyInUse(t *testing.T) {
 	ctx := as(t, context.Background(), "admin")
 	ringA, keysA := newKeys(t, 1)
 	b := secretWorld(t, ringA)
-	_, _, err := b.svc.SetCategory(ctx, "creds", client.PillarCategoryRequest{Secret: true}, "alice")
+	_, _, err := b.svc.SetCategory(ctx, "creds", api.PillarCategoryRequest{Secret: true}, "alice")
 	require.NoError(t, err)
 	_, keysB := newKeys(t, 1)
 	both, err := secret.NewKeyring(keysB[0], keysA[0])

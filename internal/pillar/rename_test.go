@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/pgtest"
@@ -36,11 +36,11 @@ func TestRenameUnderConcurrentRenders(t *testing.T) {
 	for _, r := range []*replica{a, b} {
 		r.res.OnRename(r.svc.Renamed)
 	}
-	_, err := a.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	_, err := a.res.Create(ctx, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
 	require.NoError(t, err)
 	_, err = a.res.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", map[string]string{"role": "web"}))
 	require.NoError(t, err)
-	_, err = a.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, client.Object{})
+	_, err = a.res.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, api.Object{})
 	require.NoError(t, err)
 	_, err = a.res.AddMember(ctx, "acme", "web", "web01")
 	require.NoError(t, err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
 )
@@ -31,7 +31,7 @@ func TestRenderStopsWithItsRequest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
 	b.mk(t, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", nil))
 	require.NoError(t, b.svc.SetOptions(ctx, pillar.Options{MergeLists: true}, "t"))
 	_, _, err := b.svc.Put(ctx, pillar.Global, "small", obj(t, `{"l": [1, 2]}`), "", "t")

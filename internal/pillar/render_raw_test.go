@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/resource"
 )
@@ -22,8 +22,8 @@ func TestPlainRenderBytesEqualDecoded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
-	b.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, client.Object{Spec: json.RawMessage(`{"selector": "role=web"}`)})
+	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
+	b.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, api.Object{Spec: json.RawMessage(`{"selector": "role=web"}`)})
 	b.mk(t, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", map[string]string{"role": "web"}))
 	put := func(tg pillar.Target, cat, data string) {
 		t.Helper()

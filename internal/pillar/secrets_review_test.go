@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -35,14 +35,14 @@ func TestSecretTypedWriterLearnsNothing(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = b.svc.Put(admin, web02, "ntp", obj(t, `{"servers":["a"],"key":"abc123"}`), "", "t")
 	require.NoError(t, err)
-	_, _, err = b.svc.SetCategory(admin, "ntp", client.PillarCategoryRequest{Secret: true}, "t")
+	_, _, err = b.svc.SetCategory(admin, "ntp", api.PillarCategoryRequest{Secret: true}, "t")
 	require.NoError(t, err)
 
 	writer := principal(t, context.Background(), "pillars:read:*", "pillars:write:*", "kinds:write:*", "kinds:read:*", "resources:read:*")
-	_, _, err = b.svc.SetCategory(writer, "ntp", client.PillarCategoryRequest{Kind: "NtpFormula", Secret: true}, "t")
+	_, _, err = b.svc.SetCategory(writer, "ntp", api.PillarCategoryRequest{Kind: "NtpFormula", Secret: true}, "t")
 	fe := faultOf(t, err, fault.KindForbidden)
 	require.Contains(t, fe.Detail, "pillars:read-secrets:*")
-	_, _, err = b.svc.SetCategory(admin, "ntp", client.PillarCategoryRequest{Kind: "NtpFormula", Secret: true}, "t")
+	_, _, err = b.svc.SetCategory(admin, "ntp", api.PillarCategoryRequest{Kind: "NtpFormula", Secret: true}, "t")
 	require.NoError(t, err)
 	_, err = b.register(t, ntpSchema(17, "number", `"key":{"type":"string","pattern":"^[a-f0-9]+$"}`))
 	require.NoError(t, err)
@@ -137,7 +137,7 @@ func TestSyncKeepsSecretsSecret(t *testing.T) {
 	a := setupTyped(t)
 	_, err := a.register(t, ntpV1)
 	require.NoError(t, err)
-	_, _, err = a.svc.SetCategory(ctx, "ntp", client.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
+	_, _, err = a.svc.SetCategory(ctx, "ntp", api.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
 	require.NoError(t, err)
 	for _, v := range []string{`{"servers":["sync-OLD"]}`, `{"servers":["sync-NEW"]}`} {
 		_, _, err = a.svc.Put(ctx, web02, "ntp", obj(t, v), "", "alice")
@@ -150,7 +150,7 @@ func TestSyncKeepsSecretsSecret(t *testing.T) {
 	b.svc.UseKeys(keys)
 	_, err = b.register(t, ntpV1)
 	require.NoError(t, err)
-	_, _, err = b.svc.SetCategory(ctx, "ntp", client.PillarCategoryRequest{Kind: "NtpFormula", Secret: true}, "t")
+	_, _, err = b.svc.SetCategory(ctx, "ntp", api.PillarCategoryRequest{Kind: "NtpFormula", Secret: true}, "t")
 	require.NoError(t, err)
 	_, err = b.svc.SyncImport(ctx, b.res, recs, false, auth.AuditActor{Actor: "sync"})
 	require.NoError(t, err)

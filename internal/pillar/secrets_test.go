@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -62,8 +62,8 @@ func secretWorld(t *testing.T, keys *secret.Keyring) *bundle {
 	ctx := context.Background()
 	b := setup(t)
 	b.svc.UseKeys(keys)
-	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
-	b.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, client.Object{})
+	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
+	b.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, api.Object{})
 	b.mk(t, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", nil))
 	_, err := b.res.AddMember(ctx, "acme", "web", "web01")
 	require.NoError(t, err)
@@ -111,7 +111,7 @@ func TestSecretCategory(t *testing.T) {
 	}
 
 	admin := as(t, ctx, "admin")
-	c, _, err := b.svc.SetCategory(admin, "creds", client.PillarCategoryRequest{Secret: true}, "alice")
+	c, _, err := b.svc.SetCategory(admin, "creds", api.PillarCategoryRequest{Secret: true}, "alice")
 	require.NoError(t, err)
 	require.True(t, c.Secret)
 	require.Equal(t, 2+3, c.Converted, "two rows and three history entries")
@@ -210,11 +210,11 @@ func TestSecretCategoryWithoutKey(t *testing.T) {
 	ctx := as(t, context.Background(), "admin")
 	keys, _ := newKeys(t, 1)
 	b := secretWorld(t, keys)
-	_, _, err := b.svc.SetCategory(ctx, "creds", client.PillarCategoryRequest{Secret: true}, "alice")
+	_, _, err := b.svc.SetCategory(ctx, "creds", api.PillarCategoryRequest{Secret: true}, "alice")
 	require.NoError(t, err)
 
 	keyless := pillar.NewService(b.db)
-	_, _, err = keyless.SetCategory(ctx, "other", client.PillarCategoryRequest{Secret: true}, "alice")
+	_, _, err = keyless.SetCategory(ctx, "other", api.PillarCategoryRequest{Secret: true}, "alice")
 	require.Equal(t, fault.KindConflict, fault.KindOf(err))
 	require.Contains(t, err.Error(), "--encryption-key-file")
 	_, _, err = keyless.Put(ctx, pillar.Target{Kind: "node", Node: "web01"}, "creds", obj(t, `{"a":1}`), "", "x")
@@ -242,14 +242,14 @@ func TestSecretCategoryPlainAgain(t *testing.T) {
 	ctx := context.Background()
 	keys, _ := newKeys(t, 1)
 	b := secretWorld(t, keys)
-	_, _, err := b.svc.SetCategory(as(t, ctx, "admin"), "creds", client.PillarCategoryRequest{Secret: true}, "alice")
+	_, _, err := b.svc.SetCategory(as(t, ctx, "admin"), "creds", api.PillarCategoryRequest{Secret: true}, "alice")
 	require.NoError(t, err)
 	err = b.svc.DeleteCategory(as(t, ctx, "admin"), "creds", "alice")
 	require.Equal(t, fault.KindConflict, fault.KindOf(err), "a secret category's properties are not deleted")
-	_, _, err = b.svc.SetCategory(as(t, ctx, "pillars:write:*"), "creds", client.PillarCategoryRequest{}, "alice")
+	_, _, err = b.svc.SetCategory(as(t, ctx, "pillars:write:*"), "creds", api.PillarCategoryRequest{}, "alice")
 	require.Equal(t, fault.KindForbidden, fault.KindOf(err))
 	require.Contains(t, err.Error(), "pillars:read-secrets:*")
-	c, _, err := b.svc.SetCategory(as(t, ctx, "pillars:write:*", "pillars:read-secrets:*"), "creds", client.PillarCategoryRequest{}, "alice")
+	c, _, err := b.svc.SetCategory(as(t, ctx, "pillars:write:*", "pillars:read-secrets:*"), "creds", api.PillarCategoryRequest{}, "alice")
 	require.NoError(t, err)
 	require.False(t, c.Secret)
 	text := tableText(t, b.db)
@@ -271,7 +271,7 @@ func TestSecretRowsFollowARename(t *testing.T) {
 	keys, _ := newKeys(t, 1)
 	b := secretWorld(t, keys)
 	b.res.OnRename(b.svc.Renamed)
-	_, _, err := b.svc.SetCategory(ctx, "creds", client.PillarCategoryRequest{Secret: true}, "alice")
+	_, _, err := b.svc.SetCategory(ctx, "creds", api.PillarCategoryRequest{Secret: true}, "alice")
 	require.NoError(t, err)
 	_, err = b.res.Rename(ctx, resource.Ref{Kind: resource.KindNode, Name: "web01"}, "web99")
 	require.NoError(t, err)
@@ -303,7 +303,7 @@ func TestPgDumpHoldsNoSecret(t *testing.T) {
 	for _, p := range plaintexts {
 		require.Contains(t, plain, p, "control")
 	}
-	_, _, err = b.svc.SetCategory(as(t, ctx, "admin"), "creds", client.PillarCategoryRequest{Secret: true}, "alice")
+	_, _, err = b.svc.SetCategory(as(t, ctx, "admin"), "creds", api.PillarCategoryRequest{Secret: true}, "alice")
 	require.NoError(t, err)
 	_, _, err = b.svc.Put(ctx, pillar.Target{Kind: "node", Node: "web01"}, "creds", obj(t, `{"api":["tok-NEW-99"]}`), "", "bob")
 	require.NoError(t, err)
@@ -323,7 +323,7 @@ func TestRotationUnderLoad(t *testing.T) {
 	ctx := as(t, context.Background(), "admin")
 	oldRing, oldKeys := newKeys(t, 1)
 	b := secretWorld(t, oldRing)
-	_, _, err := b.svc.SetCategory(ctx, "creds", client.PillarCategoryRequest{Secret: true}, "alice")
+	_, _, err := b.svc.SetCategory(ctx, "creds", api.PillarCategoryRequest{Secret: true}, "alice")
 	require.NoError(t, err)
 	const nodes = 12
 	for i := 0; i < nodes; i++ {

@@ -16,7 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -1051,7 +1051,7 @@ const SaltRole = "strata_salt"
 
 // SaltCredentials are what a Salt master needs to read pillars through node_pillars (the
 // wire type of the public client, so server and client cannot drift apart).
-type SaltCredentials = client.SaltCredentials
+type SaltCredentials = api.SaltCredentials
 
 // SaltCredentials creates (or gives a new password to) the role that may only execute
 // node_pillars, and returns how a Salt master connects with it. base is the connection

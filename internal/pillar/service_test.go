@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/pgtest"
@@ -38,14 +38,14 @@ func obj(t *testing.T, s string) map[string]any {
 	return m
 }
 
-func (b *bundle) mk(t *testing.T, ref resource.Ref, o client.Object) {
+func (b *bundle) mk(t *testing.T, ref resource.Ref, o api.Object) {
 	t.Helper()
 	_, err := b.res.Create(context.Background(), ref, o)
 	require.NoError(t, err)
 }
 
-func node(org string, labels map[string]string) client.Object {
-	return client.Object{Metadata: client.ObjectMeta{Labels: labels}, Spec: json.RawMessage(`{"org":"` + org + `"}`)}
+func node(org string, labels map[string]string) api.Object {
+	return api.Object{Metadata: api.ObjectMeta{Labels: labels}, Spec: json.RawMessage(`{"org":"` + org + `"}`)}
 }
 
 // TestPutGetDeleteEveryTarget: rows of the four targets, ETags and If-Match, 404 for an
@@ -54,8 +54,8 @@ func TestPutGetDeleteEveryTarget(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
-	b.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, client.Object{})
+	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
+	b.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, api.Object{})
 	b.mk(t, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", nil))
 	for _, tg := range []pillar.Target{pillar.Global, {Kind: "org", Org: "acme"}, {Kind: "group", Org: "acme", Group: "web"}, {Kind: "node", Node: "web01"}} {
 		p, created, err := b.svc.Put(ctx, tg, "app", obj(t, `{"port": 80, "big": 12345678901234567890123}`), "", "alice")
@@ -134,7 +134,7 @@ func TestRenderOrder(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	for _, o := range []string{"acme", "beta"} {
-		b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: o}, client.Object{})
+		b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: o}, api.Object{})
 	}
 	b.mk(t, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", map[string]string{"role": "web"}))
 	groups := map[string]string{
@@ -146,9 +146,9 @@ func TestRenderOrder(t *testing.T) {
 		"static": `{"priority": 5}`,
 	}
 	for g, spec := range groups {
-		b.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: g}, client.Object{Spec: json.RawMessage(spec)})
+		b.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: g}, api.Object{Spec: json.RawMessage(spec)})
 	}
-	b.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "beta", Name: "hi"}, client.Object{Spec: json.RawMessage(`{"priority": 100, "selector": "role=web"}`)})
+	b.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "beta", Name: "hi"}, api.Object{Spec: json.RawMessage(`{"priority": 100, "selector": "role=web"}`)})
 	_, err := b.res.AddMember(ctx, "acme", "static", "web01")
 	require.NoError(t, err)
 	_, err = b.res.AddMember(ctx, "acme", "lo", "web01")

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/pillar"
 	"github.com/stratahq/strata/internal/pillar/merge"
@@ -52,13 +52,13 @@ func fold(rows []map[string]any, opts pillar.Options) map[string]any {
 	return merge.Merge(layers, opts)
 }
 
-func groupObj(priority int, selector string) client.Object {
+func groupObj(priority int, selector string) api.Object {
 	spec := map[string]any{"priority": priority}
 	if selector != "" {
 		spec["selector"] = selector
 	}
 	b, _ := json.Marshal(spec)
-	return client.Object{Spec: b}
+	return api.Object{Spec: b}
 }
 
 // pillarWorld is generated data: orgs, groups with priorities (with ties), selectors and
@@ -112,7 +112,7 @@ func buildWorld(t *testing.T, b *bundle, seed uint64) pillarWorld {
 	}
 	put(pillar.Global)
 	for _, org := range w.orgs {
-		b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: org}, client.Object{})
+		b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: org}, api.Object{})
 		put(pillar.Target{Kind: "org", Org: org})
 		for _, g := range worldGroups {
 			b.mk(t, resource.Ref{Kind: resource.KindGroup, Org: org, Name: g}, groupObj(rng.IntN(3)-1, worldSelectors[rng.IntN(len(worldSelectors))]))
@@ -241,7 +241,7 @@ func TestNodePillarsUnknownMinion(t *testing.T) {
 	require.Equal(t, []map[string]any{nil}, nodePillarRows(t, b.db, "ghost"))
 
 	// A known minion is unaffected by the setting.
-	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
 	b.mk(t, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", nil))
 	require.Equal(t, []map[string]any{obj(t, `{"a": 1}`)}, nodePillarRows(t, b.db, "web01"))
 }
@@ -253,8 +253,8 @@ func TestNodePillarsFailuresAreNullRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
-	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "beta"}, client.Object{})
+	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
+	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "beta"}, api.Object{})
 	b.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "prod"}, groupObj(0, "env=prod"))
 	b.mk(t, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", map[string]string{"env": "prod"}))
 	b.mk(t, resource.Ref{Kind: resource.KindNode, Name: "db01"}, node("beta", map[string]string{"env": "prod"}))
@@ -314,7 +314,7 @@ func TestNodePillarsExecuteOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, client.Object{})
+	b.mk(t, resource.Ref{Kind: resource.KindOrg, Name: "acme"}, api.Object{})
 	b.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, groupObj(0, "tier=web"))
 	b.mk(t, resource.Ref{Kind: resource.KindNode, Name: "web01"}, node("acme", map[string]string{"tier": "web"}))
 	for _, tg := range []pillar.Target{pillar.Global, {Kind: "org", Org: "acme"}, {Kind: "group", Org: "acme", Group: "web"}, {Kind: "node", Node: "web01"}} {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -375,14 +375,14 @@ func (s *Service) SyncImport(ctx context.Context, res *resource.Service, recs []
 				act.Action, err = s.syncCategory(ctx, r, actor.Actor)
 			case "org":
 				act.Name = r.Name
-				act.Action, err = syncObject(ctx, res, resource.Ref{Kind: resource.KindOrg, Name: r.Name}, client.Object{})
+				act.Action, err = syncObject(ctx, res, resource.Ref{Kind: resource.KindOrg, Name: r.Name}, api.Object{})
 			case "node":
 				act.Name = r.Name
 				if err = syncNodeClaim(ctx, res, r); err != nil {
 					break
 				}
 				spec, _ := json.Marshal(map[string]string{"org": r.Org})
-				act.Action, err = syncObject(ctx, res, resource.Ref{Kind: resource.KindNode, Name: r.Name}, client.Object{Metadata: client.ObjectMeta{Labels: r.Labels}, Spec: spec})
+				act.Action, err = syncObject(ctx, res, resource.Ref{Kind: resource.KindNode, Name: r.Name}, api.Object{Metadata: api.ObjectMeta{Labels: r.Labels}, Spec: spec})
 			case "group":
 				act.Name = r.Org + "/" + r.Name
 				act.Action, err = s.syncGroup(ctx, res, r)
@@ -408,7 +408,7 @@ func (s *Service) syncKind(ctx context.Context, r SyncRecord, dryRun bool, actor
 	if s.kinds == nil {
 		return "", fmt.Errorf("no kind registry")
 	}
-	res, err := s.kinds.Register(db.WithoutTx(ctx), actor, r.Name, client.KindRequest{Scope: r.Scope, Schema: r.Schema}, dryRun)
+	res, err := s.kinds.Register(db.WithoutTx(ctx), actor, r.Name, api.KindRequest{Scope: r.Scope, Schema: r.Schema}, dryRun)
 	switch {
 	case err != nil:
 		return "", err
@@ -432,7 +432,7 @@ func (s *Service) syncCategory(ctx context.Context, r SyncRecord, actor string) 
 	if err == nil && cur.Kind == r.Kind && cur.Secret == secret && cur.UpdatedAt != nil {
 		return "unchanged", nil
 	}
-	if _, created, err := s.SetCategory(ctx, r.Category, client.PillarCategoryRequest{Kind: r.Kind, Secret: secret}, actor); err != nil {
+	if _, created, err := s.SetCategory(ctx, r.Category, api.PillarCategoryRequest{Kind: r.Kind, Secret: secret}, actor); err != nil {
 		return "", err
 	} else if created {
 		return "created", nil
@@ -442,7 +442,7 @@ func (s *Service) syncCategory(ctx context.Context, r SyncRecord, actor string) 
 
 // syncObject creates an object unless it exists (an existing one is left as it is: its
 // labels and spec are this installation's).
-func syncObject(ctx context.Context, res *resource.Service, ref resource.Ref, obj client.Object) (string, error) {
+func syncObject(ctx context.Context, res *resource.Service, ref resource.Ref, obj api.Object) (string, error) {
 	_, err := res.Get(ctx, ref)
 	if err == nil {
 		return "unchanged", nil
@@ -488,7 +488,7 @@ func (s *Service) syncGroup(ctx context.Context, res *resource.Service, r SyncRe
 		spec["priority"] = r.Priority
 	}
 	b, _ := json.Marshal(spec)
-	action, err := syncObject(ctx, res, resource.Ref{Kind: resource.KindGroup, Org: r.Org, Name: r.Name}, client.Object{Spec: b})
+	action, err := syncObject(ctx, res, resource.Ref{Kind: resource.KindGroup, Org: r.Org, Name: r.Name}, api.Object{Spec: b})
 	if err != nil {
 		return "", err
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/kind"
@@ -58,11 +58,11 @@ func TestSyncBetweenInstallations(t *testing.T) {
 	a := setupTyped(t)
 	_, err := a.register(t, `{"type":"object","properties":{"servers":{"type":"array","items":{"type":"string"}},"iburst":{"type":"boolean","default":true}}}`)
 	require.NoError(t, err)
-	_, _, err = a.svc.SetCategory(ctx, "ntp", client.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
+	_, _, err = a.svc.SetCategory(ctx, "ntp", api.PillarCategoryRequest{Kind: "NtpFormula"}, "t")
 	require.NoError(t, err)
 	_, err = a.res.Patch(ctx, resource.Ref{Kind: resource.KindNode, Name: "web01"}, []byte(`{"metadata":{"labels":{"role":"web"}}}`))
 	require.NoError(t, err)
-	a.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, client.Object{Spec: json.RawMessage(`{"selector":"role=web","priority":3}`)})
+	a.mk(t, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: "web"}, api.Object{Spec: json.RawMessage(`{"selector":"role=web","priority":3}`)})
 	for _, v := range []string{`{"servers":["a"]}`, `{"servers":["a","b"]}`} {
 		_, _, err = a.svc.Put(ctx, pillar.Global, "ntp", obj(t, v), "", "alice")
 		require.NoError(t, err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/resource"
 )
 
@@ -24,14 +24,14 @@ func TestAnnotationOnlyWritesAreWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	acme, err := b.svc.Create(ctx, org("acme"), client.Object{Metadata: client.ObjectMeta{
+	acme, err := b.svc.Create(ctx, org("acme"), api.Object{Metadata: api.ObjectMeta{
 		Labels: map[string]string{"env": "prod"}, Annotations: map[string]string{"note": "one"}}})
 	require.NoError(t, err)
-	n1, err := b.svc.Create(ctx, node("n1"), client.Object{Metadata: client.ObjectMeta{Annotations: map[string]string{"note": "one"}},
+	n1, err := b.svc.Create(ctx, node("n1"), api.Object{Metadata: api.ObjectMeta{Annotations: map[string]string{"note": "one"}},
 		Spec: json.RawMessage(`{"org":"acme"}`)})
 	require.NoError(t, err)
 	h := startHub(t, b, nil)
-	rvOf := func(o client.Object) int64 {
+	rvOf := func(o api.Object) int64 {
 		t.Helper()
 		rv, err := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
 		require.NoError(t, err)
@@ -45,7 +45,7 @@ func TestAnnotationOnlyWritesAreWrites(t *testing.T) {
 	defer nodes.Close()
 	// changed checks that a write stored the annotation under a new version, that a read
 	// sees it, and that the watcher gets that version (within 10 s, never a hang).
-	changed := func(step string, sub *resource.Subscription, ref resource.Ref, before, after client.Object, note string) {
+	changed := func(step string, sub *resource.Subscription, ref resource.Ref, before, after api.Object, note string) {
 		t.Helper()
 		require.Greater(t, rvOf(after), rvOf(before), "%s: an annotation-only write draws a new resourceVersion", step)
 		require.Equal(t, note, after.Metadata.Annotations["note"], step)
@@ -78,7 +78,7 @@ func TestAnnotationOnlyWritesAreWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, replaced.Metadata.ResourceVersion, again.Metadata.ResourceVersion, "a write that changes nothing is a no-op")
 
-	line := resource.ApplyItem{Line: 1, Obj: client.Object{Metadata: client.ObjectMeta{Name: "n1", Annotations: map[string]string{"note": "two"}},
+	line := resource.ApplyItem{Line: 1, Obj: api.Object{Metadata: api.ObjectMeta{Name: "n1", Annotations: map[string]string{"note": "two"}},
 		Spec: json.RawMessage(`{"org":"acme"}`)}}
 	outs := b.svc.ApplyNodes(ctx, []resource.ApplyItem{line})
 	require.Len(t, outs, 1)

@@ -6,7 +6,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 )
@@ -15,7 +15,7 @@ import (
 // complete set of groups of the node's org it is a static member of.
 type ApplyItem struct {
 	Line   int
-	Obj    client.Object
+	Obj    api.Object
 	Groups []string
 	// HasGroups distinguishes "groups": [] (no static memberships) from no "groups" key
 	// (leave memberships as they are).
@@ -127,7 +127,7 @@ func applyOne(ctx context.Context, tx *db.Tx, k *Kind, it ApplyItem) (string, er
 
 // sameObject reports whether the stored cur already is what obj asks for. Both specs are in
 // canonical form (jsonb's key order and spacing differ from ours, so compare decoded).
-func sameObject(cur, obj client.Object) bool {
+func sameObject(cur, obj api.Object) bool {
 	if !maps.Equal(cur.Metadata.Labels, obj.Metadata.Labels) || !maps.Equal(cur.Metadata.Annotations, obj.Metadata.Annotations) {
 		return false
 	}

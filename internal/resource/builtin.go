@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/metadata"
@@ -70,7 +70,7 @@ func encodeSpec(m map[string]any) (json.RawMessage, error) {
 }
 
 // NodeOrg returns a node's org from its spec ("" when missing or not a string).
-func NodeOrg(obj client.Object) string {
+func NodeOrg(obj api.Object) string {
 	var s struct {
 		Org any `json:"org"`
 	}
@@ -79,7 +79,7 @@ func NodeOrg(obj client.Object) string {
 	return org
 }
 
-func nodePrepare(ctx context.Context, tx *db.Tx, obj *client.Object, prev *client.Object) error {
+func nodePrepare(ctx context.Context, tx *db.Tx, obj *api.Object, prev *api.Object) error {
 	m, err := specMap(obj.Spec)
 	if err != nil {
 		return err
@@ -110,7 +110,7 @@ func nodePrepare(ctx context.Context, tx *db.Tx, obj *client.Object, prev *clien
 
 // nodeAfterWrite drops the static memberships a move to another org made invalid, in the
 // moving transaction: a node belongs only to groups of its own org.
-func nodeAfterWrite(ctx context.Context, tx *db.Tx, id int64, obj client.Object, prev *client.Object) error {
+func nodeAfterWrite(ctx context.Context, tx *db.Tx, id int64, obj api.Object, prev *api.Object) error {
 	if prev == nil || NodeOrg(*prev) == NodeOrg(obj) {
 		return nil
 	}
@@ -121,7 +121,7 @@ func nodeAfterWrite(ctx context.Context, tx *db.Tx, id int64, obj client.Object,
 
 // nodeBeforeDelete drops the node's static memberships itself (rather than leaving them to
 // the foreign key's cascade), so each group it leaves is stamped with its new member count.
-func nodeBeforeDelete(ctx context.Context, s *Service, tx *db.Tx, id int64, node client.Object, cascade bool) error {
+func nodeBeforeDelete(ctx context.Context, s *Service, tx *db.Tx, id int64, node api.Object, cascade bool) error {
 	left, err := groupIDs(ctx, tx, q.Get("NodeMembershipsDrop"), id)
 	touchGroups(ctx, tx, left...)
 	return err
@@ -145,7 +145,7 @@ func groupIDs(ctx context.Context, tx *db.Tx, query *db.Query, args ...any) ([]i
 	return ids, rows.Err()
 }
 
-func groupPrepare(ctx context.Context, tx *db.Tx, obj *client.Object, prev *client.Object) error {
+func groupPrepare(ctx context.Context, tx *db.Tx, obj *api.Object, prev *api.Object) error {
 	if prev == nil {
 		obj.Status = groupStatus(0) // memberships change it (groups.go)
 	}
@@ -187,7 +187,7 @@ func groupPrepare(ctx context.Context, tx *db.Tx, obj *client.Object, prev *clie
 // the writing transaction, for SQL that evaluates membership (node_pillars); no selector, no
 // row. The trigger of migration 0009 has already made the row's existence and selector text
 // right; this fills in the requirements.
-func groupAfterWrite(ctx context.Context, tx *db.Tx, id int64, obj client.Object, prev *client.Object) error {
+func groupAfterWrite(ctx context.Context, tx *db.Tx, id int64, obj api.Object, prev *api.Object) error {
 	var s struct {
 		Selector string `json:"selector"`
 	}
@@ -282,7 +282,7 @@ func SyncGroupSelectors(ctx context.Context, d *db.DB) (int, error) {
 }
 
 // GroupSelector returns a group's spec.selector, parsed.
-func GroupSelector(obj client.Object) (metadata.Selector, error) {
+func GroupSelector(obj api.Object) (metadata.Selector, error) {
 	var s struct {
 		Selector string `json:"selector"`
 	}
@@ -296,7 +296,7 @@ func GroupSelector(obj client.Object) (metadata.Selector, error) {
 // kinds (409), or, with cascade, deletes them first, each with its own DELETED change so
 // watchers see them go. Left behind, objects of user kinds would reappear in a new org of
 // the same name. The org's row lock (taken by Delete) keeps new objects out meanwhile.
-func orgBeforeDelete(ctx context.Context, s *Service, tx *db.Tx, id int64, org client.Object, cascade bool) error {
+func orgBeforeDelete(ctx context.Context, s *Service, tx *db.Tx, id int64, org api.Object, cascade bool) error {
 	var nodes, groups, others int64
 	if err := tx.QueryRow(ctx, q.Get("OrgDependents"), org.Metadata.Name, KindNode, KindGroup).Scan(&nodes, &groups, &others); err != nil {
 		return err

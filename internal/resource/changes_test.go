@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 )
@@ -31,7 +31,7 @@ type change struct {
 	Kind   string
 	Org    string
 	Name   string
-	Object client.Object
+	Object api.Object
 }
 
 func changesOf(t *testing.T, d *db.DB, kind, org, name string) []change {
@@ -54,7 +54,7 @@ func changesOf(t *testing.T, d *db.DB, kind, org, name string) []change {
 // requireChange asserts that c records a change of type typ to want: the row's kind and
 // name, and the object's kind, name, labels, annotations and spec. withRV also requires the
 // row's resource_version and the object's to be want's.
-func requireChange(t *testing.T, c change, typ string, want client.Object, withRV bool) {
+func requireChange(t *testing.T, c change, typ string, want api.Object, withRV bool) {
 	t.Helper()
 	require.Equal(t, typ, c.Type)
 	require.Equal(t, want.Kind, c.Kind)
@@ -81,8 +81,8 @@ func TestChangesRecordEachWrite(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 
-	created, err := b.svc.Create(ctx, org("acme"), client.Object{
-		Metadata: client.ObjectMeta{Labels: map[string]string{"env": "prod"}, Annotations: map[string]string{"note": "first"}},
+	created, err := b.svc.Create(ctx, org("acme"), api.Object{
+		Metadata: api.ObjectMeta{Labels: map[string]string{"env": "prod"}, Annotations: map[string]string{"note": "first"}},
 		Spec:     json.RawMessage(`{"a": 1, "big": 12345678901234567890123}`),
 	})
 	require.NoError(t, err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/resource"
@@ -56,7 +56,7 @@ func TestEpochMovesTheCompactionPoint(t *testing.T) {
 			b := setup(t)
 			var kept int64
 			for i := range 3 {
-				o, err := b.svc.Create(ctx, org(fmt.Sprintf("o%d", i)), client.Object{})
+				o, err := b.svc.Create(ctx, org(fmt.Sprintf("o%d", i)), api.Object{})
 				require.NoError(t, err)
 				kept, err = strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
 				require.NoError(t, err)
@@ -97,7 +97,7 @@ func TestEpochMovesTheCompactionPoint(t *testing.T) {
 			sub, err := h.Subscribe(ctx, resource.KindOrg, "", first)
 			require.NoError(t, err, "a watch from the new history's first version")
 			defer sub.Close()
-			o, err := b.svc.Create(ctx, org("after"), client.Object{})
+			o, err := b.svc.Create(ctx, org("after"), api.Object{})
 			require.NoError(t, err)
 			rv, err := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
 			require.NoError(t, err)

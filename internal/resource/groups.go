@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 )
@@ -90,8 +90,8 @@ func (s *Service) RemoveMember(ctx context.Context, org, group, node string) (bo
 
 // Members returns a page of group's members in node-name order: its static members and the
 // nodes of its org its selector matches. after is the last node name of the previous page.
-func (s *Service) Members(ctx context.Context, org, group, after string, limit int) (client.MemberList, string, error) {
-	out := client.MemberList{Items: []client.Member{}}
+func (s *Service) Members(ctx context.Context, org, group, after string, limit int) (api.MemberList, string, error) {
+	out := api.MemberList{Items: []api.Member{}}
 	g, err := s.Get(ctx, Ref{Kind: KindGroup, Org: org, Name: group})
 	if err != nil {
 		return out, "", err
@@ -110,7 +110,7 @@ func (s *Service) Members(ctx context.Context, org, group, after string, limit i
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var m client.Member
+		var m api.Member
 		if err := rows.Scan(&m.Node, &m.Static, &m.Selected); err != nil {
 			return out, "", err
 		}

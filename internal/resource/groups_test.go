@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/resource"
 )
@@ -27,10 +27,10 @@ func TestMembershipsAreGroupChanges(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	for _, o := range []string{"acme", "other"} {
-		_, err := b.svc.Create(ctx, org(o), client.Object{})
+		_, err := b.svc.Create(ctx, org(o), api.Object{})
 		require.NoError(t, err)
 	}
-	g, err := b.svc.Create(ctx, group("acme", "web"), client.Object{})
+	g, err := b.svc.Create(ctx, group("acme", "web"), api.Object{})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"staticMembers": 0}`, string(g.Status), "a new group has no static members")
 	for _, n := range []string{"n1", "n2", "n3"} {
@@ -43,7 +43,7 @@ func TestMembershipsAreGroupChanges(t *testing.T) {
 	sub, err := h.Subscribe(ctx, resource.KindGroup, "acme", from)
 	require.NoError(t, err)
 	defer sub.Close()
-	next := func(step string) client.Object {
+	next := func(step string) api.Object {
 		t.Helper()
 		nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -53,7 +53,7 @@ func TestMembershipsAreGroupChanges(t *testing.T) {
 		require.Equal(t, "web", c.Name, step)
 		return c.Object
 	}
-	members := func(o client.Object) int {
+	members := func(o api.Object) int {
 		t.Helper()
 		var st struct {
 			StaticMembers *int `json:"staticMembers"`
@@ -89,7 +89,7 @@ func TestMembershipsAreGroupChanges(t *testing.T) {
 	// A bulk apply: 50 new nodes in the group, one batch, one change of the group.
 	var items []resource.ApplyItem
 	for i := range 50 {
-		items = append(items, resource.ApplyItem{Line: i + 1, Obj: client.Object{Metadata: client.ObjectMeta{Name: fmt.Sprintf("b%02d", i)},
+		items = append(items, resource.ApplyItem{Line: i + 1, Obj: api.Object{Metadata: api.ObjectMeta{Name: fmt.Sprintf("b%02d", i)},
 			Spec: json.RawMessage(`{"org":"acme"}`)}, Groups: []string{"web"}, HasGroups: true})
 	}
 	for _, o := range b.svc.ApplyNodes(ctx, items) {
@@ -118,7 +118,7 @@ func TestMembershipsAreGroupChanges(t *testing.T) {
 	p, err := b.svc.Patch(ctx, group("acme", "web"), []byte(`{"status":{"staticMembers":7},"spec":{"priority":3}}`))
 	require.NoError(t, err)
 	require.Equal(t, 50, members(p))
-	r, err := b.svc.Create(ctx, group("acme", "db"), client.Object{Status: json.RawMessage(`{"staticMembers":9}`)})
+	r, err := b.svc.Create(ctx, group("acme", "db"), api.Object{Status: json.RawMessage(`{"staticMembers":9}`)})
 	require.NoError(t, err)
 	require.Equal(t, 0, members(r))
 }
@@ -132,10 +132,10 @@ func TestConcurrentMembershipsCountRight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	_, err := b.svc.Create(ctx, org("acme"), client.Object{})
+	_, err := b.svc.Create(ctx, org("acme"), api.Object{})
 	require.NoError(t, err)
 	for _, g := range []string{"a", "z"} {
-		_, err := b.svc.Create(ctx, group("acme", g), client.Object{})
+		_, err := b.svc.Create(ctx, group("acme", g), api.Object{})
 		require.NoError(t, err)
 	}
 	const writers, each = 16, 12
@@ -155,7 +155,7 @@ func TestConcurrentMembershipsCountRight(t *testing.T) {
 				case 0: // a batch of two nodes, both in both groups
 					var items []resource.ApplyItem
 					for j := range 2 {
-						items = append(items, resource.ApplyItem{Line: j + 1, Obj: client.Object{Metadata: client.ObjectMeta{Name: fmt.Sprintf("%s-%d", n, j)},
+						items = append(items, resource.ApplyItem{Line: j + 1, Obj: api.Object{Metadata: api.ObjectMeta{Name: fmt.Sprintf("%s-%d", n, j)},
 							Spec: json.RawMessage(`{"org":"acme"}`)}, Groups: groups, HasGroups: true})
 					}
 					for _, o := range b.svc.ApplyNodes(ctx, items) {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/resource"
@@ -41,11 +41,11 @@ func TestIdentityMovesFollowTheDescriptor(t *testing.T) {
 		Scope: resource.ScopeGlobal, Family: resource.FamilyResources, Renamable: true,
 		References: []resource.Reference{{Member: "site", Kind: resource.KindOrg, Family: "orgs", Verb: "attach"}}})
 	for _, o := range []string{"acme", "victim"} {
-		_, err := svc.Create(ctx, org(o), client.Object{})
+		_, err := svc.Create(ctx, org(o), api.Object{})
 		require.NoError(t, err)
 	}
 	ref := func(name string) resource.Ref { return resource.Ref{Kind: "Appliance", Name: name} }
-	_, err := svc.Create(ctx, ref("box1"), client.Object{Spec: json.RawMessage(`{"site":"victim"}`)})
+	_, err := svc.Create(ctx, ref("box1"), api.Object{Spec: json.RawMessage(`{"site":"victim"}`)})
 	require.NoError(t, err)
 
 	as := func(scopes ...string) context.Context {

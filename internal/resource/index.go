@@ -35,7 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/metadata"
 )
@@ -128,7 +128,7 @@ type ixSet struct {
 // page, as the database path does), with its org reference and what it counts in bytes.
 type ixEntry struct {
 	name   string
-	obj    client.Object
+	obj    api.Object
 	orgRef string
 	size   int64
 }
@@ -399,7 +399,7 @@ func (ix *Index) applyBatch(changes []Change, head int64) {
 }
 
 // appendSorted adds obj, which sorts after every object loaded so far (IndexLoad's order).
-func (st *ixState) appendSorted(obj client.Object) {
+func (st *ixState) appendSorted(obj api.Object) {
 	set := st.set(obj.Kind, obj.Metadata.Org)
 	e := st.entry(obj)
 	set.byName[e.name] = e
@@ -458,7 +458,7 @@ const (
 	ixAnnoBytes  = 50  // an annotation in the object's map
 )
 
-func (st *ixState) entry(obj client.Object) *ixEntry {
+func (st *ixState) entry(obj api.Object) *ixEntry {
 	// Compact, as a list's answer writes them: the answer then copies them as they are
 	// (jsonb prints a space after every colon and comma).
 	obj.Spec, obj.Status = compact(obj.Spec), compact(obj.Status)
@@ -626,8 +626,8 @@ func matches(sel metadata.Selector, keys []string, labels map[string]string) boo
 // reference let through, in name order, limit of them, and the last name when one more
 // follows. It plans as drive does: when the most selective positive requirement names few
 // objects it reads those and sorts them; otherwise it walks names.
-func (st *ixState) page(kind, org string, opts ListOptions, limit, driveLimit int) ([]client.Object, string) {
-	items := []client.Object{}
+func (st *ixState) page(kind, org string, opts ListOptions, limit, driveLimit int) ([]api.Object, string) {
+	items := []api.Object{}
 	set := st.sets[kind+"\x00"+org]
 	if set == nil {
 		return items, ""
@@ -720,7 +720,7 @@ func (st *ixState) page(kind, org string, opts ListOptions, limit, driveLimit in
 		found = found[:limit]
 		last = found[limit-1].name
 	}
-	items = make([]client.Object, len(found))
+	items = make([]api.Object, len(found))
 	for i, e := range found {
 		items[i] = e.obj
 	}
@@ -730,7 +730,7 @@ func (st *ixState) page(kind, org string, opts ListOptions, limit, driveLimit in
 // list answers a page from the index, and false when the database must answer it instead
 // (the reason is counted). The items share their labels and annotations maps with the index:
 // callers only read them.
-func (ix *Index) list(ctx context.Context, kind, org string, opts ListOptions) (client.ObjectList, string, bool, error) {
+func (ix *Index) list(ctx context.Context, kind, org string, opts ListOptions) (api.ObjectList, string, bool, error) {
 	ix.mu.RLock()
 	ready, over := ix.live != nil, !ix.overAt.IsZero()
 	ix.mu.RUnlock()
@@ -740,16 +740,16 @@ func (ix *Index) list(ctx context.Context, kind, org string, opts ListOptions) (
 		} else {
 			ix.countFallback(FallbackNotReady)
 		}
-		return client.ObjectList{}, "", false, nil
+		return api.ObjectList{}, "", false, nil
 	}
 	var target int64
 	if !ix.skipWait {
 		var err error
 		if target, err = ix.heads.read(ctx, ix.readHead); err != nil {
-			return client.ObjectList{}, "", false, err
+			return api.ObjectList{}, "", false, err
 		}
 		if !ix.checkHistory(target) {
-			return client.ObjectList{}, "", false, nil
+			return api.ObjectList{}, "", false, nil
 		}
 	}
 	deadline := time.NewTimer(ix.Wait)
@@ -761,14 +761,14 @@ func (ix *Index) list(ctx context.Context, kind, org string, opts ListOptions) (
 		if st == nil {
 			ix.mu.RUnlock()
 			ix.countFallback(FallbackNotReady)
-			return client.ObjectList{}, "", false, nil
+			return api.ObjectList{}, "", false, nil
 		}
 		if st.head >= target {
 			items, last := st.page(kind, org, opts, pageLimit(opts), ix.svc.DriveLimit)
 			head := st.head
 			ix.mu.RUnlock()
 			ix.served.Add(1)
-			return client.ObjectList{Items: items, ResourceVersion: strconv.FormatInt(head, 10)}, last, true, nil
+			return api.ObjectList{Items: items, ResourceVersion: strconv.FormatInt(head, 10)}, last, true, nil
 		}
 		wait := ix.advanced
 		ix.mu.RUnlock()
@@ -781,9 +781,9 @@ func (ix *Index) list(ctx context.Context, kind, org string, opts ListOptions) (
 		case <-wait:
 		case <-deadline.C:
 			ix.countFallback(FallbackTimeout)
-			return client.ObjectList{}, "", false, nil
+			return api.ObjectList{}, "", false, nil
 		case <-ctx.Done():
-			return client.ObjectList{}, "", false, ctx.Err()
+			return api.ObjectList{}, "", false, ctx.Err()
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/metadata"
 )
@@ -31,12 +31,12 @@ func TestIndexBytesPerObject(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	// The objects as decoding the load's rows makes them (each with its own maps and
 	// strings), then the index over them: together what the index holds.
-	objs := make([]client.Object, n)
+	objs := make([]api.Object, n)
 	for i := range objs {
 		name := fmt.Sprintf("n%07d", i+1)
 		// Strings built apart, as decoding rows gives each object its own.
-		objs[i] = client.Object{Kind: KindNode, Spec: json.RawMessage(`{"org": "bench"}`),
-			Metadata: client.ObjectMeta{Name: name, UID: "u" + strconv.FormatInt(int64(i+7), 36), ResourceVersion: strconv.Itoa(i),
+		objs[i] = api.Object{Kind: KindNode, Spec: json.RawMessage(`{"org": "bench"}`),
+			Metadata: api.ObjectMeta{Name: name, UID: "u" + strconv.FormatInt(int64(i+7), 36), ResourceVersion: strconv.Itoa(i),
 				Labels:      map[string]string{},
 				Annotations: map[string]string{}, CreatedAt: &now, UpdatedAt: &now}}
 		for k := range 5 {
@@ -73,8 +73,8 @@ func BenchmarkIndexPage(b *testing.B) {
 	st := newState(NewService(nil))
 	now := time.Now().UTC()
 	for i := range n {
-		o := client.Object{Kind: KindNode, Spec: json.RawMessage(`{"org":"bench"}`),
-			Metadata: client.ObjectMeta{Name: fmt.Sprintf("n%07d", i+1), UID: "u" + strconv.FormatInt(int64(i+7), 36), ResourceVersion: "0",
+		o := api.Object{Kind: KindNode, Spec: json.RawMessage(`{"org":"bench"}`),
+			Metadata: api.ObjectMeta{Name: fmt.Sprintf("n%07d", i+1), UID: "u" + strconv.FormatInt(int64(i+7), 36), ResourceVersion: "0",
 				Labels: map[string]string{}, Annotations: map[string]string{}, CreatedAt: &now, UpdatedAt: &now}}
 		for k := range 5 {
 			key := "k" + strconv.Itoa(k)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/metadata"
@@ -91,7 +91,7 @@ var nodeSpec = json.RawMessage(`{"org":"o"}`)
 
 func withOrg(t *testing.T, r *replica) *replica {
 	t.Helper()
-	_, err := r.svc.Create(context.Background(), org("o"), client.Object{})
+	_, err := r.svc.Create(context.Background(), org("o"), api.Object{})
 	require.NoError(t, err)
 	return r
 }
@@ -107,7 +107,7 @@ func staleLists(t *testing.T, a, b *replica, n int) int {
 	stale := 0
 	for i := range n {
 		name := fmt.Sprintf("ryw-%03d", i)
-		w, err := a.svc.Create(ctx, node(name), client.Object{Metadata: client.ObjectMeta{Labels: map[string]string{"step": "0"}}, Spec: nodeSpec})
+		w, err := a.svc.Create(ctx, node(name), api.Object{Metadata: api.ObjectMeta{Labels: map[string]string{"step": "0"}}, Spec: nodeSpec})
 		require.NoError(t, err)
 		w, err = a.svc.Patch(ctx, node(name), []byte(`{"metadata":{"labels":{"step":"1"}}}`))
 		require.NoError(t, err)
@@ -170,7 +170,7 @@ func TestIndexListsAsTheDatabase(t *testing.T) {
 	plain := resource.NewService(r.db)
 	rnd := rand.New(rand.NewPCG(7, 31))
 	for _, o := range []string{"acme", "beta"} {
-		_, err := r.svc.Create(ctx, org(o), client.Object{})
+		_, err := r.svc.Create(ctx, org(o), api.Object{})
 		require.NoError(t, err)
 	}
 	labels := func() map[string]string {
@@ -185,10 +185,10 @@ func TestIndexListsAsTheDatabase(t *testing.T) {
 	const n = 240
 	for i := range n {
 		name := fmt.Sprintf("%s%03d", []string{"web", "db", "w", "web-"}[i%4], i)
-		_, err := r.svc.Create(ctx, node(name), client.Object{Metadata: client.ObjectMeta{Labels: labels(), Annotations: map[string]string{"i": strconv.Itoa(i)}},
+		_, err := r.svc.Create(ctx, node(name), api.Object{Metadata: api.ObjectMeta{Labels: labels(), Annotations: map[string]string{"i": strconv.Itoa(i)}},
 			Spec: json.RawMessage(fmt.Sprintf(`{"org":%q,"n":%d}`, []string{"acme", "beta"}[rnd.IntN(2)], i))})
 		require.NoError(t, err)
-		_, err = r.svc.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: name}, client.Object{Metadata: client.ObjectMeta{Labels: labels()}})
+		_, err = r.svc.Create(ctx, resource.Ref{Kind: resource.KindGroup, Org: "acme", Name: name}, api.Object{Metadata: api.ObjectMeta{Labels: labels()}})
 		require.NoError(t, err)
 	}
 	for i := 0; i < n; i += 3 {
@@ -257,7 +257,7 @@ func TestIndexReloadsAfterTheLogIsPrunedPastIt(t *testing.T) {
 	url := pgtest.NewDatabaseURL(t)
 	a := withOrg(t, openReplica(t, url, nil))
 	r := openReplica(t, url, nil)
-	_, err := a.svc.Create(ctx, node("kept"), client.Object{Spec: nodeSpec})
+	_, err := a.svc.Create(ctx, node("kept"), api.Object{Spec: nodeSpec})
 	require.NoError(t, err)
 	l, _, err := r.svc.List(ctx, resource.KindNode, "", resource.ListOptions{Filter: all})
 	require.NoError(t, err)
@@ -270,7 +270,7 @@ func TestIndexReloadsAfterTheLogIsPrunedPastIt(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.db.Exec(ctx, indexTestQueries.Get("TestCompactThrough"), jump)
 	require.NoError(t, err)
-	_, err = a.svc.Create(ctx, node("after"), client.Object{Spec: nodeSpec})
+	_, err = a.svc.Create(ctx, node("after"), api.Object{Spec: nodeSpec})
 	require.NoError(t, err)
 
 	// Until the index is loaded again the database answers; either way the list holds both.
@@ -318,9 +318,9 @@ func TestIndexWaitEndsInTheDatabase(t *testing.T) {
 		})
 	}()
 	<-inserted
-	_, err := a.svc.Create(ctx, node("later"), client.Object{Spec: nodeSpec})
+	_, err := a.svc.Create(ctx, node("later"), api.Object{Spec: nodeSpec})
 	require.NoError(t, err)
-	listed := make(chan client.ObjectList, 1)
+	listed := make(chan api.ObjectList, 1)
 	go func() {
 		l, _, err := r.svc.List(ctx, resource.KindNode, "", resource.ListOptions{Filter: all})
 		if err != nil {
@@ -346,7 +346,7 @@ func TestIndexOverItsByteBoundListsFromTheDatabase(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewDatabaseURL(t)
 	a := withOrg(t, openReplica(t, url, nil))
-	_, err := a.svc.Create(ctx, node("n1"), client.Object{Spec: nodeSpec})
+	_, err := a.svc.Create(ctx, node("n1"), api.Object{Spec: nodeSpec})
 	require.NoError(t, err)
 	r := openReplica(t, url, func(ix *resource.Index) { ix.MaxBytes = 1 })
 	for deadline := time.Now().Add(30 * time.Second); r.ix.Stats().Fallback[resource.FallbackBudget] == 0; time.Sleep(5 * time.Millisecond) {

@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"sort"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 )
@@ -43,7 +43,7 @@ type Kind struct {
 	// Prepare validates and defaults obj.Spec inside the write's transaction (it may read
 	// other rows, for example to check that a node's org exists, and lock them so the check
 	// still holds at commit). prev is the stored object on replace and patch, nil on create.
-	Prepare func(ctx context.Context, tx *db.Tx, obj *client.Object, prev *client.Object) error
+	Prepare func(ctx context.Context, tx *db.Tx, obj *api.Object, prev *api.Object) error
 	// OrgMember is the spec member that names the org an object of a global kind belongs to
 	// ("org" for nodes); "" when its objects belong to no org. Lists and watches of the kind
 	// take ?org=ORG and keep the objects whose member names ORG (ListOptions.InOrg, EventIn),
@@ -54,14 +54,14 @@ type Kind struct {
 	References []Reference
 	// AfterWrite runs in the same transaction once the row is written (id is its row id),
 	// for consequences such as dropping memberships a move made invalid.
-	AfterWrite func(ctx context.Context, tx *db.Tx, id int64, obj client.Object, prev *client.Object) error
+	AfterWrite func(ctx context.Context, tx *db.Tx, id int64, obj api.Object, prev *api.Object) error
 	// Renamable kinds can be renamed in place (POST …/{name}/rename): everything hanging off
 	// the row (labels, annotations, memberships, pillars) follows it. Nodes are, since a
 	// node's name is its Salt minion id, and minion ids change.
 	Renamable bool
 	// BeforeDelete runs in the deleting transaction after the row is locked; cascade is the
 	// caller's ?cascade=true. It refuses (409) or removes what depends on the object.
-	BeforeDelete func(ctx context.Context, s *Service, tx *db.Tx, id int64, obj client.Object, cascade bool) error
+	BeforeDelete func(ctx context.Context, s *Service, tx *db.Tx, id int64, obj api.Object, cascade bool) error
 	// Admit runs the kind's schema write pipeline (package kind) in the write's transaction,
 	// after Prepare: it returns the spec to store, the schema revision it conforms to and
 	// warnings for the client. prev is the stored spec (nil on create). Nil: no schema.
@@ -173,7 +173,7 @@ func ValidateNodeName(name string) error {
 }
 
 // SpecString returns the string member of obj's spec ("" when it is missing or not a string).
-func SpecString(obj client.Object, member string) string {
+func SpecString(obj api.Object, member string) string {
 	var m map[string]any
 	_ = json.Unmarshal(obj.Spec, &m)
 	v, _ := m[member].(string)
@@ -182,6 +182,6 @@ func SpecString(obj client.Object, member string) string {
 
 // InOrg reports whether obj belongs to org through its org reference, the spec member
 // member (Kind.OrgMember); an empty member or org keeps every object.
-func InOrg(obj client.Object, member, org string) bool {
+func InOrg(obj api.Object, member, org string) bool {
 	return member == "" || org == "" || SpecString(obj, member) == org
 }

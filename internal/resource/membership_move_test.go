@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/resource"
 )
@@ -32,11 +32,11 @@ func TestOrgMoveDropsMemberships(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	for _, o := range []string{"acme", "other"} {
-		_, err := b.svc.Create(ctx, org(o), client.Object{})
+		_, err := b.svc.Create(ctx, org(o), api.Object{})
 		require.NoError(t, err)
 	}
 	for _, g := range []resource.Ref{group("acme", "web"), group("acme", "db"), group("other", "web")} {
-		_, err := b.svc.Create(ctx, g, client.Object{})
+		_, err := b.svc.Create(ctx, g, api.Object{})
 		require.NoError(t, err)
 	}
 	for _, n := range []string{"n1", "n2", "stay"} {
@@ -61,13 +61,13 @@ func TestOrgMoveDropsMemberships(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return out
 	}
-	rvOf := func(o client.Object) int64 {
+	rvOf := func(o api.Object) int64 {
 		t.Helper()
 		rv, err := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
 		require.NoError(t, err)
 		return rv
 	}
-	staticMembers := func(o client.Object) int {
+	staticMembers := func(o api.Object) int {
 		t.Helper()
 		var st struct {
 			StaticMembers *int `json:"staticMembers"`
@@ -98,7 +98,7 @@ func TestOrgMoveDropsMemberships(t *testing.T) {
 	require.NoError(t, err)
 	left("patch", "n1", rvOf(moved), 2)
 
-	outs := b.svc.ApplyNodes(ctx, []resource.ApplyItem{{Line: 1, Obj: client.Object{Metadata: client.ObjectMeta{Name: "n2"},
+	outs := b.svc.ApplyNodes(ctx, []resource.ApplyItem{{Line: 1, Obj: api.Object{Metadata: api.ObjectMeta{Name: "n2"},
 		Spec: json.RawMessage(`{"org":"other"}`)}}})
 	require.Len(t, outs, 1)
 	require.NoError(t, outs[0].Err)

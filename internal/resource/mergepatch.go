@@ -14,8 +14,8 @@ import (
 	"github.com/stratahq/strata/internal/jsondepth"
 )
 
-// patchMembers are the members a merge patch of an object may hold: those of client.Object
-// and, under metadata, of client.ObjectMeta — exactly what PUT's strict decoding accepts.
+// patchMembers are the members a merge patch of an object may hold: those of api.Object
+// and, under metadata, of api.ObjectMeta — exactly what PUT's strict decoding accepts.
 var patchMembers = map[string]map[string]bool{
 	"": {"kind": true, "metadata": true, "spec": true, "status": true}, // status is ignored: the server writes it
 	"metadata": {"name": true, "uid": true, "org": true, "labels": true, "annotations": true,

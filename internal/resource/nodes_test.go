@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -25,8 +25,8 @@ func group(org, name string) resource.Ref {
 	return resource.Ref{Kind: resource.KindGroup, Org: org, Name: name}
 }
 
-func nodeObj(org string, labels map[string]string) client.Object {
-	return client.Object{Metadata: client.ObjectMeta{Labels: labels}, Spec: json.RawMessage(`{"org":"` + org + `"}`)}
+func nodeObj(org string, labels map[string]string) api.Object {
+	return api.Object{Metadata: api.ObjectMeta{Labels: labels}, Spec: json.RawMessage(`{"org":"` + org + `"}`)}
 }
 
 // TestNodesNeedTheirOrg: spec.org is required and must name an existing org (422 naming
@@ -35,7 +35,7 @@ func TestNodesNeedTheirOrg(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	_, err := b.svc.Create(ctx, org("acme"), client.Object{})
+	_, err := b.svc.Create(ctx, org("acme"), api.Object{})
 	require.NoError(t, err)
 
 	n, err := b.svc.Create(ctx, node("Web01.example.com"), nodeObj("acme", map[string]string{"env": "prod"}))
@@ -51,7 +51,7 @@ func TestNodesNeedTheirOrg(t *testing.T) {
 		{"c", `{"org":7}`, "/spec/org"},
 		{"d", `{"org":"nope"}`, "/spec/org"},
 	} {
-		_, err := b.svc.Create(ctx, node(c.name), client.Object{Spec: json.RawMessage(c.spec)})
+		_, err := b.svc.Create(ctx, node(c.name), api.Object{Spec: json.RawMessage(c.spec)})
 		var fe *fault.Error
 		require.ErrorAs(t, err, &fe, c.spec)
 		require.Equal(t, fault.KindUnprocessable, fe.Kind, c.spec)
@@ -77,16 +77,16 @@ func TestGroupsAndMembers(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	for _, o := range []string{"acme", "beta"} {
-		_, err := b.svc.Create(ctx, org(o), client.Object{})
+		_, err := b.svc.Create(ctx, org(o), api.Object{})
 		require.NoError(t, err)
 	}
-	_, err := b.svc.Create(ctx, group("nope", "web"), client.Object{})
+	_, err := b.svc.Create(ctx, group("nope", "web"), api.Object{})
 	require.Equal(t, fault.KindNotFound, fault.KindOf(err), "a group needs its org")
 
-	g, err := b.svc.Create(ctx, group("acme", "web"), client.Object{Spec: json.RawMessage(`{"selector":"role=web, env in (prod)"}`)})
+	g, err := b.svc.Create(ctx, group("acme", "web"), api.Object{Spec: json.RawMessage(`{"selector":"role=web, env in (prod)"}`)})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"priority":0,"selector":"role=web, env in (prod)"}`, string(g.Spec))
-	_, err = b.svc.Create(ctx, group("beta", "web"), client.Object{Spec: json.RawMessage(`{"priority":10}`)})
+	_, err = b.svc.Create(ctx, group("beta", "web"), api.Object{Spec: json.RawMessage(`{"priority":10}`)})
 	require.NoError(t, err, "group names are per org")
 
 	for spec, field := range map[string]string{
@@ -98,7 +98,7 @@ func TestGroupsAndMembers(t *testing.T) {
 		`{"selector":"a>1"}`:   "/spec/selector",
 		`{"selector":"!!x=y"}`: "/spec/selector",
 	} {
-		_, err := b.svc.Create(ctx, group("acme", "bad"), client.Object{Spec: json.RawMessage(spec)})
+		_, err := b.svc.Create(ctx, group("acme", "bad"), api.Object{Spec: json.RawMessage(spec)})
 		var fe *fault.Error
 		require.ErrorAs(t, err, &fe, spec)
 		require.Equal(t, fault.KindUnprocessable, fe.Kind, spec)
@@ -129,9 +129,9 @@ func TestGroupsAndMembers(t *testing.T) {
 	_, err = b.svc.AddMember(ctx, "acme", "ghost", "n1")
 	require.Equal(t, fault.KindNotFound, fault.KindOf(err))
 
-	members := func() []client.Member {
+	members := func() []api.Member {
 		t.Helper()
-		var all []client.Member
+		var all []api.Member
 		after := ""
 		for {
 			page, last, err := b.svc.Members(ctx, "acme", "web", after, 1)
@@ -143,7 +143,7 @@ func TestGroupsAndMembers(t *testing.T) {
 			after = last
 		}
 	}
-	require.Equal(t, []client.Member{
+	require.Equal(t, []api.Member{
 		{Node: "n1", Selected: true},
 		{Node: "n2", Static: true},
 		{Node: "n3", Static: true, Selected: true},
@@ -152,7 +152,7 @@ func TestGroupsAndMembers(t *testing.T) {
 	// n2 moves to beta: its static membership of acme/web goes in the same transaction.
 	_, err = b.svc.Patch(ctx, node("n2"), []byte(`{"spec":{"org":"beta"}}`))
 	require.NoError(t, err)
-	require.Equal(t, []client.Member{{Node: "n1", Selected: true}, {Node: "n3", Static: true, Selected: true}}, members())
+	require.Equal(t, []api.Member{{Node: "n1", Selected: true}, {Node: "n3", Static: true, Selected: true}}, members())
 
 	removed, err := b.svc.RemoveMember(ctx, "acme", "web", "n3")
 	require.NoError(t, err)
@@ -160,13 +160,13 @@ func TestGroupsAndMembers(t *testing.T) {
 	removed, err = b.svc.RemoveMember(ctx, "acme", "web", "n3")
 	require.NoError(t, err)
 	require.False(t, removed, "removing again is not an error")
-	require.Equal(t, []client.Member{{Node: "n1", Selected: true}, {Node: "n3", Selected: true}}, members())
+	require.Equal(t, []api.Member{{Node: "n1", Selected: true}, {Node: "n3", Selected: true}}, members())
 
 	// Deleting a node ends its memberships (cascade).
 	_, err = b.svc.AddMember(ctx, "acme", "web", "n1")
 	require.NoError(t, err)
 	require.NoError(t, b.svc.Delete(ctx, node("n1"), "", false))
-	require.Equal(t, []client.Member{{Node: "n3", Selected: true}}, members())
+	require.Equal(t, []api.Member{{Node: "n3", Selected: true}}, members())
 }
 
 // TestOrgDeleteRefusedWhileItHasNodesOrGroups: 409 naming the counts, nothing deleted;
@@ -177,9 +177,9 @@ func TestOrgDeleteRefusedWhileItHasNodesOrGroups(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	for _, o := range []string{"acme", "beta"} {
-		_, err := b.svc.Create(ctx, org(o), client.Object{})
+		_, err := b.svc.Create(ctx, org(o), api.Object{})
 		require.NoError(t, err)
-		_, err = b.svc.Create(ctx, group(o, "web"), client.Object{})
+		_, err = b.svc.Create(ctx, group(o, "web"), api.Object{})
 		require.NoError(t, err)
 		_, err = b.svc.Create(ctx, node(o+"-n1"), nodeObj(o, map[string]string{"a": "b"}))
 		require.NoError(t, err)
@@ -236,10 +236,10 @@ func TestSelectorsAgreeWithKubernetes(t *testing.T) {
 		} `json:"selectors"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &golden))
-	_, err = b.svc.Create(ctx, org("acme"), client.Object{})
+	_, err = b.svc.Create(ctx, org("acme"), api.Object{})
 	require.NoError(t, err)
 	for i, ls := range golden.LabelSets {
-		_, err := b.svc.Create(ctx, group("acme", fmt.Sprintf("set-%02d", i)), client.Object{Metadata: client.ObjectMeta{Labels: ls}})
+		_, err := b.svc.Create(ctx, group("acme", fmt.Sprintf("set-%02d", i)), api.Object{Metadata: api.ObjectMeta{Labels: ls}})
 		require.NoError(t, err)
 	}
 	checked := 0
@@ -274,7 +274,7 @@ func TestSelectorPagination(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	_, err := b.svc.Create(ctx, org("acme"), client.Object{})
+	_, err := b.svc.Create(ctx, org("acme"), api.Object{})
 	require.NoError(t, err)
 	var want []string
 	for i := range 40 {
@@ -313,7 +313,7 @@ func TestPatchWritesOnlyChangedKeys(t *testing.T) {
 	for i := range 50 {
 		labels[fmt.Sprintf("k%02d", i)] = "v"
 	}
-	_, err := b.svc.Create(ctx, org("acme"), client.Object{Metadata: client.ObjectMeta{Labels: labels}})
+	_, err := b.svc.Create(ctx, org("acme"), api.Object{Metadata: api.ObjectMeta{Labels: labels}})
 	require.NoError(t, err)
 	ctid := func(key string) string {
 		var s string
@@ -346,7 +346,7 @@ func TestLabelCapUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	_, err := b.svc.Create(ctx, org("acme"), client.Object{})
+	_, err := b.svc.Create(ctx, org("acme"), api.Object{})
 	require.NoError(t, err)
 	const writers = 8
 	// Open a connection per writer first, so that the writers really overlap (a pool that

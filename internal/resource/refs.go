@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/fault"
 )
@@ -58,7 +58,7 @@ func authorizerFrom(ctx context.Context) Authorizer {
 // reference's scope on the new value and, for a change, on the old one. It runs before the
 // kind's Prepare, so a reference the caller may not use is a 403 whether or not the named
 // object exists: the answer reveals nothing about other orgs.
-func checkReferences(ctx context.Context, k *Kind, obj client.Object, prev *client.Object) error {
+func checkReferences(ctx context.Context, k *Kind, obj api.Object, prev *api.Object) error {
 	if len(k.References) == 0 {
 		return nil
 	}
@@ -93,7 +93,7 @@ func checkReferences(ctx context.Context, k *Kind, obj client.Object, prev *clie
 // orgs:attach on the org it is in — besides the route's scope on the object's names. The 403
 // names the org: every caller of an identity move holds write or delete on the object, and
 // both imply read, so the object's spec (its org) is the caller's to know.
-func checkHeld(ctx context.Context, k *Kind, obj client.Object, action string) error {
+func checkHeld(ctx context.Context, k *Kind, obj api.Object, action string) error {
 	az := authorizerFrom(ctx)
 	if az == nil || len(k.References) == 0 {
 		return nil
@@ -117,7 +117,7 @@ func checkHeld(ctx context.Context, k *Kind, obj client.Object, action string) e
 // stored object) needs: the scopes of the references obj holds, as checkHeld words them with
 // action ("importing into"). The Salt-tree import asks it of every existing node a tree
 // names, whose org the tree may claim but cannot change.
-func (s *Service) CheckHeld(ctx context.Context, obj client.Object, action string) error {
+func (s *Service) CheckHeld(ctx context.Context, obj api.Object, action string) error {
 	k, err := s.kindOf(ctx, Ref{Kind: obj.Kind, Org: obj.Metadata.Org, Name: obj.Metadata.Name})
 	if err != nil {
 		return err
@@ -142,7 +142,7 @@ func familyName(k *Kind, org, name string) string {
 }
 
 // refAction says what the write does with a reference, for the 403's message.
-func refAction(prev *client.Object, old, next string) string {
+func refAction(prev *api.Object, old, next string) string {
 	switch {
 	case prev == nil:
 		return "creating the object"

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/resource"
 )
@@ -26,7 +26,7 @@ func TestReferenceCheckedOnOldAndNewValue(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	for _, o := range []string{"acme", "acme2", "victim"} {
-		_, err := b.svc.Create(ctx, org(o), client.Object{})
+		_, err := b.svc.Create(ctx, org(o), api.Object{})
 		require.NoError(t, err)
 	}
 	for n, o := range map[string]string{"v1": "victim", "a1": "acme"} {
@@ -55,7 +55,7 @@ func TestReferenceCheckedOnOldAndNewValue(t *testing.T) {
 	refused("patch", err)
 	_, err = b.svc.Replace(acmeOnly, node("v1"), nodeObj("acme", nil))
 	refused("replace", err)
-	outs := b.svc.ApplyNodes(acmeOnly, []resource.ApplyItem{{Line: 1, Obj: client.Object{Metadata: client.ObjectMeta{Name: "v1"},
+	outs := b.svc.ApplyNodes(acmeOnly, []resource.ApplyItem{{Line: 1, Obj: api.Object{Metadata: api.ObjectMeta{Name: "v1"},
 		Spec: json.RawMessage(`{"org":"acme"}`)}}})
 	require.Len(t, outs, 1)
 	refused("apply", outs[0].Err)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -32,19 +32,19 @@ func (s *Service) OnRename(f func(ctx context.Context, tx *db.Tx, kind string, i
 // references the object holds (checkHeld: orgs:attach on a node's org), so a rename can
 // neither take a name the writer may not use nor move another org's object under one it
 // may. One audit record (object.rename) names both.
-func (s *Service) Rename(ctx context.Context, ref Ref, newName string) (client.Object, error) {
+func (s *Service) Rename(ctx context.Context, ref Ref, newName string) (api.Object, error) {
 	k, err := s.kindOf(ctx, ref)
 	if err != nil {
-		return client.Object{}, err
+		return api.Object{}, err
 	}
 	if !k.Renamable {
-		return client.Object{}, fault.New(fault.KindUnprocessable, "objects of kind %s cannot be renamed: create the new one and delete the old", k.Name)
+		return api.Object{}, fault.New(fault.KindUnprocessable, "objects of kind %s cannot be renamed: create the new one and delete the old", k.Name)
 	}
 	// The new name is a name the writer takes: it needs the write scope on it as on the old
 	// one (the route checked the old one), before anything is looked up.
 	if az := authorizerFrom(ctx); az != nil {
 		if err := az.Check(k.Family, "write", familyName(k, ref.Org, newName)); err != nil {
-			return client.Object{}, err
+			return api.Object{}, err
 		}
 	}
 	validate := ValidateName
@@ -52,13 +52,13 @@ func (s *Service) Rename(ctx context.Context, ref Ref, newName string) (client.O
 		validate = k.ValidateName
 	}
 	if err := validate(newName); err != nil {
-		return client.Object{}, fieldAt("/name", err)
+		return api.Object{}, fieldAt("/name", err)
 	}
 	to := Ref{Kind: ref.Kind, Org: ref.Org, Name: newName}
 	if newName == ref.Name {
 		return s.Get(ctx, ref)
 	}
-	var out client.Object
+	var out api.Object
 	defer s.wrote(ref, to)
 	rctx := context.WithValue(ctx, renamingKey{}, true)
 	err = s.db.InTx(ctx, func(tx *db.Tx) error {
@@ -95,7 +95,7 @@ func (s *Service) Rename(ctx context.Context, ref Ref, newName string) (client.O
 			Detail: map[string]string{"to": objectTarget(out)}})
 	})
 	if err != nil {
-		return client.Object{}, err
+		return api.Object{}, err
 	}
 	s.presentObject(ctx, s.db, &out)
 	return out, nil

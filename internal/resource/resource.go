@@ -24,7 +24,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -148,7 +148,7 @@ func (s *Service) Kind(ctx context.Context, name string) (*Kind, error) {
 // names, tombstoned fields hidden, current defaults filled in; research §5.1) for every object
 // a read, a list or a watch returns. Reads never validate and never fail.
 // qr is the caller's transaction, or s's database outside one.
-func (s *Service) presentObject(ctx context.Context, qr db.Querier, obj *client.Object) {
+func (s *Service) presentObject(ctx context.Context, qr db.Querier, obj *api.Object) {
 	k, err := s.Kind(ctx, obj.Kind)
 	if err != nil || k.Present == nil || len(obj.Spec) == 0 {
 		return
@@ -184,7 +184,7 @@ func addWarnings(ctx context.Context, msgs []string) {
 }
 
 // admit runs k's schema write pipeline on obj (prev: the stored object, nil on create).
-func admit(ctx context.Context, tx *db.Tx, k *Kind, obj *client.Object, prev *client.Object) error {
+func admit(ctx context.Context, tx *db.Tx, k *Kind, obj *api.Object, prev *api.Object) error {
 	obj.Metadata.SchemaRevision = 0
 	if k.Admit == nil {
 		return nil
@@ -221,7 +221,7 @@ func (s *Service) kindOf(ctx context.Context, ref Ref) (*Kind, error) {
 }
 
 // normalize validates an incoming object for ref and fills defaults.
-func normalize(k *Kind, ref Ref, obj *client.Object) error {
+func normalize(k *Kind, ref Ref, obj *api.Object) error {
 	if obj.Kind != "" && obj.Kind != ref.Kind {
 		return fault.Invalid("/kind", "kind %q does not match the endpoint's kind %q", fault.Truncate(obj.Kind, 80), ref.Kind)
 	}
@@ -335,13 +335,13 @@ func hasNUL(v any, tokens *[]string) bool {
 // Create stores a new object; 409 when it exists. An object of an org-scoped kind needs its
 // org (404 otherwise); the org row is locked FOR SHARE until commit, so an org deletion
 // cannot slip in between the check and the insert.
-func (s *Service) Create(ctx context.Context, ref Ref, obj client.Object) (client.Object, error) {
+func (s *Service) Create(ctx context.Context, ref Ref, obj api.Object) (api.Object, error) {
 	k, err := s.kindOf(ctx, ref)
 	if err != nil {
-		return client.Object{}, err
+		return api.Object{}, err
 	}
 	if err := normalize(k, ref, &obj); err != nil {
-		return client.Object{}, err
+		return api.Object{}, err
 	}
 	defer s.wrote(ref)
 	err = inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
@@ -349,7 +349,7 @@ func (s *Service) Create(ctx context.Context, ref Ref, obj client.Object) (clien
 		return err
 	})
 	if err != nil {
-		return client.Object{}, err
+		return api.Object{}, err
 	}
 	return obj, nil
 }
@@ -366,7 +366,7 @@ func inTxWarning(ctx context.Context, d *db.DB, fn func(ctx context.Context, tx 
 }
 
 // createTx inserts a normalized object in tx and returns it as stored, with its row id.
-func createTx(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, obj client.Object) (client.Object, int64, error) {
+func createTx(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, obj api.Object) (api.Object, int64, error) {
 	if k.Scope == ScopeOrg {
 		if _, err := LockOrg(ctx, tx, ref.Org); err != nil {
 			return obj, 0, err
@@ -424,7 +424,7 @@ func LockOrg(ctx context.Context, tx *db.Tx, name string) (int64, error) {
 // the keys that went. The keys are sorted (metadata.Split), and the caller holds the row lock,
 // so writers of one resource queue on that lock instead of deadlocking on key rows, and the
 // per-resource caps that normalize checked on the whole new set still hold at commit.
-func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, obj client.Object, prev *client.Object, orgMember string) (client.Object, error) {
+func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, obj api.Object, prev *api.Object, orgMember string) (api.Object, error) {
 	var oldLabels, oldAnnos map[string]string
 	if prev != nil {
 		oldLabels, oldAnnos = prev.Metadata.Labels, prev.Metadata.Annotations
@@ -525,13 +525,13 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 }
 
 // Get reads one object.
-func (s *Service) Get(ctx context.Context, ref Ref) (client.Object, error) {
+func (s *Service) Get(ctx context.Context, ref Ref) (api.Object, error) {
 	if _, err := s.kindOf(ctx, ref); err != nil {
-		return client.Object{}, err
+		return api.Object{}, err
 	}
 	obj, err := scanObject(ref.Kind, s.db.QueryRow(ctx, q.Get("ResourceGet"), ref.Kind, ref.Org, ref.Name))
 	if errors.Is(err, db.ErrNotFound) {
-		return client.Object{}, notFound(ref)
+		return api.Object{}, notFound(ref)
 	}
 	if err == nil {
 		s.presentObject(ctx, s.db, &obj)
@@ -546,16 +546,16 @@ func notFound(ref Ref) error {
 	return fault.NotFound("%s %q not found", ref.Kind, fault.Truncate(ref.Name, 80))
 }
 
-func scanObject(kind string, row db.Row, extra ...any) (client.Object, error) {
+func scanObject(kind string, row db.Row, extra ...any) (api.Object, error) {
 	var (
-		obj                         client.Object
+		obj                         api.Object
 		spec, labels, annos, status []byte
 		rv, id                      int64
 		created, updated            time.Time
 	)
 	dest := append([]any{&obj.Metadata.Name, &obj.Metadata.Org, &spec, &rv, &created, &updated, &labels, &annos, &obj.Metadata.SchemaRevision, &status, &id}, extra...)
 	if err := row.Scan(dest...); err != nil {
-		return client.Object{}, err
+		return api.Object{}, err
 	}
 	obj.Kind = kind
 	obj.Spec = spec
@@ -567,10 +567,10 @@ func scanObject(kind string, row db.Row, extra ...any) (client.Object, error) {
 	created, updated = created.UTC(), updated.UTC()
 	obj.Metadata.CreatedAt, obj.Metadata.UpdatedAt = &created, &updated
 	if err := json.Unmarshal(labels, &obj.Metadata.Labels); err != nil {
-		return client.Object{}, err
+		return api.Object{}, err
 	}
 	if err := json.Unmarshal(annos, &obj.Metadata.Annotations); err != nil {
-		return client.Object{}, err
+		return api.Object{}, err
 	}
 	return obj, nil
 }
@@ -614,8 +614,8 @@ func withOrgMember(k *Kind, opts ListOptions) (ListOptions, error) {
 // exactly the changes the items do not reflect. Read in two statements under READ COMMITTED,
 // a write committing in between could make the version cover a change the items lack, and
 // the watch would never send it.
-func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) (out client.ObjectList, last string, err error) {
-	out = client.ObjectList{Items: []client.Object{}}
+func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) (out api.ObjectList, last string, err error) {
+	out = api.ObjectList{Items: []api.Object{}}
 	k, err := s.kindOf(ctx, Ref{Kind: kind, Org: org})
 	if err != nil {
 		return out, "", err
@@ -648,7 +648,7 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 		out.Items, last, err = s.settleList(ctx, kind, org, opts, pageLimit(opts), out.Items, last, gaps)
 	}
 	if err != nil {
-		return client.ObjectList{Items: []client.Object{}}, "", err
+		return api.ObjectList{Items: []api.Object{}}, "", err
 	}
 	s.noteResolved(listVersion(out))
 	for i := range out.Items {
@@ -658,8 +658,8 @@ func (s *Service) List(ctx context.Context, kind, org string, opts ListOptions) 
 }
 
 // listTx reads one page of List in tx.
-func (s *Service) listTx(ctx context.Context, tx *db.Tx, kind, org string, opts ListOptions) (client.ObjectList, string, error) {
-	out := client.ObjectList{Items: []client.Object{}}
+func (s *Service) listTx(ctx context.Context, tx *db.Tx, kind, org string, opts ListOptions) (api.ObjectList, string, error) {
+	out := api.ObjectList{Items: []api.Object{}}
 	limit := pageLimit(opts)
 	rv, ids, err := s.drive(ctx, tx, opts.Selector)
 	if err != nil {
@@ -781,7 +781,7 @@ func (s *Service) drive(ctx context.Context, tx *db.Tx, sel metadata.Selector) (
 // the same pipeline as the locked read, which is also the transaction's first round trip
 // (BEGIN goes with it): its transaction opens, holds its kind and locks and reads its row in
 // one round trip. Writes that do not read the schema (delete, rename) pass nil.
-func lockForWrite(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, expected string) (int64, client.Object, error) {
+func lockForWrite(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, expected string) (int64, api.Object, error) {
 	// One statement locks the row and reads the object. Under READ COMMITTED a statement
 	// that waited for the row lock sees the locked row's newest version, but its subqueries
 	// (labels, annotations) still see the snapshot from before the wait; every write stamps
@@ -791,7 +791,7 @@ func lockForWrite(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, expected str
 		id      int64
 		seenRV  int64
 		kind    string
-		cur     client.Object
+		cur     api.Object
 		missing bool
 		steps   []db.Step
 		held    = func() error { return nil }
@@ -809,21 +809,21 @@ func lockForWrite(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, expected str
 		return err
 	}})
 	if err := tx.Pipeline(ctx, steps...); err != nil {
-		return 0, client.Object{}, err
+		return 0, api.Object{}, err
 	}
 	if err := held(); err != nil {
-		return 0, client.Object{}, err
+		return 0, api.Object{}, err
 	}
 	if missing {
-		return 0, client.Object{}, notFound(ref)
+		return 0, api.Object{}, notFound(ref)
 	}
 	if strconv.FormatInt(seenRV, 10) != cur.Metadata.ResourceVersion {
 		objs, err := getByID(ctx, tx, []int64{id})
 		if err != nil {
-			return 0, client.Object{}, err
+			return 0, api.Object{}, err
 		}
 		if len(objs) != 1 {
-			return 0, client.Object{}, fmt.Errorf("locked %s %q (id %d) but could not read it", ref.Kind, ref.Name, id)
+			return 0, api.Object{}, fmt.Errorf("locked %s %q (id %d) but could not read it", ref.Kind, ref.Name, id)
 		}
 		cur = objs[0].obj
 	}
@@ -841,7 +841,7 @@ func lockForWrite(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, expected str
 // stored is an object read with its row id.
 type stored struct {
 	id  int64
-	obj client.Object
+	obj api.Object
 }
 
 // getByID reads the objects with the given row ids (groups first, then nodes, each by name).
@@ -870,12 +870,12 @@ func getByID(ctx context.Context, tx *db.Tx, ids []int64) ([]stored, error) {
 
 // update runs one replace or patch: lock the row, compute the new object from the stored
 // one, let the kind check it, write the difference and stamp the change.
-func (s *Service) update(ctx context.Context, ref Ref, expected string, next func(cur client.Object) (client.Object, error)) (client.Object, error) {
+func (s *Service) update(ctx context.Context, ref Ref, expected string, next func(cur api.Object) (api.Object, error)) (api.Object, error) {
 	k, err := s.kindOf(ctx, ref)
 	if err != nil {
-		return client.Object{}, err
+		return api.Object{}, err
 	}
-	var out client.Object
+	var out api.Object
 	defer s.wrote(ref)
 	err = inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
 		id, cur, err := lockForWrite(ctx, tx, k, ref, expected)
@@ -904,7 +904,7 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 }
 
 // updateTx writes a normalized obj over cur, the stored object whose row (id) tx has locked.
-func updateTx(ctx context.Context, tx *db.Tx, k *Kind, id int64, cur, obj client.Object) (client.Object, error) {
+func updateTx(ctx context.Context, tx *db.Tx, k *Kind, id int64, cur, obj api.Object) (api.Object, error) {
 	obj.Status = cur.Status // the server's to write: a status sent with a write is ignored
 	if obj.Metadata.UID != "" && obj.Metadata.UID != cur.Metadata.UID {
 		return obj, fault.Invalid("/metadata/uid", "uid %q is not this object's (%s): it cannot be changed", fault.Truncate(obj.Metadata.UID, 40), cur.Metadata.UID)
@@ -943,16 +943,16 @@ func updateTx(ctx context.Context, tx *db.Tx, k *Kind, id int64, cur, obj client
 // Replace overwrites an existing object (PUT): spec, labels and annotations all become the
 // request's. A non-empty metadata.resourceVersion must match the stored one (409
 // otherwise); one that is not a number is a 400.
-func (s *Service) Replace(ctx context.Context, ref Ref, obj client.Object) (client.Object, error) {
-	return s.update(ctx, ref, obj.Metadata.ResourceVersion, func(client.Object) (client.Object, error) { return obj, nil })
+func (s *Service) Replace(ctx context.Context, ref Ref, obj api.Object) (api.Object, error) {
+	return s.update(ctx, ref, obj.Metadata.ResourceVersion, func(api.Object) (api.Object, error) { return obj, nil })
 }
 
 // Patch applies an RFC 7396 JSON merge patch to the object's metadata (labels,
 // annotations) and spec, under the row lock, so concurrent patches compose instead of
 // overwriting each other. A resourceVersion in the patch is a precondition.
-func (s *Service) Patch(ctx context.Context, ref Ref, patch []byte) (client.Object, error) {
+func (s *Service) Patch(ctx context.Context, ref Ref, patch []byte) (api.Object, error) {
 	if err := checkPatchMembers(patch); err != nil {
-		return client.Object{}, err
+		return api.Object{}, err
 	}
 	var pre struct {
 		Metadata struct {
@@ -960,9 +960,9 @@ func (s *Service) Patch(ctx context.Context, ref Ref, patch []byte) (client.Obje
 		} `json:"metadata"`
 	}
 	if err := json.Unmarshal(patch, &pre); err != nil {
-		return client.Object{}, fault.Invalid("/metadata", "the merge patch's metadata must be an object: %v", err)
+		return api.Object{}, fault.Invalid("/metadata", "the merge patch's metadata must be an object: %v", err)
 	}
-	return s.update(ctx, ref, pre.Metadata.ResourceVersion, func(cur client.Object) (client.Object, error) {
+	return s.update(ctx, ref, pre.Metadata.ResourceVersion, func(cur api.Object) (api.Object, error) {
 		doc, err := json.Marshal(map[string]any{
 			"kind":     cur.Kind,
 			"metadata": map[string]any{"name": cur.Metadata.Name, "org": cur.Metadata.Org, "labels": cur.Metadata.Labels, "annotations": cur.Metadata.Annotations},
@@ -978,7 +978,7 @@ func (s *Service) Patch(ctx context.Context, ref Ref, patch []byte) (client.Obje
 		if err != nil {
 			return cur, fault.Invalid("", "%v", err)
 		}
-		var next client.Object
+		var next api.Object
 		if err := json.NewDecoder(bytesReader(merged)).Decode(&next); err != nil {
 			return cur, fault.Invalid("/metadata", "the patched object is not valid: %v", err)
 		}
@@ -1016,7 +1016,7 @@ func (s *Service) Delete(ctx context.Context, ref Ref, expected string, cascade 
 
 // deleteLocked deletes row id, whose row lock the transaction holds, and records the
 // deletion with the object as it was last.
-func deleteLocked(ctx context.Context, tx *db.Tx, id int64, last client.Object) error {
+func deleteLocked(ctx context.Context, tx *db.Tx, id int64, last api.Object) error {
 	if _, err := tx.Exec(ctx, q.Get("ResourceDelete"), id); err != nil {
 		return err
 	}
@@ -1025,7 +1025,7 @@ func deleteLocked(ctx context.Context, tx *db.Tx, id int64, last client.Object) 
 
 // stampDeleted records last's deletion in the changes log (and the audit log, unless the
 // deletion is the old name's half of a rename).
-func stampDeleted(ctx context.Context, tx *db.Tx, last client.Object) error {
+func stampDeleted(ctx context.Context, tx *db.Tx, last api.Object) error {
 	last.Metadata.ResourceVersion = ""
 	body, err := json.Marshal(last)
 	if err != nil {
@@ -1067,7 +1067,7 @@ func writer(ctx context.Context) auth.AuditActor {
 
 // objectTarget names an object in the audit log: Kind/org/name, or Kind/name for global
 // kinds.
-func objectTarget(o client.Object) string {
+func objectTarget(o api.Object) string {
 	if o.Metadata.Org != "" {
 		return o.Kind + "/" + o.Metadata.Org + "/" + o.Metadata.Name
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -38,8 +38,8 @@ func TestCreateGetListDelete(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 
-	created, err := b.svc.Create(ctx, org("acme"), client.Object{
-		Metadata: client.ObjectMeta{Name: "acme", Labels: map[string]string{"env": "prod", "example.com/tier": "gold"},
+	created, err := b.svc.Create(ctx, org("acme"), api.Object{
+		Metadata: api.ObjectMeta{Name: "acme", Labels: map[string]string{"env": "prod", "example.com/tier": "gold"},
 			Annotations: map[string]string{"note": "hello world"}},
 		Spec: json.RawMessage(`{"big": 12345678901234567890123, "f": 1.50}`),
 	})
@@ -51,11 +51,11 @@ func TestCreateGetListDelete(t *testing.T) {
 	require.Contains(t, string(created.Spec), "12345678901234567890123", "large integers keep their digits")
 	require.NotEmpty(t, created.Metadata.ResourceVersion)
 
-	_, err = b.svc.Create(ctx, org("acme"), client.Object{})
+	_, err = b.svc.Create(ctx, org("acme"), api.Object{})
 	require.Equal(t, fault.KindConflict, fault.KindOf(err))
 
 	for i := range 5 {
-		_, err := b.svc.Create(ctx, org(fmt.Sprintf("org-%d", i)), client.Object{})
+		_, err := b.svc.Create(ctx, org(fmt.Sprintf("org-%d", i)), api.Object{})
 		require.NoError(t, err)
 	}
 	all := auth.Filter{All: true}
@@ -96,18 +96,18 @@ func TestValidation(t *testing.T) {
 	b := setup(t)
 	cases := []struct {
 		name  string
-		obj   client.Object
+		obj   api.Object
 		field string
 	}{
-		{"Bad_Name", client.Object{}, "/metadata/name"},
-		{"ok", client.Object{Kind: "Node"}, "/kind"},
-		{"ok", client.Object{Metadata: client.ObjectMeta{Labels: map[string]string{"Bad Key": "x"}}}, "/metadata/labels/Bad Key"},
-		{"ok", client.Object{Metadata: client.ObjectMeta{Labels: map[string]string{"k": "bad value!"}}}, "/metadata/labels/k"},
-		{"ok", client.Object{Metadata: client.ObjectMeta{Labels: map[string]string{"a/b/c": "x"}}}, "/metadata/labels/a~1b~1c"},
-		{"ok", client.Object{Spec: json.RawMessage(`[1,2]`)}, "/spec"},
-		{"ok", client.Object{Metadata: client.ObjectMeta{Name: "other"}}, "/metadata/name"},
-		{"ok", client.Object{Spec: json.RawMessage(`{"a":{"b":["x","\u0000"]}}`)}, "/spec/a/b/1"},
-		{"ok", client.Object{Metadata: client.ObjectMeta{Annotations: map[string]string{"n": "a\x00"}}}, "/metadata/annotations/n"},
+		{"Bad_Name", api.Object{}, "/metadata/name"},
+		{"ok", api.Object{Kind: "Node"}, "/kind"},
+		{"ok", api.Object{Metadata: api.ObjectMeta{Labels: map[string]string{"Bad Key": "x"}}}, "/metadata/labels/Bad Key"},
+		{"ok", api.Object{Metadata: api.ObjectMeta{Labels: map[string]string{"k": "bad value!"}}}, "/metadata/labels/k"},
+		{"ok", api.Object{Metadata: api.ObjectMeta{Labels: map[string]string{"a/b/c": "x"}}}, "/metadata/labels/a~1b~1c"},
+		{"ok", api.Object{Spec: json.RawMessage(`[1,2]`)}, "/spec"},
+		{"ok", api.Object{Metadata: api.ObjectMeta{Name: "other"}}, "/metadata/name"},
+		{"ok", api.Object{Spec: json.RawMessage(`{"a":{"b":["x","\u0000"]}}`)}, "/spec/a/b/1"},
+		{"ok", api.Object{Metadata: api.ObjectMeta{Annotations: map[string]string{"n": "a\x00"}}}, "/metadata/annotations/n"},
 	}
 	for _, c := range cases {
 		_, err := b.svc.Create(ctx, org(c.name), c.obj)
@@ -126,7 +126,7 @@ func TestOptimisticConcurrency(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	v1, err := b.svc.Create(ctx, org("acme"), client.Object{Spec: json.RawMessage(`{"a":1}`)})
+	v1, err := b.svc.Create(ctx, org("acme"), api.Object{Spec: json.RawMessage(`{"a":1}`)})
 	require.NoError(t, err)
 
 	upd := v1
@@ -153,8 +153,8 @@ func TestPatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	_, err := b.svc.Create(ctx, org("acme"), client.Object{
-		Metadata: client.ObjectMeta{Labels: map[string]string{"a": "1", "b": "2"}},
+	_, err := b.svc.Create(ctx, org("acme"), api.Object{
+		Metadata: api.ObjectMeta{Labels: map[string]string{"a": "1", "b": "2"}},
 		Spec:     json.RawMessage(`{"x":{"y":1,"z":2},"keep":true}`),
 	})
 	require.NoError(t, err)
@@ -178,7 +178,7 @@ func TestConcurrentPatchesCompose(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	_, err := b.svc.Create(ctx, org("acme"), client.Object{})
+	_, err := b.svc.Create(ctx, org("acme"), api.Object{})
 	require.NoError(t, err)
 	const n = 20
 	var wg sync.WaitGroup
@@ -201,7 +201,7 @@ func TestConcurrentPatchesCompose(t *testing.T) {
 	require.Len(t, got.Metadata.Labels, n)
 }
 
-func names(l client.ObjectList) []string {
+func names(l api.ObjectList) []string {
 	out := []string{}
 	for _, o := range l.Items {
 		out = append(out, o.Metadata.Name)

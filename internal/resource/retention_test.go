@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/resource"
 )
@@ -19,7 +19,7 @@ func TestPruneChanges(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	for _, name := range []string{"a", "b", "c", "d", "e"} {
-		_, err := b.svc.Create(ctx, org(name), client.Object{})
+		_, err := b.svc.Create(ctx, org(name), api.Object{})
 		require.NoError(t, err)
 	}
 	// Age the first three changes (a, b, c) by a day.
@@ -47,7 +47,7 @@ func TestPruneChangesLeavesNoHole(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	for _, name := range []string{"a", "b", "c"} {
-		_, err := b.svc.Create(ctx, org(name), client.Object{})
+		_, err := b.svc.Create(ctx, org(name), api.Object{})
 		require.NoError(t, err)
 	}
 	_, err := b.db.Exec(ctx, &db.Query{Name: "age", Text: `UPDATE {{schema}}.changes SET changed_at = now() - interval '2 hours'

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/kind"
@@ -29,16 +29,16 @@ func TestPatchRoundTrips(t *testing.T) {
 	res := resource.NewService(d)
 	res.UseSchemas(kinds)
 	ctx := auth.WithAuditActor(context.Background(), auth.AuditActor{Actor: "test"})
-	_, err := res.Create(ctx, org("acme"), client.Object{})
+	_, err := res.Create(ctx, org("acme"), api.Object{})
 	require.NoError(t, err)
 	node := resource.Ref{Kind: resource.KindNode, Name: "web01"}
-	_, err = res.Create(ctx, node, client.Object{Spec: json.RawMessage(`{"org": "acme"}`)})
+	_, err = res.Create(ctx, node, api.Object{Spec: json.RawMessage(`{"org": "acme"}`)})
 	require.NoError(t, err)
-	_, err = kinds.Register(ctx, auth.AuditActor{Actor: "test"}, "Widget", client.KindRequest{Scope: "org",
+	_, err = kinds.Register(ctx, auth.AuditActor{Actor: "test"}, "Widget", api.KindRequest{Scope: "org",
 		Schema: json.RawMessage(`{"type": "object", "properties": {"size": {"type": "integer"}}}`)}, false)
 	require.NoError(t, err)
 	widget := resource.Ref{Kind: "Widget", Org: "acme", Name: "w1"}
-	_, err = res.Create(ctx, widget, client.Object{Spec: json.RawMessage(`{"size": 1}`)})
+	_, err = res.Create(ctx, widget, api.Object{Spec: json.RawMessage(`{"size": 1}`)})
 	require.NoError(t, err)
 
 	for _, ref := range []resource.Ref{node, widget} {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/metadata"
@@ -41,13 +41,13 @@ func TestSettledChangesKeepTheListFilter(t *testing.T) {
 	onlyB := (&auth.Principal{Name: "b-reader", Scopes: []auth.Scope{scope}}).ListFilter("orgs", "read")
 	require.False(t, onlyB.Allows("a"))
 
-	type lister func(ctx context.Context, s *resource.Service, f auth.Filter) (client.ObjectList, error)
+	type lister func(ctx context.Context, s *resource.Service, f auth.Filter) (api.ObjectList, error)
 	for what, list := range map[string]lister{
-		"List": func(ctx context.Context, s *resource.Service, f auth.Filter) (client.ObjectList, error) {
+		"List": func(ctx context.Context, s *resource.Service, f auth.Filter) (api.ObjectList, error) {
 			l, _, err := s.List(ctx, resource.KindOrg, "", resource.ListOptions{Filter: f})
 			return l, err
 		},
-		"ListSnapshot": func(ctx context.Context, s *resource.Service, f auth.Filter) (client.ObjectList, error) {
+		"ListSnapshot": func(ctx context.Context, s *resource.Service, f auth.Filter) (api.ObjectList, error) {
 			return s.ListSnapshot(ctx, resource.KindOrg, "", f, metadata.Selector{}, "")
 		},
 	} {
@@ -65,7 +65,7 @@ func TestSettledChangesKeepTheListFilter(t *testing.T) {
 			committedA := make(chan error, 1)
 			go func() {
 				committedA <- b.db.InTx(ctx, func(tx *db.Tx) error {
-					if _, err := b.svc.Create(db.WithTx(ctx, tx), org("a"), client.Object{}); err != nil {
+					if _, err := b.svc.Create(db.WithTx(ctx, tx), org("a"), api.Object{}); err != nil {
 						return err
 					}
 					var id string
@@ -87,7 +87,7 @@ func TestSettledChangesKeepTheListFilter(t *testing.T) {
 			case err := <-committedA:
 				t.Fatalf("writer A ended early: %v", err)
 			}
-			ob, err := b.svc.Create(ctx, org("b"), client.Object{})
+			ob, err := b.svc.Create(ctx, org("b"), api.Object{})
 			require.NoError(t, err)
 			rvB, _ := strconv.ParseInt(ob.Metadata.ResourceVersion, 10, 64)
 

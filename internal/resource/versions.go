@@ -42,7 +42,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 )
@@ -142,7 +142,7 @@ func fillVersions(ctx context.Context, d *db.DB, versions []int64) error {
 // (sorted by name), within the page's range — names after after, and up to last when more
 // pages follow — keeping what opts lets through. It returns the items and the page's new
 // last name.
-func (s *Service) settleList(ctx context.Context, kind, org string, opts ListOptions, limit int, items []client.Object, last string, gaps []int64) ([]client.Object, string, error) {
+func (s *Service) settleList(ctx context.Context, kind, org string, opts ListOptions, limit int, items []api.Object, last string, gaps []int64) ([]api.Object, string, error) {
 	changes, err := s.settle(ctx, gaps)
 	if err != nil {
 		return nil, "", err
@@ -160,7 +160,7 @@ func (s *Service) settleList(ctx context.Context, kind, org string, opts ListOpt
 		case present:
 			items = append(items[:i], items[i+1:]...)
 		case keep:
-			items = append(items, client.Object{})
+			items = append(items, api.Object{})
 			copy(items[i+1:], items[i:])
 			items[i] = c.Object
 		}
@@ -173,7 +173,7 @@ func (s *Service) settleList(ctx context.Context, kind, org string, opts ListOpt
 }
 
 // listVersion parses the version a list page reports.
-func listVersion(l client.ObjectList) int64 {
+func listVersion(l api.ObjectList) int64 {
 	v, _ := strconv.ParseInt(l.ResourceVersion, 10, 64)
 	return v
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/resource"
@@ -76,7 +76,7 @@ func inFlightViolations(t *testing.T, expose bool) []string {
 	committedA := make(chan error, 1)
 	go func() {
 		committedA <- b.db.InTx(ctx, func(tx *db.Tx) error {
-			o, err := b.svc.Create(db.WithTx(ctx, tx), org("a"), client.Object{})
+			o, err := b.svc.Create(db.WithTx(ctx, tx), org("a"), api.Object{})
 			if err != nil {
 				return err
 			}
@@ -92,14 +92,14 @@ func inFlightViolations(t *testing.T, expose bool) []string {
 	case err := <-committedA:
 		t.Fatalf("writer A ended early: %v", err)
 	}
-	ob, err := b.svc.Create(ctx, org("b"), client.Object{})
+	ob, err := b.svc.Create(ctx, org("b"), api.Object{})
 	require.NoError(t, err)
 	rvB, _ := strconv.ParseInt(ob.Metadata.ResourceVersion, 10, 64)
 	require.Greater(t, rvB, rvA)
 
 	var violations []string
 	type listed struct {
-		l   client.ObjectList
+		l   api.ObjectList
 		err error
 	}
 	lists := make(chan listed, 1)
@@ -184,7 +184,7 @@ func TestStampDrawsAgainWhenSettled(t *testing.T) {
 	}
 
 	taken := settleNext()
-	o, err := b.svc.Create(ctx, org("x"), client.Object{})
+	o, err := b.svc.Create(ctx, org("x"), api.Object{})
 	require.NoError(t, err)
 	require.Equal(t, strconv.FormatInt(taken+1, 10), o.Metadata.ResourceVersion, "the write drew the next number")
 	require.Equal(t, "GAP ", typeAt(taken))
@@ -295,7 +295,7 @@ func TestWatchChainsAcrossReplicasEqualTheLog(t *testing.T) {
 				var err error
 				switch i % 3 {
 				case 0:
-					_, err = svc.Create(ctx, org(name), client.Object{})
+					_, err = svc.Create(ctx, org(name), api.Object{})
 				case 1:
 					_, err = svc.Patch(ctx, org(name), []byte(`{"metadata":{"labels":{"i":"`+strconv.Itoa(i)+`"}}}`))
 				default:
@@ -349,7 +349,7 @@ func TestListPagesAreExactUnderWriters(t *testing.T) {
 				name := fmt.Sprintf("p%d-%d", r%5, w)
 				switch r % 3 {
 				case 0:
-					_, _ = b.svc.Create(ctx, org(name), client.Object{})
+					_, _ = b.svc.Create(ctx, org(name), api.Object{})
 				case 1:
 					_, _ = b.svc.Patch(ctx, org(name), []byte(`{"metadata":{"labels":{"k":"`+strconv.Itoa(r)+`"}}}`))
 				default:
@@ -360,7 +360,7 @@ func TestListPagesAreExactUnderWriters(t *testing.T) {
 	}
 	type page struct {
 		after, last string
-		list        client.ObjectList
+		list        api.ObjectList
 	}
 	var pages []page
 	for range 120 {

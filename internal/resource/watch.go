@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -32,7 +32,7 @@ type Change struct {
 	Org  string
 	Name string
 	// Object is the object after the change (the last object, for DELETED).
-	Object client.Object
+	Object api.Object
 	// PrevLabels are the labels before the change: nil for ADDED, and for changes an older
 	// release recorded (which did not keep them).
 	PrevLabels map[string]string
@@ -622,8 +622,8 @@ func (s *Subscription) Close() {
 // in one snapshot, and the resourceVersion of that snapshot: what a watch without a
 // resourceVersion sends as ADDED before the changes after that version. It holds all objects
 // in memory (a watch of a million objects should start from a list's resourceVersion).
-func (s *Service) ListSnapshot(ctx context.Context, kind, org string, filter auth.Filter, sel metadata.Selector, inOrg string) (client.ObjectList, error) {
-	out := client.ObjectList{Items: []client.Object{}}
+func (s *Service) ListSnapshot(ctx context.Context, kind, org string, filter auth.Filter, sel metadata.Selector, inOrg string) (api.ObjectList, error) {
+	out := api.ObjectList{Items: []api.Object{}}
 	k, err := s.kindOf(ctx, Ref{Kind: kind, Org: org})
 	if err != nil {
 		return out, err
@@ -655,7 +655,7 @@ func (s *Service) ListSnapshot(ctx context.Context, kind, org string, filter aut
 		out.Items, _, err = s.settleList(ctx, kind, org, opts, 0, out.Items, "", gaps)
 	}
 	if err != nil {
-		return client.ObjectList{Items: []client.Object{}}, err
+		return api.ObjectList{Items: []api.Object{}}, err
 	}
 	s.noteResolved(listVersion(out))
 	for i := range out.Items {

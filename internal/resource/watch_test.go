@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -99,7 +99,7 @@ func TestWatchDeliversExactlyTheLog(t *testing.T) {
 	b := setup(t)
 	h := startHub(t, b, func(h *resource.Hub) { h.Batch = 7 })
 	for i := range 20 {
-		_, err := b.svc.Create(ctx, org(fmt.Sprintf("pre-%d", i)), client.Object{})
+		_, err := b.svc.Create(ctx, org(fmt.Sprintf("pre-%d", i)), api.Object{})
 		require.NoError(t, err)
 	}
 	list, _, err := b.svc.List(ctx, resource.KindOrg, "", resource.ListOptions{})
@@ -118,7 +118,7 @@ func TestWatchDeliversExactlyTheLog(t *testing.T) {
 				name := fmt.Sprintf("w%d-%d", w, r%5)
 				switch rng.IntN(3) {
 				case 0:
-					_, _ = b.svc.Create(ctx, org(name), client.Object{})
+					_, _ = b.svc.Create(ctx, org(name), api.Object{})
 				case 1:
 					_, _ = b.svc.Patch(ctx, org(name), []byte(`{"metadata":{"labels":{"r":"`+strconv.Itoa(r)+`"}}}`))
 				default:
@@ -126,7 +126,7 @@ func TestWatchDeliversExactlyTheLog(t *testing.T) {
 				}
 				if r == rounds/3 && w == 0 {
 					// A node (another kind) in between: not the watch's business.
-					_, _ = b.svc.Create(ctx, resource.Ref{Kind: "Node", Name: "n1"}, client.Object{Spec: json.RawMessage(`{"org":"pre-1"}`)})
+					_, _ = b.svc.Create(ctx, resource.Ref{Kind: "Node", Name: "n1"}, api.Object{Spec: json.RawMessage(`{"org":"pre-1"}`)})
 				}
 			}
 		}()
@@ -187,7 +187,7 @@ func TestWatchGoneAfterPrune(t *testing.T) {
 	h := startHub(t, b, nil)
 	var rvs []int64
 	for _, name := range []string{"a", "b", "c"} {
-		o, err := b.svc.Create(ctx, org(name), client.Object{})
+		o, err := b.svc.Create(ctx, org(name), api.Object{})
 		require.NoError(t, err)
 		rv, _ := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
 		rvs = append(rvs, rv)
@@ -214,7 +214,7 @@ func TestWatchGoneAfterPrune(t *testing.T) {
 	require.Len(t, list.Items, 3)
 
 	// A later change is delivered to the subscription from the compaction point.
-	o, err := b.svc.Create(ctx, org("d"), client.Object{})
+	o, err := b.svc.Create(ctx, org("d"), api.Object{})
 	require.NoError(t, err)
 	got := collect(t, sub, 1)
 	require.Equal(t, o.Metadata.ResourceVersion, strconv.FormatInt(got[0].RV, 10))
@@ -246,7 +246,7 @@ func TestWatchSlowSubscriberIsEnded(t *testing.T) {
 	// its buffer of three; the fast one never holds more than two.
 	var last string
 	for i := range 4 {
-		o, err := b.svc.Create(ctx, org(fmt.Sprintf("o%d", i)), client.Object{})
+		o, err := b.svc.Create(ctx, org(fmt.Sprintf("o%d", i)), api.Object{})
 		require.NoError(t, err)
 		last = o.Metadata.ResourceVersion
 		if i%2 == 1 {
@@ -278,7 +278,7 @@ func TestWatchProgressIsComplete(t *testing.T) {
 	defer sub.Close()
 	var rvs []int64
 	for i := range 3 {
-		o, err := b.svc.Create(ctx, org(fmt.Sprintf("p%d", i)), client.Object{})
+		o, err := b.svc.Create(ctx, org(fmt.Sprintf("p%d", i)), api.Object{})
 		require.NoError(t, err)
 		rv, _ := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
 		rvs = append(rvs, rv)
@@ -299,7 +299,7 @@ func TestEventForSelector(t *testing.T) {
 	require.NoError(t, err)
 	prod, dev := map[string]string{"env": "prod"}, map[string]string{"env": "dev"}
 	ch := func(typ string, now, prev map[string]string) resource.Change {
-		return resource.Change{Type: typ, Object: client.Object{Metadata: client.ObjectMeta{Labels: now}}, PrevLabels: prev}
+		return resource.Change{Type: typ, Object: api.Object{Metadata: api.ObjectMeta{Labels: now}}, PrevLabels: prev}
 	}
 	for _, tc := range []struct {
 		c    resource.Change
@@ -331,7 +331,7 @@ func TestChangesKeepPrevLabels(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	_, err := b.svc.Create(ctx, org("x"), client.Object{Metadata: client.ObjectMeta{Labels: map[string]string{"env": "prod"}}})
+	_, err := b.svc.Create(ctx, org("x"), api.Object{Metadata: api.ObjectMeta{Labels: map[string]string{"env": "prod"}}})
 	require.NoError(t, err)
 	_, err = b.svc.Patch(ctx, org("x"), []byte(`{"metadata":{"labels":{"env":"dev"}}}`))
 	require.NoError(t, err)
@@ -375,7 +375,7 @@ func TestListResourceVersionIsItsSnapshot(t *testing.T) {
 				name := fmt.Sprintf("s%d-%d", w, r%4)
 				switch r % 3 {
 				case 0:
-					_, _ = b.svc.Create(ctx, org(name), client.Object{})
+					_, _ = b.svc.Create(ctx, org(name), api.Object{})
 				case 1:
 					_, _ = b.svc.Patch(ctx, org(name), []byte(`{"metadata":{"labels":{"k":"`+strconv.Itoa(r)+`"}}}`))
 				default:
@@ -384,7 +384,7 @@ func TestListResourceVersionIsItsSnapshot(t *testing.T) {
 			}
 		}()
 	}
-	var lists []client.ObjectList
+	var lists []api.ObjectList
 	for range 150 {
 		l, _, err := b.svc.List(ctx, resource.KindOrg, "", resource.ListOptions{Filter: auth.Filter{All: true}})
 		require.NoError(t, err)
@@ -439,7 +439,7 @@ func TestWatchPollerBehindPrune(t *testing.T) {
 	require.NoError(t, b.db.InTx(ctx, func(tx *db.Tx) error {
 		txCtx := db.WithTx(ctx, tx)
 		for _, n := range []string{"a", "b"} {
-			o, err := b.svc.Create(txCtx, org(n), client.Object{})
+			o, err := b.svc.Create(txCtx, org(n), api.Object{})
 			if err != nil {
 				return err
 			}
@@ -456,7 +456,7 @@ func TestWatchPollerBehindPrune(t *testing.T) {
 	later, err := h.Subscribe(ctx, resource.KindOrg, "", last)
 	require.NoError(t, err, "the compaction point misses nothing")
 	defer later.Close()
-	o, err := b.svc.Create(ctx, org("c"), client.Object{})
+	o, err := b.svc.Create(ctx, org("c"), api.Object{})
 	require.NoError(t, err)
 	got := collect(t, later, 1)
 	require.Equal(t, o.Metadata.ResourceVersion, strconv.FormatInt(got[0].RV, 10))
@@ -471,8 +471,8 @@ func TestEventInOrg(t *testing.T) {
 	sel, err := metadata.ParseSelector("env=prod")
 	require.NoError(t, err)
 	ch := func(typ, now string, prev *string, labels map[string]string) resource.Change {
-		return resource.Change{Type: typ, PrevOrg: prev, PrevLabels: labels, Object: client.Object{
-			Metadata: client.ObjectMeta{Labels: labels}, Spec: json.RawMessage(`{"org":"` + now + `"}`)}}
+		return resource.Change{Type: typ, PrevOrg: prev, PrevLabels: labels, Object: api.Object{
+			Metadata: api.ObjectMeta{Labels: labels}, Spec: json.RawMessage(`{"org":"` + now + `"}`)}}
 	}
 	acme, globex := "acme", "globex"
 	prod := map[string]string{"env": "prod"}

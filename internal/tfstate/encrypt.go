@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -169,17 +169,17 @@ func projectEncrypted(ctx context.Context, tx *db.Tx, project string) (bool, err
 // states and versions to sealed ones, in one transaction, and reports how many remain. The
 // first call marks the project encrypted; call again until Done. See "Converting a project"
 // above for the locking.
-func (s *Service) ProjectEncrypt(ctx context.Context, actor Actor, project string, limit int) (client.ProjectEncryption, error) {
+func (s *Service) ProjectEncrypt(ctx context.Context, actor Actor, project string, limit int) (api.ProjectEncryption, error) {
 	if err := ValidateProject(project, s.db.Schema()); err != nil {
-		return client.ProjectEncryption{}, err
+		return api.ProjectEncryption{}, err
 	}
 	if limit <= 0 {
 		limit = DefaultEncryptBatch
 	}
 	if err := s.keys.Require(); err != nil {
-		return client.ProjectEncryption{}, secret.Fault(err)
+		return api.ProjectEncryption{}, secret.Fault(err)
 	}
-	out := client.ProjectEncryption{Project: project}
+	out := api.ProjectEncryption{Project: project}
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		p, err := scanProject(tx.QueryRow(ctx, q.Get("ProjectGetForUpdate"), project))
 		if errors.Is(err, db.ErrNotFound) {
@@ -204,7 +204,7 @@ func (s *Service) ProjectEncrypt(ctx context.Context, actor Actor, project strin
 		return nil
 	})
 	if err != nil {
-		return client.ProjectEncryption{}, categorize(secret.Fault(err))
+		return api.ProjectEncryption{}, categorize(secret.Fault(err))
 	}
 	return out, nil
 }
@@ -216,7 +216,7 @@ func (s *Service) encryptBatch(ctx context.Context, tx *db.Tx, actor Actor, proj
 	var ws, info string
 	err := tx.QueryRow(ctx, q.Get("EncryptFirstLock"), project).Scan(&ws, &info)
 	if err == nil {
-		var li client.LockInfo
+		var li api.LockInfo
 		_ = json.Unmarshal([]byte(info), &li)
 		// The request named only the project: the body's Path says which workspace is locked.
 		li.Path = project + "/" + ws

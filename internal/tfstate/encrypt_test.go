@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/pgembed"
@@ -279,7 +279,7 @@ func TestProjectEncryptConverts(t *testing.T) {
 	require.True(t, rawBool(t, pg, `SELECT pg_advisory_unlock(id) FROM conv.states WHERE name = 'c'`))
 
 	calls := 0
-	var last client.ProjectEncryption
+	var last api.ProjectEncryption
 	for {
 		last, err = b.svc.ProjectEncrypt(ctx, b.actor, "conv", 2)
 		require.NoError(t, err)

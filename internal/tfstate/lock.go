@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/sabotage"
@@ -20,7 +20,7 @@ import (
 // heldLock is a tf_locks row.
 type heldLock struct {
 	ID      string
-	Info    client.LockInfo
+	Info    api.LockInfo
 	StateID int64
 	Owner   string
 	// CreatedBy is the actor (token) that took the lock.
@@ -77,8 +77,8 @@ func heldBy(project, workspace string, h heldLock, id string) error {
 }
 
 // ParseLockInfo reads a LOCK body: Terraform's LockInfo JSON. ID is required.
-func ParseLockInfo(body []byte) (client.LockInfo, error) {
-	var info client.LockInfo
+func ParseLockInfo(body []byte) (api.LockInfo, error) {
+	var info api.LockInfo
 	// Created is read apart: an empty or missing time is filled in by Lock, and a bad one
 	// is a 400 that names the field rather than Go's time layout.
 	var raw struct {
@@ -88,7 +88,7 @@ func ParseLockInfo(body []byte) (client.LockInfo, error) {
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return info, fault.Invalid("", "lock body must be Terraform's LockInfo JSON object with string fields ID, Operation, Info, Who, Version, Created, Path")
 	}
-	info = client.LockInfo{ID: raw.ID, Operation: raw.Operation, Info: raw.Info, Who: raw.Who, Version: raw.Version, Path: raw.Path}
+	info = api.LockInfo{ID: raw.ID, Operation: raw.Operation, Info: raw.Info, Who: raw.Who, Version: raw.Version, Path: raw.Path}
 	if raw.Created != "" {
 		t, err := time.Parse(time.RFC3339Nano, raw.Created)
 		if err != nil {
@@ -120,13 +120,13 @@ func ParseLockInfo(body []byte) (client.LockInfo, error) {
 // keeper holds a key that pg clients will try and so that they cannot create the workspace
 // meanwhile. The advisory key is taken by the keeper before the lock row commits: there is
 // no instant in which the row says "locked" and the key is free.
-func (s *Service) Lock(ctx context.Context, actor Actor, project, workspace string, body []byte) (client.LockInfo, error) {
+func (s *Service) Lock(ctx context.Context, actor Actor, project, workspace string, body []byte) (api.LockInfo, error) {
 	if err := s.validate(project, workspace); err != nil {
-		return client.LockInfo{}, err
+		return api.LockInfo{}, err
 	}
 	info, err := ParseLockInfo(body)
 	if err != nil {
-		return client.LockInfo{}, err
+		return api.LockInfo{}, err
 	}
 	if info.Created.IsZero() {
 		info.Created = time.Now().UTC()
@@ -139,7 +139,7 @@ func (s *Service) Lock(ctx context.Context, actor Actor, project, workspace stri
 	// A key held by another replica's keeper that is letting go (an UNLOCK it has not yet
 	// acted on) is worth a short wait; a pg client's key is not.
 	for attempt := 0; ; attempt++ {
-		var existing client.LockInfo
+		var existing api.LockInfo
 		err = s.lockOnce(ctx, actor, project, workspace, info, stored, &existing)
 		if errors.Is(err, errSameLock) {
 			return existing, nil
@@ -153,18 +153,18 @@ func (s *Service) Lock(ctx context.Context, actor Actor, project, workspace stri
 		if errors.Is(err, errKeeperBusy) && attempt < 30 {
 			select {
 			case <-ctx.Done():
-				return client.LockInfo{}, ctx.Err()
+				return api.LockInfo{}, ctx.Err()
 			case <-time.After(100 * time.Millisecond):
 			}
 			continue
 		}
 		if errors.Is(err, errKeeperBusy) {
-			err = lockedError(fmt.Sprintf("workspace %s/%s is still held by a strata replica; retry", project, workspace), client.LockInfo{
+			err = lockedError(fmt.Sprintf("workspace %s/%s is still held by a strata replica; retry", project, workspace), api.LockInfo{
 				ID: "strata-replica", Operation: "releasing", Info: "another strata replica is releasing this lock", Created: time.Now().UTC(), Path: project + "/" + workspace,
 			})
 		}
 		if err != nil {
-			return client.LockInfo{}, categorizeIn(project, err)
+			return api.LockInfo{}, categorizeIn(project, err)
 		}
 		return info, nil
 	}
@@ -183,7 +183,7 @@ var errKeeperBusy = errors.New("advisory key held by another strata keeper")
 // (bounded by ctx and Options.KeeperWait, holding no pool connection meanwhile), then runs
 // the transaction holding it: the keeper takes the key before the row commits, and lets it
 // go again when the transaction rolls back.
-func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace string, info client.LockInfo, stored []byte, existing *client.LockInfo) error {
+func (s *Service) lockOnce(ctx context.Context, actor Actor, project, workspace string, info api.LockInfo, stored []byte, existing *api.LockInfo) error {
 	deadline := time.Now().Add(s.opts.KeeperWait)
 	slotHeld := false
 	if s.keeper != nil {
@@ -500,16 +500,16 @@ func (s *Service) afterUnlock(ctx context.Context, owner string, key int64) {
 // shown protected after its owner's keeper backend is gone; unprotectedSince and lastGap
 // come from the gaps the keeper recorded. A lock whose owner's keeper is gone makes this
 // replica's keeper look at once, to take it over.
-func (s *Service) LockStatus(ctx context.Context, project, workspace string) (client.LockStatus, error) {
+func (s *Service) LockStatus(ctx context.Context, project, workspace string) (api.LockStatus, error) {
 	if err := s.validate(project, workspace); err != nil {
-		return client.LockStatus{}, err
+		return api.LockStatus{}, err
 	}
 	if err := requireProject(ctx, s.db, project); err != nil {
-		return client.LockStatus{}, categorizeIn(project, err)
+		return api.LockStatus{}, categorizeIn(project, err)
 	}
 	h, ok, err := scanLock(s.db.QueryRow(ctx, q.Get("LockGet"), project, workspace))
 	if err != nil {
-		return client.LockStatus{}, categorizeIn(project, err)
+		return api.LockStatus{}, categorizeIn(project, err)
 	}
 	if !ok {
 		st, err := s.pgLockStatus(ctx, project, workspace)
@@ -522,9 +522,9 @@ func (s *Service) LockStatus(ctx context.Context, project, workspace string) (cl
 }
 
 // status is the API's view of an HTTP lock.
-func (h heldLock) status() client.LockStatus {
+func (h heldLock) status() api.LockStatus {
 	created := h.Created
-	st := client.LockStatus{Locked: true, Kind: "http", Info: &client.LockInfo{}, Since: &created, Protected: h.Protected()}
+	st := api.LockStatus{Locked: true, Kind: "http", Info: &api.LockInfo{}, Since: &created, Protected: h.Protected()}
 	*st.Info = h.Info
 	if !st.Protected && h.Owner != "" {
 		since := h.UnprotectedSince
@@ -536,7 +536,7 @@ func (h heldLock) status() client.LockStatus {
 		st.UnprotectedSince = since
 	}
 	if h.LastGapStart != nil && h.LastGapEnd != nil {
-		st.LastGap = &client.LockGap{From: h.LastGapStart.UTC(), To: h.LastGapEnd.UTC()}
+		st.LastGap = &api.LockGap{From: h.LastGapStart.UTC(), To: h.LastGapEnd.UTC()}
 	}
 	return st
 }

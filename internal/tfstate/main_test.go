@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/pgtest"
@@ -103,7 +103,7 @@ func rawBool(t *testing.T, s *db.Session, sql string, args ...any) bool {
 }
 
 func lockBody(id string) []byte {
-	b, _ := json.Marshal(client.LockInfo{ID: id, Operation: "OperationTypeApply", Who: "alice@host", Version: "1.11.4", Created: time.Now().UTC()})
+	b, _ := json.Marshal(api.LockInfo{ID: id, Operation: "OperationTypeApply", Who: "alice@host", Version: "1.11.4", Created: time.Now().UTC()})
 	return b
 }
 
@@ -132,11 +132,11 @@ func requireKind(t *testing.T, err error, kind fault.Kind) *fault.Error {
 }
 
 // requireLocked asserts a 423 whose body parses as a LockInfo, as Terraform parses it.
-func requireLocked(t *testing.T, err error) client.LockInfo {
+func requireLocked(t *testing.T, err error) api.LockInfo {
 	t.Helper()
 	fe := requireKind(t, err, fault.KindLocked)
 	require.Equal(t, "application/json", fe.ContentType)
-	var info client.LockInfo
+	var info api.LockInfo
 	require.NoError(t, json.Unmarshal(fe.Body, &info), string(fe.Body))
 	require.NotEmpty(t, info.ID)
 	return info

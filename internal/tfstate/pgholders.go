@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 )
@@ -31,13 +31,13 @@ type pgHolder struct {
 	Exclusive bool
 }
 
-func (h pgHolder) status() *client.PGHolder {
-	return &client.PGHolder{PID: h.PID, User: h.User, ClientAddr: h.Addr, ApplicationName: h.App, Since: h.Since.UTC(), Key: h.Key}
+func (h pgHolder) status() *api.PGHolder {
+	return &api.PGHolder{PID: h.PID, User: h.User, ClientAddr: h.Addr, ApplicationName: h.App, Since: h.Since.UTC(), Key: h.Key}
 }
 
 // lockInfo synthesizes a LockInfo for a pg client, which stores none: HTTP clients can only
 // show a holder they can parse.
-func (h pgHolder) lockInfo(project, workspace string) client.LockInfo {
+func (h pgHolder) lockInfo(project, workspace string) api.LockInfo {
 	op := "pg backend lock"
 	if h.Key <= 0 {
 		op = "pg backend workspace creation"
@@ -52,7 +52,7 @@ func (h pgHolder) lockInfo(project, workspace string) client.LockInfo {
 		fmt.Fprintf(&b, ", application %q", h.App)
 	}
 	fmt.Fprintf(&b, ", advisory key %d; strata state unlock --force ends it", h.Key)
-	return client.LockInfo{
+	return api.LockInfo{
 		ID: fmt.Sprintf("pg-backend-pid-%d", h.PID), Operation: op, Info: b.String(), Who: who,
 		Created: h.Since.UTC(), Path: project + "/" + workspace,
 	}
@@ -108,7 +108,7 @@ func pgLocked(ctx context.Context, qr db.Querier, project, workspace string, key
 	if len(holders) == 0 {
 		// Released between the try and the look-up, or held by another replica's keeper
 		// that is about to let go: the client retries (-lock-timeout).
-		return lockedError(fmt.Sprintf("workspace %s/%s is locked by another session; retry", project, workspace), client.LockInfo{
+		return lockedError(fmt.Sprintf("workspace %s/%s is locked by another session; retry", project, workspace), api.LockInfo{
 			ID: "pg-backend", Operation: "pg backend lock", Info: "the workspace's advisory key was held; retry",
 			Created: time.Now().UTC(), Path: project + "/" + workspace,
 		})
@@ -151,18 +151,18 @@ func workspaceKeys(ctx context.Context, qr db.Querier, project, workspace string
 
 // pgLockStatus is LockStatus for a workspace without an HTTP lock: the first pg client
 // holding one of its keys exclusively, or not locked.
-func (s *Service) pgLockStatus(ctx context.Context, project, workspace string) (client.LockStatus, error) {
+func (s *Service) pgLockStatus(ctx context.Context, project, workspace string) (api.LockStatus, error) {
 	keys, err := workspaceKeys(ctx, s.db, project, workspace)
 	if err != nil {
-		return client.LockStatus{}, err
+		return api.LockStatus{}, err
 	}
 	holders, err := pgHolders(ctx, s.db, keys...)
 	if err != nil || len(holders) == 0 || !holders[0].Exclusive {
-		return client.LockStatus{}, err
+		return api.LockStatus{}, err
 	}
 	h := holders[0]
 	since := h.Since.UTC()
-	return client.LockStatus{Locked: true, Kind: "pg", PG: h.status(), Since: &since}, nil
+	return api.LockStatus{Locked: true, Kind: "pg", PG: h.status(), Since: &since}, nil
 }
 
 // terminatePGHolders ends the PostgreSQL backends of pg clients holding the workspace: its

@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/secret"
 )
 
-func scanProject(row interface{ Scan(...any) error }) (client.Project, error) {
-	var p client.Project
+func scanProject(row interface{ Scan(...any) error }) (api.Project, error) {
+	var p api.Project
 	err := row.Scan(&p.Name, &p.CreatedAt, &p.CreatedBy, &p.Adopted, &p.CredentialsRole, &p.Encryption)
 	p.CreatedAt = p.CreatedAt.UTC()
 	return p, err
@@ -28,7 +28,7 @@ type ProjectOptions struct {
 }
 
 // ProjectPut is ProjectCreate without options: an unencrypted project.
-func (s *Service) ProjectPut(ctx context.Context, actor Actor, name string) (client.Project, bool, error) {
+func (s *Service) ProjectPut(ctx context.Context, actor Actor, name string) (api.Project, bool, error) {
 	return s.ProjectCreate(ctx, actor, name, ProjectOptions{})
 }
 
@@ -41,16 +41,16 @@ func (s *Service) ProjectPut(ctx context.Context, actor Actor, name string) (cli
 // existing schema is adopted without touching its rows: its states table must have the pg
 // backend's layout; its current rows become the first versions (history starts now). On
 // Citus the schema is distributed before the trigger is made (distribute).
-func (s *Service) ProjectCreate(ctx context.Context, actor Actor, name string, opts ProjectOptions) (client.Project, bool, error) {
+func (s *Service) ProjectCreate(ctx context.Context, actor Actor, name string, opts ProjectOptions) (api.Project, bool, error) {
 	if err := ValidateProject(name, s.db.Schema()); err != nil {
-		return client.Project{}, false, err
+		return api.Project{}, false, err
 	}
 	if opts.Encryption {
 		if err := s.keys.Require(); err != nil {
-			return client.Project{}, false, secret.Fault(err)
+			return api.Project{}, false, secret.Fault(err)
 		}
 	}
-	var p client.Project
+	var p api.Project
 	created := false
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
 		var ignored string
@@ -152,13 +152,13 @@ func (s *Service) ProjectCreate(ctx context.Context, actor Actor, name string, o
 		return err
 	})
 	if err != nil {
-		return client.Project{}, false, categorize(secret.Fault(err))
+		return api.Project{}, false, categorize(secret.Fault(err))
 	}
 	if created {
 		s.balance(ctx, name)
 	}
 	if err := s.countWorkspaces(ctx, &p); err != nil {
-		return client.Project{}, false, err
+		return api.Project{}, false, err
 	}
 	return p, created, nil
 }
@@ -243,24 +243,24 @@ func checkStatesLayout(ctx context.Context, tx *db.Tx, schema string) (bool, err
 }
 
 // ProjectGet returns a project with its number of workspaces that hold a state.
-func (s *Service) ProjectGet(ctx context.Context, name string) (client.Project, error) {
+func (s *Service) ProjectGet(ctx context.Context, name string) (api.Project, error) {
 	if err := ValidateProject(name, s.db.Schema()); err != nil {
-		return client.Project{}, err
+		return api.Project{}, err
 	}
 	p, err := scanProject(s.db.QueryRow(ctx, q.Get("ProjectGet"), name))
 	if errors.Is(err, db.ErrNotFound) {
-		return client.Project{}, fault.NotFound("project %q not found", name)
+		return api.Project{}, fault.NotFound("project %q not found", name)
 	}
 	if err != nil {
-		return client.Project{}, categorizeIn(name, err)
+		return api.Project{}, categorizeIn(name, err)
 	}
 	if err := s.countWorkspaces(ctx, &p); err != nil {
-		return client.Project{}, err
+		return api.Project{}, err
 	}
 	return p, nil
 }
 
-func (s *Service) countWorkspaces(ctx context.Context, p *client.Project) error {
+func (s *Service) countWorkspaces(ctx context.Context, p *api.Project) error {
 	var n int64
 	if err := s.db.QueryRow(ctx, pq("ProjectStateCount", p.Name)).Scan(&n); err != nil {
 		return categorizeIn(p.Name, err)
@@ -282,7 +282,7 @@ type ProjectListOptions struct {
 
 // ProjectList lists the projects opts.Filter lets through, by name, with their workspace
 // counts, and reports whether more follow the page.
-func (s *Service) ProjectList(ctx context.Context, opts ProjectListOptions) ([]client.Project, bool, error) {
+func (s *Service) ProjectList(ctx context.Context, opts ProjectListOptions) ([]api.Project, bool, error) {
 	var limit *int
 	if opts.Limit > 0 {
 		n := opts.Limit + 1
@@ -317,16 +317,16 @@ func (s *Service) ProjectList(ctx context.Context, opts ProjectListOptions) ([]c
 	return out, more, nil
 }
 
-func (s *Service) projectList(ctx context.Context, query string, opts ProjectListOptions, limit *int) ([]client.Project, error) {
+func (s *Service) projectList(ctx context.Context, query string, opts ProjectListOptions, limit *int) ([]api.Project, error) {
 	f := opts.Filter
 	rows, err := s.db.Query(ctx, q.Get(query), f.All, f.Names, f.Prefixes, opts.After, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := []client.Project{}
+	out := []api.Project{}
 	for rows.Next() {
-		var p client.Project
+		var p api.Project
 		var n int64
 		if err := rows.Scan(&p.Name, &p.CreatedAt, &p.CreatedBy, &p.Adopted, &p.CredentialsRole, &p.Encryption, &n); err != nil {
 			return nil, err
@@ -435,9 +435,9 @@ func (s *Service) ProjectDelete(ctx context.Context, actor Actor, name string, f
 // strata tokens. The role cannot run the pg backend's DDL (CREATE … IF NOT EXISTS checks
 // privileges first), so the backend block sets the skip_* flags; strata created the
 // objects. The password reaches PostgreSQL only as a SCRAM-SHA-256 verifier.
-func (s *Service) ProjectCredentials(ctx context.Context, actor Actor, name string) (client.ProjectCredentials, error) {
+func (s *Service) ProjectCredentials(ctx context.Context, actor Actor, name string) (api.ProjectCredentials, error) {
 	if err := ValidateProject(name, s.db.Schema()); err != nil {
-		return client.ProjectCredentials{}, err
+		return api.ProjectCredentials{}, err
 	}
 	role := "tf_" + name
 	if len(role) > 63 {
@@ -481,7 +481,7 @@ func (s *Service) ProjectCredentials(ctx context.Context, actor Actor, name stri
 		return audit(ctx, tx, actor, "project.credentials", name, map[string]any{"role": role})
 	})
 	if err != nil {
-		return client.ProjectCredentials{}, categorize(err)
+		return api.ProjectCredentials{}, categorize(err)
 	}
 	base := s.opts.ClientURL
 	if base == "" {
@@ -501,7 +501,7 @@ func (s *Service) ProjectCredentials(ctx context.Context, actor Actor, name stri
   }
 }
 `, conn, name)
-	return client.ProjectCredentials{Project: name, Role: role, Password: password, ConnStr: conn, Backend: backend}, nil
+	return api.ProjectCredentials{Project: name, Role: role, Password: password, ConnStr: conn, Backend: backend}, nil
 }
 
 func truncateList(s string) string {

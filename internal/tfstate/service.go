@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
@@ -357,7 +357,7 @@ func categorizeIn(project string, err error) error {
 
 // lockedError is a 423 whose body is the holder's LockInfo, which Terraform and OpenTofu
 // parse from a conflict answer (and fail on anything else).
-func lockedError(detail string, holder client.LockInfo) error {
+func lockedError(detail string, holder api.LockInfo) error {
 	body, _ := json.Marshal(holder)
 	return &fault.Error{Kind: fault.KindLocked, Detail: detail, Body: body, ContentType: "application/json"}
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/secret"
@@ -360,7 +360,7 @@ func (s *Service) StateDelete(ctx context.Context, actor Actor, project, workspa
 
 // WorkspaceList lists a page of a project's workspaces with their lock holders (HTTP or pg),
 // in byte order of their names, and reports whether more follow the page.
-func (s *Service) WorkspaceList(ctx context.Context, project string, opts WorkspaceListOptions) ([]client.Workspace, bool, error) {
+func (s *Service) WorkspaceList(ctx context.Context, project string, opts WorkspaceListOptions) ([]api.Workspace, bool, error) {
 	if err := ValidateProject(project, s.db.Schema()); err != nil {
 		return nil, false, err
 	}
@@ -377,9 +377,9 @@ func (s *Service) WorkspaceList(ctx context.Context, project string, opts Worksp
 		return nil, false, categorizeIn(project, err)
 	}
 	defer rows.Close()
-	out := []client.Workspace{}
+	out := []api.Workspace{}
 	for rows.Next() {
-		var w client.Workspace
+		var w api.Workspace
 		var pid *int32
 		var user, addr, app *string
 		var since *time.Time
@@ -408,7 +408,7 @@ func (s *Service) WorkspaceList(ctx context.Context, project string, opts Worksp
 		case pid != nil:
 			ph := pgHolder{Key: *key, PID: int(*pid), User: *user, Addr: *addr, App: *app, Since: *since}
 			t := ph.Since.UTC()
-			w.Lock = &client.LockStatus{Locked: true, Kind: "pg", PG: ph.status(), Since: &t}
+			w.Lock = &api.LockStatus{Locked: true, Kind: "pg", PG: ph.status(), Since: &t}
 		}
 		out = append(out, w)
 	}

@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratahq/strata/api"
 	"github.com/stretchr/testify/require"
-
-	"github.com/stratahq/strata/client"
 )
 
 // tfDir is a Terraform working directory configured with backend "pg" on a project schema,
@@ -211,7 +210,7 @@ func TestTerraformApplyBlocksHTTPLock(t *testing.T) {
 		out, err = tf.apply(t, "-var", "input=again", "-var", "sleep=10") // long enough for a loaded machine
 		done <- err
 	}()
-	var st client.LockStatus
+	var st api.LockStatus
 	require.Eventually(t, func() bool {
 		var err error
 		st, err = b.svc.LockStatus(ctx, "p", "default")

@@ -5,13 +5,13 @@ import (
 	"context"
 	"errors"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
 )
 
-func scanVersion(row interface{ Scan(...any) error }, data *string) (client.StateVersion, error) {
-	var v client.StateVersion
+func scanVersion(row interface{ Scan(...any) error }, data *string) (api.StateVersion, error) {
+	var v api.StateVersion
 	dest := []any{&v.N, &v.Serial, &v.Lineage, &v.MD5, &v.Size, &v.Source, &v.CreatedBy, &v.CreatedAt}
 	if data != nil {
 		dest = append(dest, data)
@@ -23,7 +23,7 @@ func scanVersion(row interface{ Scan(...any) error }, data *string) (client.Stat
 
 // VersionList lists a workspace's versions, newest first. Versions outlive the workspace's
 // deletion, so a deleted workspace still lists (and can restore) its history.
-func (s *Service) VersionList(ctx context.Context, project, workspace string) ([]client.StateVersion, error) {
+func (s *Service) VersionList(ctx context.Context, project, workspace string) ([]api.StateVersion, error) {
 	if err := s.validate(project, workspace); err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func (s *Service) VersionList(ctx context.Context, project, workspace string) ([
 		return nil, categorizeIn(project, err)
 	}
 	defer rows.Close()
-	out := []client.StateVersion{}
+	out := []api.StateVersion{}
 	for rows.Next() {
 		v, err := scanVersion(rows, nil)
 		if err != nil {
@@ -48,24 +48,24 @@ func (s *Service) VersionList(ctx context.Context, project, workspace string) ([
 
 // VersionGet returns version n of a workspace's state with its bytes, verbatim (decrypted,
 // for an encrypted project).
-func (s *Service) VersionGet(ctx context.Context, project, workspace string, n int64) (client.StateVersion, []byte, error) {
+func (s *Service) VersionGet(ctx context.Context, project, workspace string, n int64) (api.StateVersion, []byte, error) {
 	if err := s.validate(project, workspace); err != nil {
-		return client.StateVersion{}, nil, err
+		return api.StateVersion{}, nil, err
 	}
 	if err := requireProject(ctx, s.db, project); err != nil {
-		return client.StateVersion{}, nil, categorizeIn(project, err)
+		return api.StateVersion{}, nil, categorizeIn(project, err)
 	}
 	var data string
 	v, err := scanVersion(s.db.QueryRow(ctx, pq("VersionGet", project), workspace, n), &data)
 	if errors.Is(err, db.ErrNotFound) {
-		return client.StateVersion{}, nil, fault.NotFound("workspace %s/%s has no version %d", project, workspace, n)
+		return api.StateVersion{}, nil, fault.NotFound("workspace %s/%s has no version %d", project, workspace, n)
 	}
 	if err != nil {
-		return client.StateVersion{}, nil, categorizeIn(project, err)
+		return api.StateVersion{}, nil, categorizeIn(project, err)
 	}
 	plain, err := s.open(project, workspace, data)
 	if err != nil {
-		return client.StateVersion{}, nil, err
+		return api.StateVersion{}, nil, err
 	}
 	return v, plain, nil
 }

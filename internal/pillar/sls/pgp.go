@@ -4,12 +4,12 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/stratahq/strata/client"
+	"github.com/stratahq/strata/api"
 )
 
 const (
-	pgpBegin = client.PGPBegin
-	pgpEnd   = client.PGPEnd
+	pgpBegin = api.PGPBegin
+	pgpEnd   = api.PGPEnd
 )
 
 // pgpMessage is what Salt's gpg renderer (salt/renderers/gpg.py, GPG_CIPHERTEXT) decrypts
@@ -17,14 +17,14 @@ const (
 // included.
 var pgpMessage = regexp.MustCompile(`(?s)` + regexp.QuoteMeta(pgpBegin) + `.*?` + regexp.QuoteMeta(pgpEnd))
 
-// PGPBlock is an armored PGP message found in a file's text (client.PGPBlock).
-type PGPBlock = client.PGPBlock
+// PGPBlock is an armored PGP message found in a file's text (api.PGPBlock).
+type PGPBlock = api.PGPBlock
 
-// FindPGPBlocks is client.FindPGPBlocks: the CLI and this reader find messages alike.
-func FindPGPBlocks(src []byte) []PGPBlock { return client.FindPGPBlocks(src) }
+// FindPGPBlocks is api.FindPGPBlocks: the CLI and this reader find messages alike.
+func FindPGPBlocks(src []byte) []PGPBlock { return api.FindPGPBlocks(src) }
 
-// NormalizeArmor is client.NormalizeArmor.
-func NormalizeArmor(s string) string { return client.NormalizeArmor(s) }
+// NormalizeArmor is api.NormalizeArmor.
+func NormalizeArmor(s string) string { return api.NormalizeArmor(s) }
 
 // normalizeDecrypted keys a decrypted map by NormalizeArmor, so that a client normalizing
 // differently (or not at all) still matches.

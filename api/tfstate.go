@@ -1,4 +1,4 @@
-package client
+package api
 
 import "time"
 
@@ -149,4 +149,12 @@ type WorkspaceList struct {
 	Items []Workspace `json:"items"`
 	// Continue, when set, is passed as ?continue= to get the next page.
 	Continue string `json:"continue,omitempty"`
+}
+
+// WriteResult is the answer to a state write.
+type WriteResult struct {
+	// Version is strata's version number of the state now stored.
+	Version int64 `json:"version"`
+	// Unchanged is true when the same bytes were already stored (nothing was written).
+	Unchanged bool `json:"unchanged"`
 }
