@@ -295,11 +295,15 @@ func (r *pillarResource) Read(ctx context.Context, req resource.ReadRequest, res
 			needReadSecrets(&resp.Diagnostics, ts, c)
 			return
 		}
-		state.SensitiveData = readJSON(row.Data, state.SensitiveData, ci.compare())
+		prior := state.SensitiveData
+		state.SensitiveData = readJSON(row.Data, prior, ci.compare())
 		state.Data = jsontypes.NewNormalizedNull()
+		noteServerText(ctx, resp.Private, "sensitive_data", state.SensitiveData, prior, &resp.Diagnostics)
 	} else {
-		state.Data = readJSON(row.Data, state.Data, ci.compare())
+		prior := state.Data
+		state.Data = readJSON(row.Data, prior, ci.compare())
 		state.SensitiveData = jsontypes.NewNormalizedNull()
+		noteServerText(ctx, resp.Private, "data", state.Data, prior, &resp.Diagnostics)
 	}
 	state.ID = types.StringValue(ts + "/" + c)
 	state.ETag = types.StringValue(row.ETag)
@@ -323,8 +327,16 @@ func (r *pillarResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	if r.c != nil && !plan.Category.IsUnknown() {
 		compare = r.category(ctx, plan.Category.ValueString(), &resp.Diagnostics).compare()
 	}
-	plan.Data = planJSON(plan.Data, state.Data, compare)
-	plan.SensitiveData = planJSON(plan.SensitiveData, state.SensitiveData, compare)
+	// A kind-bound category's row compares by covers only while the state holds the
+	// server's text (jsonvalue.go): a key taken out of the configuration is a change.
+	compareWith := func(attr string, v jsontypes.Normalized) func(server, user string) bool {
+		if holdsServerText(ctx, req.Private, attr, v, &resp.Diagnostics) {
+			return compare
+		}
+		return sameJSON
+	}
+	plan.Data = planJSON(plan.Data, state.Data, compareWith("data", state.Data))
+	plan.SensitiveData = planJSON(plan.SensitiveData, state.SensitiveData, compareWith("sensitive_data", state.SensitiveData))
 	if plan.Data.Equal(state.Data) && plan.SensitiveData.Equal(state.SensitiveData) && plan.Target.Equal(state.Target) && plan.Category.Equal(state.Category) {
 		plan.ETag = state.ETag
 	}
