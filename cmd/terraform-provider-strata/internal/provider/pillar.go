@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -218,14 +220,23 @@ func (r *pillarResource) write(ctx context.Context, m *pillarModel, ifMatch stri
 		conflictError(diags, "Pillar row "+id, ifMatch, err)
 		return
 	}
+	secretRow := !m.SensitiveData.IsNull()
 	if err != nil {
+		if secretRow {
+			err = withholdSecretValues(err)
+		}
 		apiError(diags, "Writing pillar row "+id, err)
 		return
 	}
 	m.ID = types.StringValue(id)
 	m.ETag = types.StringValue(out.ETag)
-	for _, w := range out.Warnings {
-		diags.AddWarning("Pillar row "+id, w)
+	if secretRow && len(out.Warnings) > 0 {
+		// A warning names a kept violation and may quote its value, as errors do.
+		diags.AddWarning("Pillar row "+id, fmt.Sprintf("The server returned %d warning(s) about this secret row; they are not shown here because they may quote its values. `strata pillar get` with a token that may read secrets shows the row.", len(out.Warnings)))
+	} else {
+		for _, w := range out.Warnings {
+			diags.AddWarning("Pillar row "+id, w)
+		}
 	}
 	if ci.secret {
 		// Written, but can this token read it back? Without read-secrets the row could not
@@ -237,6 +248,32 @@ func (r *pillarResource) write(ctx context.Context, m *pillarModel, ifMatch stri
 			}
 		}
 	}
+}
+
+// withholdSecretValues is the error of a refused write of a secret row as the provider
+// reports it. The server explains each refused field, and to a writer that may read secrets
+// (which managing the row needs) it quotes the value ("pattern: "hunter2" does not match …");
+// Terraform prints diagnostics to the terminal and CI logs, where sensitive_data must never
+// appear, so each field keeps its name and keyword and loses the rest, as the server itself
+// words it for a writer that may not read the row.
+func withholdSecretValues(err error) error {
+	var e *client.Error
+	if !errors.As(err, &e) || len(e.Problem.Errors) == 0 {
+		return err
+	}
+	out := *e
+	out.Problem.Errors = make([]client.FieldError, len(e.Problem.Errors))
+	for i, f := range e.Problem.Errors {
+		msg := "the value is secret and not shown"
+		if keyword, _, ok := strings.Cut(f.Message, ":"); ok && !strings.ContainsAny(keyword, " \"'") {
+			msg = keyword + ": " + msg
+		}
+		if f.Message != "" {
+			out.Problem.Detail = strings.ReplaceAll(out.Problem.Detail, f.Message, msg)
+		}
+		out.Problem.Errors[i] = client.FieldError{Field: f.Field, Message: msg}
+	}
+	return &out
 }
 
 func (r *pillarResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
