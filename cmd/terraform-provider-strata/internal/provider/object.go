@@ -66,7 +66,7 @@ func (r *objectResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 			"spec": schema.StringAttribute{
 				CustomType:  jsontypes.NormalizedType{},
 				Required:    true,
-				Description: "The spec, a JSON object (use jsonencode). Keys the kind's schema fills in (defaults) are the server's: only what the configuration sets is compared.",
+				Description: "The spec, a JSON object (use jsonencode). Keys the kind's schema fills in (defaults) are the server's: only what the configuration sets is compared, and a key taken out of the configuration is removed.",
 			},
 			"resource_version": resourceVersionAttribute(),
 		},
