@@ -396,7 +396,7 @@ func (r *pillarResource) Delete(ctx context.Context, req resource.DeleteRequest,
 	switch {
 	case err == nil, isNotFound(err):
 	case isConcurrentChange(err):
-		conflictError(&resp.Diagnostics, "Pillar row "+id, state.ETag.ValueString(), err)
+		deleteConflictError(&resp.Diagnostics, "pillar row "+id, state.ETag.ValueString(), err)
 	default:
 		apiError(&resp.Diagnostics, "Deleting pillar row "+id, err)
 	}
