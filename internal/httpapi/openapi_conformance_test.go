@@ -84,6 +84,9 @@ type conformance struct {
 	checked  int
 	// used counts the exchanges of each operation ("GET /v1/orgs/{org}").
 	used map[string]int
+	// open holds the exchanges whose answer is not closed yet: one still open when the
+	// report is made was never checked, and is listed as a failure.
+	open map[*exchange]struct{}
 }
 
 type failure struct {
@@ -104,7 +107,7 @@ func newConformance(raw []byte) (*conformance, error) {
 	if err := comp.AddResource(docURL, sdoc); err != nil {
 		return nil, err
 	}
-	c := &conformance{doc: doc, mux: http.NewServeMux(), compiler: comp, schemas: map[string]*jsonschema.Schema{}, failures: map[string]*failure{}, used: map[string]int{}}
+	c := &conformance{doc: doc, mux: http.NewServeMux(), compiler: comp, schemas: map[string]*jsonschema.Schema{}, failures: map[string]*failure{}, used: map[string]int{}, open: map[*exchange]struct{}{}}
 	for path, item := range doc["paths"].(map[string]any) {
 		for method := range item.(map[string]any) {
 			switch method {
@@ -132,6 +135,8 @@ type exchange struct {
 	respHeader http.Header
 	respBody   *capped
 	complete   bool
+	// length is the answer's Content-Length (-1: unknown, e.g. a stream).
+	length int64
 }
 
 // capped keeps the first maxCapture bytes written to it.
@@ -175,7 +180,10 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	if err != nil {
 		return resp, err
 	}
-	ex.status, ex.respHeader = resp.StatusCode, resp.Header.Clone()
+	ex.status, ex.respHeader, ex.length = resp.StatusCode, resp.Header.Clone(), resp.ContentLength
+	t.c.mu.Lock()
+	t.c.open[ex] = struct{}{}
+	t.c.mu.Unlock()
 	resp.Body = &recBody{rc: resp.Body, ex: ex, c: t.c}
 	return resp, nil
 }
@@ -206,9 +214,18 @@ func (b *recBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Close checks the exchange. An answer of known length the test did not read to its end
+// (it read only the status, or decoded the first value) is read to its end first, so it is
+// checked like any other; a stream of unknown length is checked as far as it was read.
 func (b *recBody) Close() error {
 	b.once.Do(func() {
+		if !b.eof && b.ex.length >= 0 && b.ex.length <= maxCapture {
+			_, _ = io.Copy(io.Discard, b)
+		}
 		b.ex.complete = b.eof
+		b.c.mu.Lock()
+		delete(b.c.open, b.ex)
+		b.c.mu.Unlock()
 		b.c.check(b.ex)
 	})
 	return b.rc.Close()
@@ -225,8 +242,18 @@ func (c *conformance) fail(key, example string) {
 	f.count++
 }
 
-// report lists the mismatches ("" when there are none).
+// report lists the mismatches ("" when there are none), and the exchanges whose answer was
+// never closed: those were never checked.
 func (c *conformance) report() string {
+	open := make([]*exchange, 0)
+	c.mu.Lock()
+	for ex := range c.open {
+		open = append(open, ex)
+	}
+	c.mu.Unlock()
+	for _, ex := range open {
+		c.fail(fmt.Sprintf("%s %s: the answer was never closed, so never checked", ex.method, ex.url.Path), ex.method+" "+ex.url.RequestURI())
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.failures) == 0 {
@@ -466,7 +493,8 @@ func (c *conformance) check(ex *exchange) {
 	}
 	rb, ok := op["requestBody"].(map[string]any)
 	if !ok {
-		return // a body the route ignores
+		c.fail(fmt.Sprintf("%s %d took a body, which the document does not list", key, ex.status), example)
+		return
 	}
 	rct := mediaType(ex.reqHeader.Get("Content-Type"))
 	rcontent := rb["content"].(map[string]any)

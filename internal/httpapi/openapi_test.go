@@ -237,3 +237,50 @@ func TestOpenAPIIsTheOnlyV1RouteWithoutAToken(t *testing.T) {
 	}
 	require.Equal(t, 1, open)
 }
+
+// TestOpenAPIConformanceSkipsNothing: an exchange the conformance check cannot judge is a
+// failure of the run, not a silent pass. An answer the test closes without reading is read
+// to its end by the recorder and checked (the wrong document's integer kind is caught); a
+// body sent to an operation that documents none is a mismatch; and an answer never closed,
+// so never checked, is listed.
+func TestOpenAPIConformanceSkipsNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	require.Equal(t, 201, b.do(t, "POST", "/v1/orgs", b.admin, strings.NewReader(`{"metadata":{"name":"acme"}}`)).status)
+
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(openAPIDoc(), &doc))
+	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	schemas["Object"].(map[string]any)["properties"].(map[string]any)["kind"] = map[string]any{"type": "integer"}
+	delete(doc["paths"].(map[string]any)["/v1/orgs/{org}"].(map[string]any)["patch"].(map[string]any), "requestBody")
+	wrongDoc, err := json.Marshal(doc)
+	require.NoError(t, err)
+	wrong, err := newConformance(wrongDoc)
+	require.NoError(t, err)
+	hc := &http.Client{Transport: &recordingTransport{base: http.DefaultTransport.(*recordingTransport).base, c: wrong}}
+	send := func(method, path, body string) *http.Response {
+		req, err := http.NewRequest(method, b.srv.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+b.admin)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/merge-patch+json")
+		}
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		return resp
+	}
+	// Closed unread.
+	require.NoError(t, send("GET", "/v1/orgs/acme", "").Body.Close())
+	// A body where the document lists none.
+	resp := send("PATCH", "/v1/orgs/acme", `{"metadata":{"labels":{"a":"b"}}}`)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, resp.Body.Close())
+	// Never closed.
+	open := send("GET", "/v1/orgs", "")
+	t.Cleanup(func() { open.Body.Close() })
+
+	report := wrong.report()
+	require.Contains(t, report, "GET /v1/orgs/{org} 200 (application/json)", report)
+	require.Contains(t, report, "PATCH /v1/orgs/{org} 200 took a body, which the document does not list", report)
+	require.Contains(t, report, "GET /v1/orgs: the answer was never closed, so never checked", report)
+}

@@ -167,7 +167,7 @@ func (r *categoryResource) Delete(ctx context.Context, req resource.DeleteReques
 		return
 	}
 	if cur.ETag != state.ETag.ValueString() {
-		conflictError(&resp.Diagnostics, "Category "+name, state.ETag.ValueString(), errEtag(cur.ETag))
+		deleteConflictError(&resp.Diagnostics, "the properties of category "+name, state.ETag.ValueString(), errEtag(cur.ETag))
 		return
 	}
 	if cur.Secret {

@@ -62,6 +62,18 @@ func conflictError(diags *diag.Diagnostics, what, version string, err error) {
 			"Run terraform plan (or apply) again: the refresh reads the current object and the plan shows what would change.", version, err))
 }
 
+// refreshFirst is the way forward after a refused delete. Terraform hands Delete the state as
+// it was stored, not as a later plan's refresh reads it, so applying again would carry the
+// same stale version and be refused again: the state is refreshed first.
+const refreshFirst = "\n\nTerraform sends a delete the version stored in its state, which a plain re-run does not update for a resource it deletes: " +
+	"run terraform apply -refresh-only to store the current object, then apply (or destroy) again; its plan shows the object as it is now."
+
+// deleteConflictError explains a refused conditional delete (refreshFirst).
+func deleteConflictError(diags *diag.Diagnostics, what, version string, err error) {
+	diags.AddError("Deleting "+what+" was refused",
+		fmt.Sprintf("The delete carried the version Terraform read (%s) and the server refused it, because another change was made since: %v", version, err)+refreshFirst)
+}
+
 // isConcurrentChange reports the server's refusals of a stale precondition: 409 for a
 // resourceVersion, 412 for an If-Match ETag.
 func isConcurrentChange(err error) bool {

@@ -2,11 +2,13 @@ package provider
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/big"
 
 	"github.com/hashicorp/terraform-plugin-framework-jsontypes/jsontypes"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 )
 
 // JSON attributes (a pillar's data, a kind's schema, an object's spec) are strings holding
@@ -158,4 +160,52 @@ func planJSON(planned, state jsontypes.Normalized, compare func(server, user str
 		return state
 	}
 	return planned
+}
+
+// A plan may keep the state's text by "covers" only while that text is the server's own (an
+// import, or a Read that found the server no longer says what the configuration said): then
+// the keys the state has and the configuration lacks may be defaults the schema filled in.
+// Once the state holds the configuration's text, a key it has and the configuration lacks is
+// one the user took out, and must be planned (and removed) like any other change, so the
+// plan compares exactly. Read records the server's text in the resource's private state
+// whenever it stores it; ModifyPlan compares it with the state's text to tell the two apart.
+
+// privateData is the private state of a resource (ReadResponse.Private and
+// ModifyPlanRequest.Private are the framework's own type, in an internal package).
+type privateData interface {
+	GetKey(ctx context.Context, key string) ([]byte, diag.Diagnostics)
+	SetKey(ctx context.Context, key string, value []byte) diag.Diagnostics
+}
+
+// serverTextKey is the private state key of attribute attr's server text.
+func serverTextKey(attr string) string { return "server_text." + attr }
+
+// noteServerText records, after a Read, that attribute attr now holds the server's text
+// (when stored differs from prior, readJSON took the server's); a kept prior leaves the
+// record as it was.
+func noteServerText(ctx context.Context, p privateData, attr string, stored, prior jsontypes.Normalized, diags *diag.Diagnostics) {
+	if p == nil || stored.IsNull() || stored.Equal(prior) {
+		return
+	}
+	b, err := json.Marshal(stored.ValueString())
+	if err != nil {
+		diags.AddError("Recording "+attr, err.Error())
+		return
+	}
+	diags.Append(p.SetKey(ctx, serverTextKey(attr), b)...)
+}
+
+// holdsServerText reports whether the state's value of attr is the text a Read took from the
+// server (and so may miss nothing the configuration removed, only defaults it never set).
+func holdsServerText(ctx context.Context, p privateData, attr string, state jsontypes.Normalized, diags *diag.Diagnostics) bool {
+	if p == nil || state.IsNull() || state.IsUnknown() {
+		return false
+	}
+	b, d := p.GetKey(ctx, serverTextKey(attr))
+	diags.Append(d...)
+	var text string
+	if len(b) == 0 || json.Unmarshal(b, &text) != nil {
+		return false
+	}
+	return text == state.ValueString()
 }

@@ -66,7 +66,7 @@ func (r *objectResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 			"spec": schema.StringAttribute{
 				CustomType:  jsontypes.NormalizedType{},
 				Required:    true,
-				Description: "The spec, a JSON object (use jsonencode). Keys the kind's schema fills in (defaults) are the server's: only what the configuration sets is compared.",
+				Description: "The spec, a JSON object (use jsonencode). Keys the kind's schema fills in (defaults) are the server's: only what the configuration sets is compared, and a key taken out of the configuration is removed.",
 			},
 			"resource_version": resourceVersionAttribute(),
 		},
@@ -121,7 +121,9 @@ func (r *objectResource) Read(ctx context.Context, req resource.ReadRequest, res
 		spec = []byte("{}")
 	}
 	state.ID = types.StringValue(state.id())
-	state.Spec = readJSON(spec, state.Spec, covers)
+	prior := state.Spec
+	state.Spec = readJSON(spec, prior, covers)
+	noteServerText(ctx, resp.Private, "spec", state.Spec, prior, &resp.Diagnostics)
 	state.Labels = mapValue(ctx, out.Metadata.Labels, state.Labels, &resp.Diagnostics)
 	state.Annotations = mapValue(ctx, out.Metadata.Annotations, state.Annotations, &resp.Diagnostics)
 	state.ResourceVersion = types.StringValue(out.Metadata.ResourceVersion)
@@ -155,8 +157,9 @@ func (r *objectResource) Update(ctx context.Context, req resource.UpdateRequest,
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-// ModifyPlan keeps the state's spec when it covers the configuration's (an import stores
-// the server's spec, defaults included), and then the resourceVersion when labels and
+// ModifyPlan keeps the state's spec when it says what the configuration says: exactly, or,
+// when the state holds the server's spec (an import; defaults included), when it covers the
+// configuration's (jsonvalue.go says why only then); and then the resourceVersion when labels and
 // annotations are unchanged too.
 func (r *objectResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() || req.State.Raw.IsNull() {
@@ -168,7 +171,11 @@ func (r *objectResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	plan.Spec = planJSON(plan.Spec, state.Spec, covers)
+	compare := sameJSON
+	if holdsServerText(ctx, req.Private, "spec", state.Spec, &resp.Diagnostics) {
+		compare = covers
+	}
+	plan.Spec = planJSON(plan.Spec, state.Spec, compare)
 	if plan.Spec.Equal(state.Spec) && plan.Labels.Equal(state.Labels) && plan.Annotations.Equal(state.Annotations) &&
 		plan.Kind.Equal(state.Kind) && plan.Org.Equal(state.Org) && plan.Name.Equal(state.Name) {
 		plan.ResourceVersion = state.ResourceVersion

@@ -134,7 +134,7 @@ func deleteObject(ctx context.Context, r *client.Resources, kind, name, rv strin
 		// 409 is also an org that still holds nodes; the server's detail says which.
 		diags.AddError("Deleting "+kind+" "+name+" was refused",
 			"The delete carried the resourceVersion Terraform read ("+rv+"). The server refused it: "+err.Error()+
-				"\n\nIf the object changed since the refresh, run terraform again; it plans against the current object.")
+				"\n\nIf the object changed since Terraform read it:"+refreshFirst)
 	default:
 		apiError(diags, "Deleting "+kind+" "+name, err)
 	}

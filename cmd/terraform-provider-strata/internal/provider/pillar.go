@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -218,14 +220,23 @@ func (r *pillarResource) write(ctx context.Context, m *pillarModel, ifMatch stri
 		conflictError(diags, "Pillar row "+id, ifMatch, err)
 		return
 	}
+	secretRow := !m.SensitiveData.IsNull()
 	if err != nil {
+		if secretRow {
+			err = withholdSecretValues(err)
+		}
 		apiError(diags, "Writing pillar row "+id, err)
 		return
 	}
 	m.ID = types.StringValue(id)
 	m.ETag = types.StringValue(out.ETag)
-	for _, w := range out.Warnings {
-		diags.AddWarning("Pillar row "+id, w)
+	if secretRow && len(out.Warnings) > 0 {
+		// A warning names a kept violation and may quote its value, as errors do.
+		diags.AddWarning("Pillar row "+id, fmt.Sprintf("The server returned %d warning(s) about this secret row; they are not shown here because they may quote its values. `strata pillar get` with a token that may read secrets shows the row.", len(out.Warnings)))
+	} else {
+		for _, w := range out.Warnings {
+			diags.AddWarning("Pillar row "+id, w)
+		}
 	}
 	if ci.secret {
 		// Written, but can this token read it back? Without read-secrets the row could not
@@ -237,6 +248,32 @@ func (r *pillarResource) write(ctx context.Context, m *pillarModel, ifMatch stri
 			}
 		}
 	}
+}
+
+// withholdSecretValues is the error of a refused write of a secret row as the provider
+// reports it. The server explains each refused field, and to a writer that may read secrets
+// (which managing the row needs) it quotes the value ("pattern: "hunter2" does not match …");
+// Terraform prints diagnostics to the terminal and CI logs, where sensitive_data must never
+// appear, so each field keeps its name and keyword and loses the rest, as the server itself
+// words it for a writer that may not read the row.
+func withholdSecretValues(err error) error {
+	var e *client.Error
+	if !errors.As(err, &e) || len(e.Problem.Errors) == 0 {
+		return err
+	}
+	out := *e
+	out.Problem.Errors = make([]client.FieldError, len(e.Problem.Errors))
+	for i, f := range e.Problem.Errors {
+		msg := "the value is secret and not shown"
+		if keyword, _, ok := strings.Cut(f.Message, ":"); ok && !strings.ContainsAny(keyword, " \"'") {
+			msg = keyword + ": " + msg
+		}
+		if f.Message != "" {
+			out.Problem.Detail = strings.ReplaceAll(out.Problem.Detail, f.Message, msg)
+		}
+		out.Problem.Errors[i] = client.FieldError{Field: f.Field, Message: msg}
+	}
+	return &out
 }
 
 func (r *pillarResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -295,11 +332,15 @@ func (r *pillarResource) Read(ctx context.Context, req resource.ReadRequest, res
 			needReadSecrets(&resp.Diagnostics, ts, c)
 			return
 		}
-		state.SensitiveData = readJSON(row.Data, state.SensitiveData, ci.compare())
+		prior := state.SensitiveData
+		state.SensitiveData = readJSON(row.Data, prior, ci.compare())
 		state.Data = jsontypes.NewNormalizedNull()
+		noteServerText(ctx, resp.Private, "sensitive_data", state.SensitiveData, prior, &resp.Diagnostics)
 	} else {
-		state.Data = readJSON(row.Data, state.Data, ci.compare())
+		prior := state.Data
+		state.Data = readJSON(row.Data, prior, ci.compare())
 		state.SensitiveData = jsontypes.NewNormalizedNull()
+		noteServerText(ctx, resp.Private, "data", state.Data, prior, &resp.Diagnostics)
 	}
 	state.ID = types.StringValue(ts + "/" + c)
 	state.ETag = types.StringValue(row.ETag)
@@ -323,8 +364,16 @@ func (r *pillarResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	if r.c != nil && !plan.Category.IsUnknown() {
 		compare = r.category(ctx, plan.Category.ValueString(), &resp.Diagnostics).compare()
 	}
-	plan.Data = planJSON(plan.Data, state.Data, compare)
-	plan.SensitiveData = planJSON(plan.SensitiveData, state.SensitiveData, compare)
+	// A kind-bound category's row compares by covers only while the state holds the
+	// server's text (jsonvalue.go): a key taken out of the configuration is a change.
+	compareWith := func(attr string, v jsontypes.Normalized) func(server, user string) bool {
+		if holdsServerText(ctx, req.Private, attr, v, &resp.Diagnostics) {
+			return compare
+		}
+		return sameJSON
+	}
+	plan.Data = planJSON(plan.Data, state.Data, compareWith("data", state.Data))
+	plan.SensitiveData = planJSON(plan.SensitiveData, state.SensitiveData, compareWith("sensitive_data", state.SensitiveData))
 	if plan.Data.Equal(state.Data) && plan.SensitiveData.Equal(state.SensitiveData) && plan.Target.Equal(state.Target) && plan.Category.Equal(state.Category) {
 		plan.ETag = state.ETag
 	}
@@ -347,7 +396,7 @@ func (r *pillarResource) Delete(ctx context.Context, req resource.DeleteRequest,
 	switch {
 	case err == nil, isNotFound(err):
 	case isConcurrentChange(err):
-		conflictError(&resp.Diagnostics, "Pillar row "+id, state.ETag.ValueString(), err)
+		deleteConflictError(&resp.Diagnostics, "pillar row "+id, state.ETag.ValueString(), err)
 	default:
 		apiError(&resp.Diagnostics, "Deleting pillar row "+id, err)
 	}

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -20,7 +21,10 @@ import (
 // in the answer that created it, so an imported token would have none.
 type tokenResource struct{ configured }
 
-var _ resource.ResourceWithConfigure = (*tokenResource)(nil)
+var (
+	_ resource.ResourceWithConfigure      = (*tokenResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*tokenResource)(nil)
+)
 
 func newTokenResource() resource.Resource { return &tokenResource{} }
 
@@ -68,6 +72,28 @@ func (r *tokenResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 	}
 }
 
+// ValidateConfig refuses an expires_at that is not an RFC 3339 time at plan time, naming the
+// attribute, rather than in the middle of an apply.
+func (r *tokenResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var at types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("expires_at"), &at)...)
+	if resp.Diagnostics.HasError() || at.IsNull() || at.IsUnknown() {
+		return
+	}
+	if _, err := parseExpiry(at.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("expires_at"), "Invalid expires_at", err.Error())
+	}
+}
+
+// parseExpiry parses expires_at, explaining the format when it is not one.
+func parseExpiry(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("an RFC 3339 time, e.g. 2027-01-31T00:00:00Z: %w", err)
+	}
+	return t, nil
+}
+
 func (r *tokenResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan tokenModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
@@ -76,9 +102,9 @@ func (r *tokenResource) Create(ctx context.Context, req resource.CreateRequest, 
 	}
 	in := client.TokenCreateRequest{Name: plan.Name.ValueString(), Scopes: stringsOf(ctx, plan.Scopes, &resp.Diagnostics)}
 	if !plan.ExpiresAt.IsNull() {
-		t, err := time.Parse(time.RFC3339, plan.ExpiresAt.ValueString())
+		t, err := parseExpiry(plan.ExpiresAt.ValueString())
 		if err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("expires_at"), "Invalid expires_at", "An RFC 3339 time, e.g. 2027-01-31T00:00:00Z: "+err.Error())
+			resp.Diagnostics.AddAttributeError(path.Root("expires_at"), "Invalid expires_at", err.Error())
 			return
 		}
 		in.ExpiresAt = &t
