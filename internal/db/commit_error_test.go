@@ -111,3 +111,77 @@ func TestSessionEndedAtCommitHasAnUnknownOutcome(t *testing.T) {
 		check("Pipeline", d.Pipeline(ctx, db.Step{Query: commitQueries.Get("InsertRefused"), Args: []any{code}}))
 	}
 }
+
+var readQueries = db.MustParseQueries(fstest.MapFS{"read.sql": {Data: []byte(`
+-- name: BackendPID
+SELECT pg_backend_pid();
+
+-- name: TerminateAndWait
+-- Ends the backend and waits (up to 10 s) until it is gone, so the next message its client
+-- sends meets a closed session.
+SELECT pg_terminate_backend($1, 10000);
+
+-- name: TerminateSelf
+SELECT pg_terminate_backend(pg_backend_pid());
+`)}}, "read.sql")
+
+// TestLostConnectionAtReadHasNoOutcome: a read whose connection is lost at its COMMIT (a
+// LockingReadTx, which pillar GETs use to hold their target FOR SHARE) or before the answer
+// of its pipeline (ReadPipeline, Terraform's state GET) answers a plain 503, reason
+// unavailable, without "outcome": "unknown" — a read has no outcome, and docs/operations.md
+// says that member is for writes. InTx, cut the same way, still says the outcome is unknown
+// (which also shows the cut lands at COMMIT). Seen failing before the fix: pillar GETs ran
+// in InTx and the state GET in Pipeline, both marking the lost connection "outcome unknown"
+// (checked by hand with LockingReadTx interpreting its COMMIT as InTx does).
+func TestLostConnectionAtReadHasNoOutcome(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := pgtest.NewDB(t)
+
+	// cutAtCommit reads in the transaction, then ends its backend from another connection,
+	// so that the COMMIT is what meets the lost connection.
+	cutAtCommit := func(tx *db.Tx) error {
+		var pid int32
+		if err := tx.QueryRow(ctx, readQueries.Get("BackendPID")).Scan(&pid); err != nil {
+			return err
+		}
+		var ok bool
+		if err := d.QueryRow(ctx, readQueries.Get("TerminateAndWait"), pid).Scan(&ok); err != nil {
+			return err
+		}
+		require.True(t, ok, "the read's backend is gone before its COMMIT")
+		return nil
+	}
+	unknown := func(err error) bool {
+		var de *db.Error
+		require.True(t, errors.As(err, &de), "%v", err)
+		return de.OutcomeUnknown
+	}
+
+	err := d.InTx(ctx, cutAtCommit)
+	require.ErrorIs(t, err, db.ErrUnavailable)
+	require.True(t, unknown(err), "a write transaction's COMMIT lost: outcome unknown")
+
+	check := func(how string, err error) {
+		t.Helper()
+		require.ErrorIs(t, err, db.ErrUnavailable, how)
+		require.False(t, unknown(err), how)
+		var fe *fault.Error
+		require.True(t, errors.As(db.Fault(err), &fe), how)
+		require.Equal(t, fault.KindUnavailable, fe.Kind, how)
+		require.Equal(t, fault.ReasonUnavailable, fe.Extensions["reason"], how)
+		require.NotContains(t, fe.Extensions, "outcome", "%s: a read has no outcome", how)
+		require.NotContains(t, fe.Detail, "write", how)
+	}
+	check("LockingReadTx", d.LockingReadTx(ctx, cutAtCommit))
+	var ok bool
+	check("ReadPipeline", d.ReadPipeline(ctx,
+		db.Step{Query: readQueries.Get("BackendPID"), Scan: func(r db.Row) error { var pid int32; return r.Scan(&pid) }},
+		db.Step{Query: readQueries.Get("TerminateSelf"), Scan: func(r db.Row) error { return r.Scan(&ok) }}))
+
+	// The pool recovers: the next read answers.
+	require.NoError(t, d.LockingReadTx(ctx, func(tx *db.Tx) error {
+		var pid int32
+		return tx.QueryRow(ctx, readQueries.Get("BackendPID")).Scan(&pid)
+	}))
+}

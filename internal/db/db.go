@@ -424,6 +424,24 @@ func (t *Tx) QueryRow(ctx context.Context, q *Query, args ...any) Row {
 // writes (an import of many pillars, groups and nodes) be one transaction without those
 // services knowing about each other.
 func (d *DB) InTx(ctx context.Context, fn func(tx *Tx) error) (err error) {
+	return d.inTx(ctx, fn, commitError)
+}
+
+// LockingReadTx runs fn, which only reads, in a transaction like InTx's: READ COMMITTED and
+// read-write, so that fn may lock what it reads (a pillar read takes its target FOR SHARE,
+// which ReadTx's READ ONLY mode refuses) and see it stay put until the read ends. A
+// connection lost at its COMMIT is a plain unavailable error, without InTx's "outcome
+// unknown": a read has no outcome to be unknown, and the locks it took end with its
+// session either way. fn must not write — a write would be reported failed when it might
+// have committed; writes go through InTx.
+//
+// When ctx carries a transaction of d (WithTx), fn joins it, as in InTx.
+func (d *DB) LockingReadTx(ctx context.Context, fn func(tx *Tx) error) error {
+	return d.inTx(ctx, fn, interpretError)
+}
+
+// inTx is InTx and LockingReadTx; atCommit interprets the COMMIT's error.
+func (d *DB) inTx(ctx context.Context, fn func(tx *Tx) error, atCommit func(error) error) (err error) {
 	if outer, ok := ctx.Value(txSlot{}).(*Tx); ok && outer != nil && outer.db == d {
 		return fn(outer)
 	}
@@ -458,7 +476,7 @@ func (d *DB) InTx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 			return err
 		}
 	}
-	return commitError(ltx.commit(ctx))
+	return atCommit(ltx.commit(ctx))
 }
 
 // ReadTx runs fn in a REPEATABLE READ READ ONLY transaction: every statement fn runs sees
@@ -503,8 +521,10 @@ type Step struct {
 }
 
 // Pipeline sends steps in one round trip outside any transaction of the caller (PostgreSQL
-// runs them as one implicit transaction, in order); see Tx.Pipeline. It is for reads that
-// need no transaction of their own but several statements, such as a check and a read.
+// runs them as one implicit transaction, in order); see Tx.Pipeline. It is for work that
+// needs no transaction of its own but several statements; since PostgreSQL commits them at
+// the end, a connection lost before the answer leaves the outcome unknown. Steps that only
+// read (a check and a read) go through ReadPipeline, whose lost connection is a plain 503.
 func (d *DB) Pipeline(ctx context.Context, steps ...Step) error {
 	err := sendPipeline(ctx, d.pool, d.schema, steps)
 	if err != nil {
@@ -516,6 +536,13 @@ func (d *DB) Pipeline(ctx context.Context, steps ...Step) error {
 		}
 	}
 	return err
+}
+
+// ReadPipeline is Pipeline for steps that only read: a connection lost before its answer
+// is a plain unavailable error, without "outcome unknown", since nothing it did can have
+// been applied (Terraform's state GET reads this way). Steps that write go through Pipeline.
+func (d *DB) ReadPipeline(ctx context.Context, steps ...Step) error {
+	return sendPipeline(ctx, d.pool, d.schema, steps)
 }
 
 // Pipeline sends steps in one round trip and PostgreSQL runs them in order, each as its own

@@ -367,7 +367,8 @@ func (s *Service) get(ctx context.Context, t Target, category string, plain bool
 		return Pillar{}, err
 	}
 	var out Pillar
-	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+	// A read: a connection lost at its COMMIT is a plain 503, not "outcome unknown".
+	err := s.db.LockingReadTx(ctx, func(tx *db.Tx) error {
 		rid, err := lockTarget(ctx, tx, t)
 		if err != nil {
 			return err
@@ -441,7 +442,7 @@ func (s *Service) Delete(ctx context.Context, t Target, category, ifMatch, actor
 // Categories lists a target's categories (without their data), in byte order.
 func (s *Service) Categories(ctx context.Context, t Target) ([]Pillar, error) {
 	out := []Pillar{}
-	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+	err := s.db.LockingReadTx(ctx, func(tx *db.Tx) error {
 		rid, err := lockTarget(ctx, tx, t)
 		if err != nil {
 			return err

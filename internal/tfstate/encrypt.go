@@ -438,7 +438,7 @@ func rewrapAudit(ctx context.Context, tx *db.Tx, n int, primary string) error {
 // rotation can tell when no value needs an old key any more.
 func (s *Service) SealedByKey(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}
-	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+	err := s.db.LockingReadTx(ctx, func(tx *db.Tx) error {
 		clear(out)
 		projects, err := encryptedProjects(ctx, tx)
 		if err != nil {

@@ -593,6 +593,10 @@ func (k *keeper) reconcile(ctx context.Context) {
 		k.markUnprotected(ctx, refused, "the lock keeper cannot take the lock's advisory key: a pg client (or a frozen former session) holds it")
 	}
 	k.markProtected(ctx, verified)
+	// Publish the count as soon as the rows say it, not after the housekeeping below: a
+	// failure there returns early and would leave /readyz counting locks GET …/lock already
+	// shows protected until the next reconcile.
+	k.publish(int64(len(refused)))
 
 	var extra []int64
 	for key := range k.held {
@@ -612,7 +616,6 @@ func (k *keeper) reconcile(ctx context.Context) {
 		_, err := s.Exec(ctx, q.Get("KeeperCleanup"), goneKeeperAge.Seconds())
 		return err
 	})
-	k.publish(int64(len(refused)))
 }
 
 // lockProjects maps this replica's lock keys to their projects, on Citus only (nil without:

@@ -35,7 +35,7 @@ func (s *Service) StateGet(ctx context.Context, project, workspace string) (Stat
 	)
 	// One round trip: the project check, then the read (which fails when the project's
 	// schema does not exist, after the check has said so).
-	err := s.db.Pipeline(ctx, projectStep(project, &exists),
+	err := s.db.ReadPipeline(ctx, projectStep(project, &exists),
 		db.Step{Query: pq("StateGet", project), Args: []any{workspace}, Scan: func(r db.Row) error {
 			err := r.Scan(&data, &placeholder)
 			if found = err == nil; errors.Is(err, db.ErrNotFound) {
