@@ -98,7 +98,7 @@ func TestOutputContract(t *testing.T) {
 	others = append(others, "config current-context", "config delete-context", "config set-context", "config use-context",
 		"docs man", "state delete")
 	others = append(others, "pillar edit", "pillar restore") // write a row (TestPillarRoundTrips)
-	others = append(others, "openapi") // prints the OpenAPI document verbatim (TestOpenAPICommand)
+	others = append(others, "openapi")                       // prints the OpenAPI document verbatim (TestOpenAPICommand)
 	for _, p := range commandPaths(t, nil) {
 		name := strings.Join(p, " ")
 		_, isList := lists[name]
