@@ -267,12 +267,16 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 	}
 	lockers := max(2, sh.clients/8)
 	pillars := max(1, sh.clients/4)
-	objects := max(1, sh.clients-lockers-pillars-len(p.workspaces)-1)
+	members := max(1, sh.clients/12)
+	objects := max(1, sh.clients-lockers-pillars-members-len(p.workspaces)-1)
 	for i := range objects {
 		spawn(p.objectClient, i%len(urls))
 	}
 	for i := range pillars {
 		spawn(p.pillarClient, (i+1)%len(urls))
+	}
+	for i := range members {
+		spawn(p.memberClient, (i+2)%len(urls))
 	}
 	for i := range lockers {
 		spawn(func(ctx context.Context, r int) { p.lockClient(ctx, r, i%len(p.workspaces)) }, (i+2)%len(urls))

@@ -44,6 +44,8 @@ type phase struct {
 
 	objects    []string // org names
 	nodes      []string // node names (pillar rows node/<name>/r)
+	nodesOrg   string   // the nodes' org
+	group      string   // a group of nodesOrg whose static members the member clients change
 	workspaces []string // the project's workspaces, a few lock clients each (per-key concurrency stays small)
 	stateIDs   []int64  // each workspace's advisory key
 
@@ -280,6 +282,76 @@ func (p *phase) pillarClient(ctx context.Context, replica int) {
 					op.ReadMarker, op.Exists = data["robustness_op"].(string)
 				}
 			}
+		}
+		p.finish(op, a)
+		if op.Outcome == Unknown {
+			client = p.rec.NewClient()
+		}
+	}
+}
+
+// memberClient adds the phase's nodes to its group and removes them (PUT and DELETE of
+// …/groups/{group}/members/{node}) and reads the group's member list, which is a read of
+// every (group, node) register at once: one operation per node, all with the list's call
+// and return times.
+func (p *phase) memberClient(ctx context.Context, replica int) {
+	client := p.rec.NewClient()
+	base := "/v1/orgs/" + p.nodesOrg + "/groups/" + p.group + "/members"
+	key := func(node string) string { return p.nodesOrg + "/" + p.group + "/" + node }
+	for ctx.Err() == nil {
+		m := p.marker()
+		if p.intn(100) < 35 {
+			var reads []*Op
+			for _, node := range p.nodes {
+				reads = append(reads, p.rec.Begin(&Op{Client: client, Family: "member", Key: key(node), Kind: "get", Replica: replica, RequestID: "rb-" + m}))
+			}
+			a := p.do(ctx, replica, "GET", base+"?limit=100", "rb-"+m, nil, nil)
+			var list struct {
+				Items []struct {
+					Node   string `json:"node"`
+					Static bool   `json:"static"`
+				} `json:"items"`
+				Continue string `json:"continue"`
+			}
+			out, bad := Classify(a.status, a.body, a.err)
+			if out == OK {
+				if err := json.Unmarshal(a.body, &list); err != nil || list.Continue != "" {
+					// Three nodes fit one page; anything else is an answer strata may not give.
+					out, bad = Failed, fmt.Sprintf("member list of %d nodes unreadable or paged: %v %s", len(p.nodes), err, truncate(a.body, 300))
+				}
+			}
+			if bad != "" {
+				p.mu.Lock()
+				p.statusBad = append(p.statusBad, Violation{Check: "status", Key: p.nodesOrg + "/" + p.group, Message: bad})
+				p.mu.Unlock()
+			}
+			static := map[string]bool{}
+			for _, it := range list.Items {
+				static[it.Node] = it.Static
+			}
+			for i, op := range reads {
+				op.Exists, op.Outcome, op.Status = static[p.nodes[i]], out, a.status
+				p.rec.End(op)
+			}
+			if a.err != nil {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if reads[0].Outcome == Unknown {
+				client = p.rec.NewClient()
+			}
+			continue
+		}
+		node := p.nodes[p.intn(len(p.nodes))]
+		op := &Op{Client: client, Family: "member", Key: key(node), Replica: replica, RequestID: "rb-" + m}
+		var a answer
+		if p.intn(2) == 0 {
+			op.Kind = "add"
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "PUT", base+"/"+node, op.RequestID, nil, nil)
+		} else {
+			op.Kind = "remove"
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "DELETE", base+"/"+node, op.RequestID, nil, nil)
 		}
 		p.finish(op, a)
 		if op.Outcome == Unknown {
@@ -619,6 +691,10 @@ func (p *phase) setup(ctx context.Context, objects, nodes, workspaces int) error
 	}
 	org := p.prefix + "-nodes"
 	if err := p.mustDo(ctx, "POST", "/v1/orgs", []byte(`{"metadata":{"name":"`+org+`"},"spec":{}}`)); err != nil {
+		return err
+	}
+	p.nodesOrg, p.group = org, p.prefix+"-g"
+	if err := p.mustDo(ctx, "POST", "/v1/orgs/"+org+"/groups", []byte(`{"metadata":{"name":"`+p.group+`"},"spec":{}}`)); err != nil {
 		return err
 	}
 	for i := range nodes {
