@@ -249,14 +249,25 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 	start, err := p.listRV(ctx, 0)
 	require.NoError(t, err)
 
-	// Watchers first, from a version below every write of the phase.
+	// Watchers first, from a version below every write of the phase: the plain org watch
+	// on every replica, then the org watch with a label selector and the node watch of the
+	// nodes' org (filtered watches, checked against the log filtered the same way).
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var watchWG sync.WaitGroup
-	progress := make([]atomic.Int64, len(urls))
+	specs := make([]watchSpec, len(urls))
+	replicaOf := make([]int, len(urls))
 	for i := range urls {
+		specs[i], replicaOf[i] = watchSpec{kind: "Org", path: "/v1/orgs"}, i
+	}
+	specs = append(specs,
+		watchSpec{name: "-red", kind: "Org", path: "/v1/orgs", selector: map[string]string{colorLabel: "red"}},
+		watchSpec{name: "-nodes", kind: "Node", path: "/v1/nodes", org: p.nodesOrg})
+	replicaOf = append(replicaOf, 0, len(urls)-1)
+	progress := make([]atomic.Int64, len(specs))
+	for i := range specs {
 		progress[i].Store(start)
 		watchWG.Add(1)
-		go func() { defer watchWG.Done(); p.watcher(watchCtx, i, start, &progress[i]) }()
+		go func() { defer watchWG.Done(); p.watcher(watchCtx, replicaOf[i], start, &progress[i], specs[i]) }()
 	}
 
 	clientCtx, stopClients := context.WithCancel(ctx)
@@ -268,7 +279,7 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 	lockers := max(2, sh.clients/8)
 	pillars := max(1, sh.clients/4)
 	members := max(1, sh.clients/12)
-	objects := max(1, sh.clients-lockers-pillars-members-len(p.workspaces)-1)
+	objects := max(1, sh.clients-lockers-pillars-members-len(p.workspaces)-2)
 	for i := range objects {
 		spawn(p.objectClient, i%len(urls))
 	}
@@ -285,6 +296,7 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 		spawn(p.pgClient, ws)
 	}
 	spawn(p.lister, len(urls)-1)
+	spawn(p.moverClient, 1%len(urls))
 
 	sleepCtx(ctx, sh.warm)
 	if f != nil {
@@ -314,17 +326,23 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 	// The final write, which every watcher must confirm.
 	finalCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	final, err := p.finalWrite(finalCtx)
+	require.NoError(t, err)
+	finalNode, err := p.finalNode(finalCtx)
 	cancel()
 	require.NoError(t, err)
 	var lagging []Violation
 	deadline := time.Now().Add(30 * time.Second)
-	for i := range urls {
-		for progress[i].Load() < final && time.Now().Before(deadline) {
+	for i, w := range specs {
+		want := final
+		if w.kind == "Node" {
+			want = finalNode
+		}
+		for progress[i].Load() < want && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if got := progress[i].Load(); got < final {
-			lagging = append(lagging, Violation{Check: "watch-progress", Key: fmt.Sprintf("%s/watch-replica-%d", name, i),
-				Message: fmt.Sprintf("the watcher confirmed only %d, 30 s after the final write %d was acknowledged", got, final)})
+		if got := progress[i].Load(); got < want {
+			lagging = append(lagging, Violation{Check: "watch-progress", Key: fmt.Sprintf("%s/watch%s-replica-%d", name, w.name, replicaOf[i]),
+				Message: fmt.Sprintf("the watcher confirmed only %d, 30 s after the final write %d was acknowledged", got, want)})
 		}
 	}
 	stopWatch()
@@ -335,6 +353,11 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 	require.NoError(t, c.WaitIdle(drainCtx))
 	require.NoError(t, Drain(drainCtx, d, 45*time.Second))
 	truth, err := ReadTruth(drainCtx, d, "Org")
+	if err == nil {
+		var nodes Truth
+		nodes, err = ReadTruth(drainCtx, d, "Node")
+		truth.Changes = append(truth.Changes, nodes.Changes...)
+	}
 	cancel()
 	require.NoError(t, err)
 

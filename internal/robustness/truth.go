@@ -16,6 +16,9 @@ type Change struct {
 	Type   string            `json:"type"`             // ADDED, MODIFIED, DELETED
 	Marker string            `json:"marker,omitempty"` // the object's robustness/op annotation after the change
 	Labels map[string]string `json:"labels,omitempty"`
+	// SpecOrg is the object's spec.org after the change (before it, for a deletion): a
+	// node's org, which an org-filtered watch selects on.
+	SpecOrg string `json:"specOrg,omitempty"`
 }
 
 // ObjectKey is the partition key of an object: kind, org (” for global kinds) and name.

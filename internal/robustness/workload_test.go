@@ -46,6 +46,8 @@ type phase struct {
 	nodes      []string // node names (pillar rows node/<name>/r)
 	nodesOrg   string   // the nodes' org
 	group      string   // a group of nodesOrg whose static members the member clients change
+	awayOrg    string   // the other org movers move to
+	movers     []string // nodes that move between nodesOrg and awayOrg (the org-filtered node watch)
 	workspaces []string // the project's workspaces, a few lock clients each (per-key concurrency stays small)
 	stateIDs   []int64  // each workspace's advisory key
 
@@ -360,6 +362,32 @@ func (p *phase) memberClient(ctx context.Context, replica int) {
 	}
 }
 
+// moverClient moves the mover nodes between the nodes' org and another one and relabels
+// them (a merge PATCH of spec.org, the color label and the marker), so that the
+// org-filtered node watch sees nodes move in (ADDED), out (DELETED), and change elsewhere
+// (not sent). Its writes are checked through the watches and the statuses only (the nodes
+// were created before the history began, so no register starts from them).
+func (p *phase) moverClient(ctx context.Context, replica int) {
+	for ctx.Err() == nil {
+		node := p.movers[p.intn(len(p.movers))]
+		m := p.marker()
+		org := []string{p.nodesOrg, p.awayOrg}[p.intn(2)]
+		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+			"labels":      map[string]any{colorLabel: []string{"red", "blue"}[p.intn(2)]},
+			"annotations": map[string]any{markerAnnotation: m}}, "spec": map[string]any{"org": org}})
+		a := p.do(ctx, replica, "PATCH", "/v1/nodes/"+node, "rb-"+m, body, map[string]string{"Content-Type": "application/merge-patch+json"})
+		if _, bad := Classify(a.status, a.body, a.err); bad != "" || a.err == nil && a.status == 404 {
+			if bad == "" {
+				bad = "a PATCH of a node that exists answered 404"
+			}
+			p.mu.Lock()
+			p.statusBad = append(p.statusBad, Violation{Check: "status", Key: "Node//" + node, Message: bad})
+			p.mu.Unlock()
+		}
+		sleepCtx(ctx, time.Duration(20+p.intn(30))*time.Millisecond)
+	}
+}
+
 func lockBody(id string) []byte {
 	b, _ := json.Marshal(map[string]any{"ID": id, "Operation": "OperationTypeApply", "Who": "robustness@harness",
 		"Version": "1.5.7", "Created": time.Now().UTC(), "Path": ""})
@@ -543,11 +571,40 @@ func (p *phase) lister(ctx context.Context, replica int) {
 	}
 }
 
-// watcher follows the org watch on one replica from version from, resuming after every
+// watchSpec is what a watcher follows: the plain org watch, the org watch with a label
+// selector, or the node watch of one org.
+type watchSpec struct {
+	name     string // appended to the stream's name
+	kind     string // Org, Node
+	path     string // the collection: /v1/orgs, /v1/nodes
+	selector map[string]string
+	org      string
+}
+
+func (w watchSpec) query(from int64) string {
+	q := url.Values{"watch": {"true"}, "resourceVersion": {strconv.FormatInt(from, 10)}}
+	if len(w.selector) > 0 {
+		var parts []string
+		for k, v := range w.selector {
+			parts = append(parts, k+"="+v)
+		}
+		q.Set("labelSelector", strings.Join(parts, ","))
+	}
+	if w.org != "" {
+		q.Set("org", w.org)
+	}
+	return w.path + "?" + q.Encode()
+}
+
+// watcher follows a watch on one replica from version from, resuming after every
 // disconnect from the last version delivered; a 410 ends the stream (the next starts from a
 // new list). progress is updated with the last version confirmed.
-func (p *phase) watcher(ctx context.Context, replica int, from int64, progress *atomic.Int64) {
-	st := WatchStream{Name: fmt.Sprintf("%s/watch-replica-%d", p.name, replica), Replica: replica, Kind: "Org"}
+func (p *phase) watcher(ctx context.Context, replica int, from int64, progress *atomic.Int64, w watchSpec) {
+	newStream := func(suffix string) WatchStream {
+		return WatchStream{Name: fmt.Sprintf("%s/watch%s-replica-%d%s", p.name, w.name, replica, suffix), Replica: replica,
+			Kind: w.kind, Selector: w.selector, Org: w.org}
+	}
+	st := newStream("")
 	defer func() {
 		p.mu.Lock()
 		p.streams = append(p.streams, st)
@@ -556,7 +613,7 @@ func (p *phase) watcher(ctx context.Context, replica int, from int64, progress *
 	stream := &http.Client{Transport: p.http.Transport} // no overall timeout: a stream lasts
 	for ctx.Err() == nil {
 		seg := WatchSegment{From: from}
-		req, _ := http.NewRequestWithContext(ctx, "GET", p.replicas[replica]+"/v1/orgs?watch=true&resourceVersion="+strconv.FormatInt(from, 10), nil)
+		req, _ := http.NewRequestWithContext(ctx, "GET", p.replicas[replica]+w.query(from), nil)
 		req.Header.Set("Authorization", "Bearer "+p.token)
 		resp, err := stream.Do(req)
 		if err != nil {
@@ -581,7 +638,7 @@ func (p *phase) watcher(ctx context.Context, replica int, from int64, progress *
 			p.mu.Lock()
 			p.streams = append(p.streams, st)
 			p.mu.Unlock()
-			st = WatchStream{Name: fmt.Sprintf("%s/watch-replica-%d/relist-%d", p.name, replica, len(p.streams)), Replica: replica, Kind: "Org"}
+			st = newStream(fmt.Sprintf("/relist-%d", len(p.streams)))
 			for ctx.Err() == nil {
 				rv, err := p.listRV(ctx, replica)
 				if err == nil {
@@ -704,6 +761,19 @@ func (p *phase) setup(ctx context.Context, objects, nodes, workspaces int) error
 			return err
 		}
 	}
+	// Movers: nodes that move between the nodes' org and another one, for the org-filtered
+	// node watch; they carry no memberships and no pillar rows under test.
+	p.awayOrg = p.prefix + "-away"
+	if err := p.mustDo(ctx, "POST", "/v1/orgs", []byte(`{"metadata":{"name":"`+p.awayOrg+`"},"spec":{}}`)); err != nil {
+		return err
+	}
+	for i := range 2 {
+		n := fmt.Sprintf("%s-m%d", p.prefix, i)
+		p.movers = append(p.movers, n)
+		if err := p.mustDo(ctx, "POST", "/v1/nodes", []byte(`{"metadata":{"name":"`+n+`"},"spec":{"org":"`+org+`"}}`)); err != nil {
+			return err
+		}
+	}
 	if err := p.mustDo(ctx, "PUT", "/v1/projects/"+p.project, nil); err != nil {
 		return err
 	}
@@ -723,11 +793,25 @@ func (p *phase) setup(ctx context.Context, objects, nodes, workspaces int) error
 
 // finalWrite is the write every phase ends with: it must succeed (on any replica), and the
 // watchers must all confirm it before they stop, so their streams cover the whole phase.
+// The org it creates is labelled so that the selector watch covers it too; a node created
+// in the nodes' org right after it is the node watch's final write (finalNode).
 func (p *phase) finalWrite(ctx context.Context) (int64, error) {
-	name := p.prefix + "-final"
+	return p.create(ctx, "/v1/orgs", p.prefix+"-final",
+		[]byte(`{"metadata":{"name":"`+p.prefix+`-final","labels":{"`+colorLabel+`":"red"}},"spec":{}}`))
+}
+
+// finalNode is the node watch's final write: a node created in the nodes' org.
+func (p *phase) finalNode(ctx context.Context) (int64, error) {
+	return p.create(ctx, "/v1/nodes", p.prefix+"-final",
+		[]byte(`{"metadata":{"name":"`+p.prefix+`-final"},"spec":{"org":"`+p.nodesOrg+`"}}`))
+}
+
+// create creates an object that must be created, retrying on any replica, and returns its
+// version (a 409 after a try whose answer was lost: the version it has).
+func (p *phase) create(ctx context.Context, collection, name string, body []byte) (int64, error) {
 	var last answer
 	for i := 0; i < 100 && ctx.Err() == nil; i++ {
-		last = p.do(ctx, i%len(p.replicas), "POST", "/v1/orgs", "", []byte(`{"metadata":{"name":"`+name+`"},"spec":{}}`), nil)
+		last = p.do(ctx, i%len(p.replicas), "POST", collection, "", body, nil)
 		if last.err == nil && last.status == 201 {
 			var o objectJSON
 			if err := json.Unmarshal(last.body, &o); err != nil {
@@ -736,7 +820,7 @@ func (p *phase) finalWrite(ctx context.Context) (int64, error) {
 			return parseRV(o.Metadata.ResourceVersion), nil
 		}
 		if last.err == nil && last.status == 409 {
-			a := p.do(ctx, 0, "GET", "/v1/orgs/"+name, "", nil, nil)
+			a := p.do(ctx, 0, "GET", collection+"/"+name, "", nil, nil)
 			var o objectJSON
 			if a.err == nil && a.status == 200 && json.Unmarshal(a.body, &o) == nil {
 				return parseRV(o.Metadata.ResourceVersion), nil
@@ -744,5 +828,5 @@ func (p *phase) finalWrite(ctx context.Context) (int64, error) {
 		}
 		sleepCtx(ctx, 200*time.Millisecond)
 	}
-	return 0, fmt.Errorf("the final write never succeeded: %d %s %v", last.status, strings.TrimSpace(string(last.body)), last.err)
+	return 0, fmt.Errorf("the final write to %s never succeeded: %d %s %v", collection, last.status, strings.TrimSpace(string(last.body)), last.err)
 }
