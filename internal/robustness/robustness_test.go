@@ -187,7 +187,7 @@ func runControls(t *testing.T, ctx context.Context, outDir string) {
 	require.NoError(t, err)
 	defer logf.Close()
 	c, err := chaos.Start(ctx, chaos.Options{Replicas: 1, Binary: bin, Log: logf, Seed: *flagSeed,
-		Env: []string{"STRATA_SABOTAGE=precondition,dropwatch,earlyunlock"}, Args: []string{"--watch-bookmark-interval", "1s"}})
+		Env: []string{"STRATA_SABOTAGE=precondition,dropwatch,earlyunlock,memberstatus,filterwatch"}, Args: []string{"--watch-bookmark-interval", "1s"}})
 	require.NoError(t, err)
 	defer c.Stop()
 	d, err := db.Open(ctx, db.Options{URL: c.DatabaseURL(), MaxConns: 4})
@@ -207,11 +207,15 @@ func runControls(t *testing.T, ctx context.Context, outDir string) {
 			found["precondition"] = true
 		case v.Check == "linearizability" && strings.HasPrefix(v.Key, "lock"):
 			found["earlyunlock"] = true
+		case v.Check == "linearizability" && strings.HasPrefix(v.Key, "member"):
+			found["memberstatus"] = true
 		case v.Check == "watch-reliable":
 			found["dropwatch"] = true
+		case v.Check == "watch-content" && (strings.Contains(v.Key, "/watch-red-") || strings.Contains(v.Key, "/watch-nodes-")):
+			found["filterwatch"] = true
 		}
 	}
-	for _, want := range []string{"precondition", "dropwatch", "earlyunlock"} {
+	for _, want := range []string{"precondition", "dropwatch", "earlyunlock", "memberstatus", "filterwatch"} {
 		require.True(t, found[want], "the checkers missed the %s sabotage; violations found: %d", want, len(s.found))
 	}
 }
@@ -261,8 +265,9 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 	}
 	specs = append(specs,
 		watchSpec{name: "-red", kind: "Org", path: "/v1/orgs", selector: map[string]string{colorLabel: "red"}},
-		watchSpec{name: "-nodes", kind: "Node", path: "/v1/nodes", org: p.nodesOrg})
-	replicaOf = append(replicaOf, 0, len(urls)-1)
+		watchSpec{name: "-nodes", kind: "Node", path: "/v1/nodes", org: p.nodesOrg},
+		watchSpec{name: "-allnodes", kind: "Node", path: "/v1/nodes"})
+	replicaOf = append(replicaOf, 0, len(urls)-1, 1%len(urls))
 	progress := make([]atomic.Int64, len(specs))
 	for i := range specs {
 		progress[i].Store(start)
@@ -367,6 +372,7 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 	require.NoError(t, WriteHistory(filepath.Join(dir, "history.jsonl"), ops))
 	writeJSON(t, filepath.Join(dir, "watch.json"), p.streams)
 	writeJSON(t, filepath.Join(dir, "lists.json"), p.pages)
+	writeJSON(t, filepath.Join(dir, "bulk.json"), p.bulk)
 	writeJSON(t, filepath.Join(dir, "truth.json"), truth)
 
 	var s phaseStats
@@ -391,11 +397,14 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 	vs = append(vs, CheckRVOrder(resolved)...)
 	vs = append(vs, CheckLists(p.pages, resolved, truth)...)
 	vs = append(vs, CheckWatches(p.streams, truth)...)
+	vs = append(vs, CheckBulk(p.bulk, truth)...)
+	cachedBad, cached := CheckCachedRenders(resolved)
+	vs = append(vs, cachedBad...)
 	vs = append(vs, lagging...)
 	s.violations = len(vs)
 	s.found = vs
-	t.Logf("%s: %d operations (%d unknown: %d resolved from the log, %d dropped, %d left forked) on %d keys, %d watch events in %d streams, %d list pages; checked in %v; %d violations",
-		name, s.ops, s.unknown, nres, ndrop, lin.Unresolved, lin.Keys, s.events, len(p.streams), s.pages, time.Since(checkStart).Round(time.Millisecond), len(vs))
+	t.Logf("%s: %d operations (%d unknown: %d resolved from the log, %d dropped, %d left forked) on %d keys, %d watch events in %d streams, %d list pages, %d cached renders (%d behind another replica's write, at most %v); checked in %v; %d violations",
+		name, s.ops, s.unknown, nres, ndrop, lin.Unresolved, lin.Keys, s.events, len(p.streams), s.pages, cached.Renders, cached.Stale, cached.MaxBehind, time.Since(checkStart).Round(time.Millisecond), len(vs))
 	if expectBad {
 		return s
 	}

@@ -58,6 +58,7 @@ type phase struct {
 	statusBad  []Violation
 	streams    []WatchStream
 	pages      []ListPage
+	bulk       []BulkApply
 	clientsRun atomic.Int64
 }
 
@@ -258,10 +259,15 @@ func (p *phase) pillarClient(ctx context.Context, replica int) {
 			op.Kind = "get"
 			p.rec.Begin(op)
 			a = p.do(ctx, replica, "GET", rowPath, op.RequestID, nil, nil)
-		default:
+		case r < 88:
 			op.Kind = "render"
 			p.rec.Begin(op)
 			a = p.do(ctx, replica, "GET", "/v1/nodes/"+node+"/pillar", op.RequestID, nil, map[string]string{"Cache-Control": "no-cache"})
+		default:
+			// A cached render: checked by CheckCachedRenders, not as a linearizable read.
+			op.Kind, op.Family = "render", "cached"
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "GET", "/v1/nodes/"+node+"/pillar", op.RequestID, nil, nil)
 		}
 		if a.err == nil && a.status/100 == 2 {
 			switch op.Kind {
@@ -367,8 +373,16 @@ func (p *phase) memberClient(ctx context.Context, replica int) {
 // org-filtered node watch sees nodes move in (ADDED), out (DELETED), and change elsewhere
 // (not sent). Its writes are checked through the watches and the statuses only (the nodes
 // were created before the history began, so no register starts from them).
+//
+// One move in three is a bulk apply (POST /v1/nodes:apply) of every mover at once, a
+// transaction of several changes, whose reported results CheckBulk holds to the log.
 func (p *phase) moverClient(ctx context.Context, replica int) {
 	for ctx.Err() == nil {
+		if p.intn(3) == 0 {
+			p.bulkApply(ctx, replica)
+			sleepCtx(ctx, time.Duration(20+p.intn(30))*time.Millisecond)
+			continue
+		}
 		node := p.movers[p.intn(len(p.movers))]
 		m := p.marker()
 		org := []string{p.nodesOrg, p.awayOrg}[p.intn(2)]
@@ -386,6 +400,50 @@ func (p *phase) moverClient(ctx context.Context, replica int) {
 		}
 		sleepCtx(ctx, time.Duration(20+p.intn(30))*time.Millisecond)
 	}
+}
+
+// bulkApply applies every mover in one NDJSON request (one batch: one transaction), each
+// line with its own marker, a random org and color, and records the result of each line.
+func (p *phase) bulkApply(ctx context.Context, replica int) {
+	ap := BulkApply{Replica: replica}
+	var body bytes.Buffer
+	for _, node := range p.movers {
+		m := p.marker()
+		line, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": node,
+			"labels":      map[string]any{colorLabel: []string{"red", "blue"}[p.intn(2)]},
+			"annotations": map[string]any{markerAnnotation: m}},
+			"spec": map[string]any{"org": []string{p.nodesOrg, p.awayOrg}[p.intn(2)]}})
+		body.Write(append(line, '\n'))
+		ap.Lines = append(ap.Lines, BulkLine{Name: node, Marker: m})
+	}
+	ap.Call = p.rec.Now()
+	a := p.do(ctx, replica, "POST", "/v1/nodes:apply", "rb-"+ap.Lines[0].Marker, body.Bytes(), map[string]string{"Content-Type": "application/x-ndjson"})
+	ap.Return, ap.Status = p.rec.Now(), a.status
+	if a.err != nil {
+		ap.Err = a.err.Error()
+	}
+	if _, bad := Classify(a.status, a.body, a.err); bad != "" {
+		p.mu.Lock()
+		p.statusBad = append(p.statusBad, Violation{Check: "status", Key: "nodes:apply", Message: bad})
+		p.mu.Unlock()
+	}
+	if a.status == 200 {
+		sc := bufio.NewScanner(bytes.NewReader(a.body))
+		for sc.Scan() {
+			var r struct {
+				Line    int             `json:"line"`
+				Result  string          `json:"result"`
+				Problem json.RawMessage `json:"problem"`
+			}
+			if json.Unmarshal(sc.Bytes(), &r) != nil || r.Line < 1 || r.Line > len(ap.Lines) {
+				continue // the summary, or a line cut short
+			}
+			ap.Lines[r.Line-1].Result, ap.Lines[r.Line-1].Problem = r.Result, r.Problem
+		}
+	}
+	p.mu.Lock()
+	p.bulk = append(p.bulk, ap)
+	p.mu.Unlock()
 }
 
 func lockBody(id string) []byte {
