@@ -283,7 +283,7 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 	}
 	lockers := max(2, sh.clients/8)
 	pillars := max(1, sh.clients/4)
-	members := max(1, sh.clients/12)
+	members := min(4, max(1, sh.clients/12)) // every list read is a read of every key: per-key concurrency stays small
 	objects := max(1, sh.clients-lockers-pillars-members-len(p.workspaces)-2)
 	for i := range objects {
 		spawn(p.objectClient, i%len(urls))
