@@ -187,7 +187,7 @@ func runControls(t *testing.T, ctx context.Context, outDir string) {
 	require.NoError(t, err)
 	defer logf.Close()
 	c, err := chaos.Start(ctx, chaos.Options{Replicas: 1, Binary: bin, Log: logf, Seed: *flagSeed,
-		Env: []string{"STRATA_SABOTAGE=precondition,dropwatch,earlyunlock,memberstatus,filterwatch"}, Args: []string{"--watch-bookmark-interval", "1s"}})
+		Env: []string{"STRATA_SABOTAGE=precondition,dropwatch,earlyunlock,memberstatus,filterwatch,cachedrop"}, Args: []string{"--watch-bookmark-interval", "1s"}})
 	require.NoError(t, err)
 	defer c.Stop()
 	d, err := db.Open(ctx, db.Options{URL: c.DatabaseURL(), MaxConns: 4})
@@ -213,9 +213,11 @@ func runControls(t *testing.T, ctx context.Context, outDir string) {
 			found["dropwatch"] = true
 		case v.Check == "watch-content" && (strings.Contains(v.Key, "/watch-red-") || strings.Contains(v.Key, "/watch-nodes-")):
 			found["filterwatch"] = true
+		case v.Check == "cached-render":
+			found["cachedrop"] = true
 		}
 	}
-	for _, want := range []string{"precondition", "dropwatch", "earlyunlock", "memberstatus", "filterwatch"} {
+	for _, want := range []string{"precondition", "dropwatch", "earlyunlock", "memberstatus", "filterwatch", "cachedrop"} {
 		require.True(t, found[want], "the checkers missed the %s sabotage; violations found: %d", want, len(s.found))
 	}
 }

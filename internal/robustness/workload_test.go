@@ -239,31 +239,52 @@ func (p *phase) objectClient(ctx context.Context, replica int) {
 func (p *phase) pillarClient(ctx context.Context, replica int) {
 	client := p.rec.NewClient()
 	known := map[string]string{}
+	var probe []string // a read-your-writes probe's remaining steps, on probeNode
+	probeNode := ""
 	for ctx.Err() == nil {
 		node := p.nodes[p.intn(len(p.nodes))]
+		var step string
+		switch r := p.intn(100); {
+		case len(probe) > 0:
+			node, step, probe = probeNode, probe[0], probe[1:]
+		case r < 25:
+			step = "put"
+		case r < 50 && known[node] != "":
+			step = "put-if"
+		case r < 75:
+			step = "get"
+		case r < 88:
+			step = "render"
+		case r < 94:
+			// A read-your-writes probe: a cached render (which fills this replica's cache),
+			// a write, and at once a cached render on the same replica, which must show it.
+			step, probe, probeNode = "cached", []string{"put", "cached"}, node
+		default:
+			step = "cached"
+		}
 		key := "node/" + node + "/r"
 		m := p.marker()
 		op := &Op{Client: client, Family: "pillar", Key: key, Replica: replica, RequestID: "rb-" + m}
 		rowPath := "/v1/nodes/" + node + "/pillars/r"
 		var a answer
-		switch r := p.intn(100); {
-		case r < 25:
+		switch step {
+		case "put":
 			op.Kind, op.Marker = "put", m
 			p.rec.Begin(op)
 			a = p.do(ctx, replica, "PUT", rowPath, op.RequestID, []byte(`{"robustness_op":"`+m+`"}`), nil)
-		case r < 50 && known[node] != "":
+		case "put-if":
 			op.Kind, op.Marker, op.IfMatch = "put", m, known[node]
 			p.rec.Begin(op)
 			a = p.do(ctx, replica, "PUT", rowPath, op.RequestID, []byte(`{"robustness_op":"`+m+`"}`), map[string]string{"If-Match": op.IfMatch})
-		case r < 75:
+		case "get":
 			op.Kind = "get"
 			p.rec.Begin(op)
 			a = p.do(ctx, replica, "GET", rowPath, op.RequestID, nil, nil)
-		case r < 88:
+		case "render":
 			op.Kind = "render"
 			p.rec.Begin(op)
 			a = p.do(ctx, replica, "GET", "/v1/nodes/"+node+"/pillar", op.RequestID, nil, map[string]string{"Cache-Control": "no-cache"})
-		default:
+		case "cached":
 			// A cached render: checked by CheckCachedRenders, not as a linearizable read.
 			op.Kind, op.Family = "render", "cached"
 			p.rec.Begin(op)

@@ -15,6 +15,9 @@
 //     that already was a static member).
 //   - "filterwatch": a filtered watch sends an object leaving its selection (or org) as
 //     MODIFIED instead of DELETED.
+//   - "cachedrop": pillar.Service.wrote does not drop the replica's cached renders after
+//     its own write, and the cache applies each NOTIFY 100 ms late (as under load), so
+//     read-your-writes rests on a notification that arrives after the answer.
 //
 // A sabotaged binary reads the switches from the environment variable STRATA_SABOTAGE, a
 // comma-separated list of their names.
