@@ -19,6 +19,7 @@ func TestBulkLegal(t *testing.T) {
 		{Name: "m0", Marker: "b1", Result: "updated"},
 		{Name: "m1", Marker: "b2", Result: "created"},
 		{Name: "m0", Marker: "b3", Result: "error", Problem: json.RawMessage(`{"status":422}`)},
+		{Name: "m0", Marker: "b1", Result: "unchanged"},                                                             // a retry after its own commit
 		{Name: "m1", Marker: "b4"},                                                                                  // no result: unknown
 		{Name: "m1", Marker: "b2", Result: "error", Problem: json.RawMessage(`{"status":503,"outcome":"unknown"}`)}, // may have committed
 	}}}
@@ -32,7 +33,7 @@ func TestBulkViolations(t *testing.T) {
 		"another kind's change":        {Name: "m0", Marker: "b9", Result: "created"},
 		"an error that wrote":          {Name: "m0", Marker: "b1", Result: "error", Problem: json.RawMessage(`{"status":409}`)},
 		"a 500 for a line":             {Name: "m0", Marker: "b8", Result: "error", Problem: json.RawMessage(`{"status":500}`)},
-		"unchanged with a new marker":  {Name: "m0", Marker: "b8", Result: "unchanged"},
+		"unchanged, never so":          {Name: "m0", Marker: "b8", Result: "unchanged"},
 	} {
 		vs := CheckBulk([]BulkApply{{Status: 200, Lines: []BulkLine{l}}}, bulkTruth)
 		require.NotEmpty(t, vs, name)

@@ -36,7 +36,11 @@ var (
 	flagFaults   = flag.String("robustness.faults", "", "comma-separated fault names to run (empty: every fault)")
 	flagOut      = flag.String("robustness.out", "", "directory that keeps every history, watch stream, list page and ground truth (default: a temporary directory, kept only on failure)")
 	flagControls = flag.Bool("robustness.controls", true, "run the controls (a sabotaged build each checker must catch)")
-	flagExtra    = flag.Bool("robustness.extra", false, "also the extra faults (pause-replica-N, lose-commit-answers, stop-standby, cut-client-connections; clients then reach the replicas through proxies)")
+	// Bulk applies are off by default: with them the short form finds a strata violation
+	// not fixed yet (a bulk line answered 503 without "outcome": "unknown" although its
+	// change committed, after a lost COMMIT answer; docs/robustness.md, "Found so far").
+	flagBulk  = flag.Bool("robustness.bulk", false, "the mover client also bulk-applies the movers (POST /v1/nodes:apply), checked by CheckBulk")
+	flagExtra = flag.Bool("robustness.extra", false, "also the extra faults (pause-replica-N, lose-commit-answers, stop-standby, cut-client-connections; clients then reach the replicas through proxies)")
 )
 
 // shape is a phase's size and timing.
@@ -246,7 +250,7 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 	p := &phase{name: name, prefix: fmt.Sprintf("rb%d", n), project: fmt.Sprintf("rb_%d", n), replicas: urls,
 		token: c.AdminToken(), dbURL: c.DatabaseURL(), db: d, rec: NewRecorder(), rng: rand.New(rand.NewPCG(seed, uint64(n))),
 		http:    &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, ResponseHeaderTimeout: 0}},
-		timeout: sh.timeout}
+		timeout: sh.timeout, bulkApplies: *flagBulk}
 	defer p.http.CloseIdleConnections()
 	require.NoError(t, c.WaitReady(ctx))
 	setupCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -291,7 +295,7 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 		spawn(p.objectClient, i%len(urls))
 	}
 	for i := range pillars {
-		spawn(p.pillarClient, (i+1)%len(urls))
+		spawn(func(ctx context.Context, r int) { p.pillarClient(ctx, r, i) }, (i+1)%len(urls))
 	}
 	for i := range members {
 		spawn(p.memberClient, (i+2)%len(urls))

@@ -41,6 +41,8 @@ type phase struct {
 	rngMu    sync.Mutex
 	http     *http.Client
 	timeout  time.Duration // per request; past it the outcome is unknown
+	// bulkApplies: the mover client also bulk-applies (-robustness.bulk).
+	bulkApplies bool
 
 	objects    []string // org names
 	nodes      []string // node names (pillar rows node/<name>/r)
@@ -236,13 +238,19 @@ func (p *phase) objectClient(ctx context.Context, replica int) {
 // pillarClient writes and reads one pillar row per node: PUT with and without If-Match,
 // GET of the row, and strict renders of the node's merged pillar (Cache-Control: no-cache),
 // which hold exactly the row since nothing else applies to the node.
-func (p *phase) pillarClient(ctx context.Context, replica int) {
+//
+// Client i works on two nodes, i and i+1 (mod the node count), so that each row has at most
+// twice (pillar clients / nodes) clients: per-key concurrency bounds the Porcupine check
+// (a 4×128 run whose clients picked any node had 20 operations of one row in flight at once
+// and its check did not finish in 5 minutes).
+func (p *phase) pillarClient(ctx context.Context, replica, i int) {
 	client := p.rec.NewClient()
 	known := map[string]string{}
 	var probe []string // a read-your-writes probe's remaining steps, on probeNode
 	probeNode := ""
+	mine := []string{p.nodes[i%len(p.nodes)], p.nodes[(i+1)%len(p.nodes)]}
 	for ctx.Err() == nil {
-		node := p.nodes[p.intn(len(p.nodes))]
+		node := mine[p.intn(2)]
 		var step string
 		switch r := p.intn(100); {
 		case len(probe) > 0:
@@ -399,7 +407,7 @@ func (p *phase) memberClient(ctx context.Context, replica int) {
 // transaction of several changes, whose reported results CheckBulk holds to the log.
 func (p *phase) moverClient(ctx context.Context, replica int) {
 	for ctx.Err() == nil {
-		if p.intn(3) == 0 {
+		if p.bulkApplies && p.intn(3) == 0 {
 			p.bulkApply(ctx, replica)
 			sleepCtx(ctx, time.Duration(20+p.intn(30))*time.Millisecond)
 			continue
@@ -716,8 +724,9 @@ func (p *phase) watcher(ctx context.Context, replica int, from int64, progress *
 			// promotion): list again and follow a new stream from the list's version.
 			p.mu.Lock()
 			p.streams = append(p.streams, st)
+			n := len(p.streams) // read under the lock: every watcher appends
 			p.mu.Unlock()
-			st = newStream(fmt.Sprintf("/relist-%d", len(p.streams)))
+			st = newStream(fmt.Sprintf("/relist-%d", n))
 			for ctx.Err() == nil {
 				rv, err := p.listRV(ctx, replica)
 				if err == nil {
