@@ -2,7 +2,8 @@
 # The robustness harness's long form (docs/robustness.md): real strata replicas on one
 # PostgreSQL (fsync on, a synchronous standby), concurrent clients issuing a random mix
 # through the HTTP API and the pg backend's SQL, random faults one per history, every
-# history checked (Porcupine per key, lists, watches, statuses). The short form with fixed
+# history checked (Porcupine per key, memberships included; lists; watches, filtered ones
+# included; cached renders; bulk applies; statuses). The short form with fixed
 # seeds runs in CI (.ci/run); this one takes a random seed unless given one, so each run
 # explores new interleavings.
 #

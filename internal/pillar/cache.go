@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/sabotage"
 )
 
 // Cache keeps rendered pillars of one replica. It is correct across replicas because it
@@ -223,7 +225,12 @@ func (c *Cache) Size() (bytes int64, entries int) {
 func (c *Cache) Listen(ctx context.Context, open func(context.Context) (*db.Session, error), schema string, logger *slog.Logger) {
 	db.Subscribe(ctx, open, schema+".pillars", db.Listener{
 		Subscribed: c.setSubscribed,
-		Notify:     c.InvalidateScopes,
+		Notify: func(payload string) {
+			if sabotage.Active("cachedrop") {
+				time.Sleep(100 * time.Millisecond) // a loaded replica's late NOTIFY: own writes must not rely on it
+			}
+			c.InvalidateScopes(payload)
+		},
 		Lost: func(err error) {
 			logger.WarnContext(ctx, "pillar cache unsubscribed; renders are computed until it subscribes again", "err", err)
 		},

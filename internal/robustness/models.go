@@ -364,4 +364,5 @@ var Models = map[string]porcupine.Model{
 	"object": ObjectModel,
 	"pillar": PillarModel,
 	"lock":   LockModel,
+	"member": MemberModel,
 }

@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -16,6 +17,9 @@ type Change struct {
 	Type   string            `json:"type"`             // ADDED, MODIFIED, DELETED
 	Marker string            `json:"marker,omitempty"` // the object's robustness/op annotation after the change
 	Labels map[string]string `json:"labels,omitempty"`
+	// SpecOrg is the object's spec.org after the change (before it, for a deletion): a
+	// node's org, which an org-filtered watch selects on.
+	SpecOrg string `json:"specOrg,omitempty"`
 }
 
 // ObjectKey is the partition key of an object: kind, org (” for global kinds) and name.
@@ -87,11 +91,52 @@ func Resolve(ops []*Op, truth Truth) (out []*Op, resolved, dropped int) {
 		}
 		return floorAt[n-1]
 	}
-	// Deletes that may claim the same DELETED change: resolve only a lone claimant.
+	// ceilingAfter(t): the lowest version among writes acknowledged and called after t — a
+	// change made by an operation that returned at t is below it.
+	var byCall []*Op // writes only: a read called later may still see an older version
+	for _, op := range acked {
+		if op.IsWrite() {
+			byCall = append(byCall, op)
+		}
+	}
+	sort.Slice(byCall, func(i, j int) bool { return byCall[i].Call < byCall[j].Call })
+	minFrom := make([]int64, len(byCall)+1) // minFrom[i]: the lowest version among byCall[i:]
+	minFrom[len(byCall)] = math.MaxInt64
+	for i := len(byCall) - 1; i >= 0; i-- {
+		minFrom[i] = min(minFrom[i+1], byCall[i].RV)
+	}
+	ceilingAfter := func(ret int64) int64 {
+		return minFrom[sort.Search(len(byCall), func(i int) bool { return byCall[i].Call > ret })]
+	}
+	// Deletes that may claim the same DELETED change: resolve only a lone claimant. A
+	// conditional delete claims the change after its precondition's version; an
+	// unconditional delete that succeeded (its 204 names no version) claims every DELETED
+	// change of its key that its real time allows — not one below a version acknowledged
+	// before it was called, nor one above a version first called after it returned — since
+	// if it made the change, a conditional delete with an unknown outcome did not.
 	claimants := map[string]int{}
+	deletedOf := map[string][]Change{} // key → its DELETED changes
+	for _, c := range changes {
+		if c.Type == "DELETED" {
+			deletedOf[c.Key()] = append(deletedOf[c.Key()], c)
+		}
+	}
 	for _, op := range ops {
-		if op.Family == "object" && op.Kind == "delete" && op.PrecondRV != 0 && op.Outcome != Failed {
+		if op.Family != "object" || op.Kind != "delete" || op.Outcome == Failed {
+			continue
+		}
+		if op.PrecondRV != 0 {
 			claimants[fmt.Sprintf("%s@%d", op.Key, op.PrecondRV)]++
+			continue
+		}
+		if op.Outcome != OK {
+			continue // an unknown unconditional delete forks; a resolved one may take its place
+		}
+		for _, c := range deletedOf[op.Key] {
+			if c.RV <= floorBefore(op.Call) || c.RV >= ceilingAfter(op.Return) {
+				continue
+			}
+			claimants[fmt.Sprintf("%s@%d", op.Key, prevRV[c.RV])]++
 		}
 	}
 	for _, op := range ops {

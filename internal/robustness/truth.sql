@@ -1,9 +1,11 @@
 -- name: TruthChanges
 -- Every object change of kind $1 in the changes log (GAP rows have kind ''), oldest first,
--- with the marker annotation and the labels after the change, for replaying and resolving.
+-- with the marker annotation, the labels and spec.org (a node's org) after the change, for
+-- replaying and resolving.
 SELECT resource_version, kind, org, name, type,
 	coalesce(object #>> '{metadata,annotations,robustness/op}', ''),
-	coalesce(object #> '{metadata,labels}', '{}'::jsonb)
+	coalesce(object #> '{metadata,labels}', '{}'::jsonb),
+	coalesce(object #>> '{spec,org}', '')
 FROM {{schema}}.changes
 WHERE kind = $1
 ORDER BY resource_version;

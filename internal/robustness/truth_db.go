@@ -55,7 +55,7 @@ func ReadTruth(ctx context.Context, d *db.DB, kind string) (Truth, error) {
 	for rows.Next() {
 		var c Change
 		var labels []byte
-		if err := rows.Scan(&c.RV, &c.Kind, &c.Org, &c.Name, &c.Type, &c.Marker, &labels); err != nil {
+		if err := rows.Scan(&c.RV, &c.Kind, &c.Org, &c.Name, &c.Type, &c.Marker, &labels, &c.SpecOrg); err != nil {
 			rows.Close()
 			return t, err
 		}

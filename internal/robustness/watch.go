@@ -34,6 +34,45 @@ type WatchStream struct {
 	Replica  int            `json:"replica"`
 	Kind     string         `json:"kind"`
 	Segments []WatchSegment `json:"segments"`
+	// Selector and Org are the stream's filters (labelSelector; org, for nodes): its events
+	// are about membership in the selection (docs/api.md, "Label selectors", "Nodes by
+	// org"), so it is checked against the log filtered by FilterChanges.
+	Selector map[string]string `json:"selector,omitempty"`
+	Org      string            `json:"org,omitempty"`
+}
+
+// FilterChanges is the changes log (one kind, in version order) as a watch with a label
+// selector and/or an org filter must send it: each change is judged by whether its object
+// was in the selection before it (from the replay of the changes before it, never from the
+// log's own prev_labels or prev_org, which strata's watch reads) and after it. Into the
+// selection is ADDED, out of it DELETED (carrying the object as it is now), within it
+// MODIFIED; a change outside it before and after is not sent. With neither filter the log is
+// returned as it is.
+func FilterChanges(log []Change, selector map[string]string, org string) []Change {
+	if len(selector) == 0 && org == "" {
+		return log
+	}
+	in := func(c Change) bool {
+		return c.Type != "DELETED" && matches(selector, c.Labels) && (org == "" || c.SpecOrg == org)
+	}
+	before := map[string]bool{}
+	var out []Change
+	for _, c := range log {
+		was, is := before[c.Name], in(c)
+		before[c.Name] = is
+		switch {
+		case !was && is:
+			c.Type = "ADDED"
+		case was && !is:
+			c.Type = "DELETED"
+		case was && is:
+			c.Type = "MODIFIED"
+		default:
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // CheckWatches checks every stream against the changes log (research §3.5): events in
@@ -55,7 +94,7 @@ func CheckWatches(streams []WatchStream, truth Truth) []Violation {
 	}
 	var out []Violation
 	for _, st := range streams {
-		out = append(out, checkStream(st, byKind[st.Kind], truth.CompactedThrough)...)
+		out = append(out, checkStream(st, FilterChanges(byKind[st.Kind], st.Selector, st.Org), truth.CompactedThrough)...)
 	}
 	return out
 }

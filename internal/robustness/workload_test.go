@@ -41,9 +41,15 @@ type phase struct {
 	rngMu    sync.Mutex
 	http     *http.Client
 	timeout  time.Duration // per request; past it the outcome is unknown
+	// bulkApplies: the mover client also bulk-applies (-robustness.bulk).
+	bulkApplies bool
 
 	objects    []string // org names
 	nodes      []string // node names (pillar rows node/<name>/r)
+	nodesOrg   string   // the nodes' org
+	group      string   // a group of nodesOrg whose static members the member clients change
+	awayOrg    string   // the other org movers move to
+	movers     []string // nodes that move between nodesOrg and awayOrg (the org-filtered node watch)
 	workspaces []string // the project's workspaces, a few lock clients each (per-key concurrency stays small)
 	stateIDs   []int64  // each workspace's advisory key
 
@@ -54,6 +60,7 @@ type phase struct {
 	statusBad  []Violation
 	streams    []WatchStream
 	pages      []ListPage
+	bulk       []BulkApply
 	clientsRun atomic.Int64
 }
 
@@ -231,33 +238,65 @@ func (p *phase) objectClient(ctx context.Context, replica int) {
 // pillarClient writes and reads one pillar row per node: PUT with and without If-Match,
 // GET of the row, and strict renders of the node's merged pillar (Cache-Control: no-cache),
 // which hold exactly the row since nothing else applies to the node.
-func (p *phase) pillarClient(ctx context.Context, replica int) {
+//
+// Client i works on two nodes, i and i+1 (mod the node count), so that each row has at most
+// twice (pillar clients / nodes) clients: per-key concurrency bounds the Porcupine check
+// (a 4×128 run whose clients picked any node had 20 operations of one row in flight at once
+// and its check did not finish in 5 minutes).
+func (p *phase) pillarClient(ctx context.Context, replica, i int) {
 	client := p.rec.NewClient()
 	known := map[string]string{}
+	var probe []string // a read-your-writes probe's remaining steps, on probeNode
+	probeNode := ""
+	mine := []string{p.nodes[i%len(p.nodes)], p.nodes[(i+1)%len(p.nodes)]}
 	for ctx.Err() == nil {
-		node := p.nodes[p.intn(len(p.nodes))]
+		node := mine[p.intn(2)]
+		var step string
+		switch r := p.intn(100); {
+		case len(probe) > 0:
+			node, step, probe = probeNode, probe[0], probe[1:]
+		case r < 25:
+			step = "put"
+		case r < 50 && known[node] != "":
+			step = "put-if"
+		case r < 75:
+			step = "get"
+		case r < 88:
+			step = "render"
+		case r < 94:
+			// A read-your-writes probe: a cached render (which fills this replica's cache),
+			// a write, and at once a cached render on the same replica, which must show it.
+			step, probe, probeNode = "cached", []string{"put", "cached"}, node
+		default:
+			step = "cached"
+		}
 		key := "node/" + node + "/r"
 		m := p.marker()
 		op := &Op{Client: client, Family: "pillar", Key: key, Replica: replica, RequestID: "rb-" + m}
 		rowPath := "/v1/nodes/" + node + "/pillars/r"
 		var a answer
-		switch r := p.intn(100); {
-		case r < 25:
+		switch step {
+		case "put":
 			op.Kind, op.Marker = "put", m
 			p.rec.Begin(op)
 			a = p.do(ctx, replica, "PUT", rowPath, op.RequestID, []byte(`{"robustness_op":"`+m+`"}`), nil)
-		case r < 50 && known[node] != "":
+		case "put-if":
 			op.Kind, op.Marker, op.IfMatch = "put", m, known[node]
 			p.rec.Begin(op)
 			a = p.do(ctx, replica, "PUT", rowPath, op.RequestID, []byte(`{"robustness_op":"`+m+`"}`), map[string]string{"If-Match": op.IfMatch})
-		case r < 75:
+		case "get":
 			op.Kind = "get"
 			p.rec.Begin(op)
 			a = p.do(ctx, replica, "GET", rowPath, op.RequestID, nil, nil)
-		default:
+		case "render":
 			op.Kind = "render"
 			p.rec.Begin(op)
 			a = p.do(ctx, replica, "GET", "/v1/nodes/"+node+"/pillar", op.RequestID, nil, map[string]string{"Cache-Control": "no-cache"})
+		case "cached":
+			// A cached render: checked by CheckCachedRenders, not as a linearizable read.
+			op.Kind, op.Family = "render", "cached"
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "GET", "/v1/nodes/"+node+"/pillar", op.RequestID, nil, nil)
 		}
 		if a.err == nil && a.status/100 == 2 {
 			switch op.Kind {
@@ -286,6 +325,154 @@ func (p *phase) pillarClient(ctx context.Context, replica int) {
 			client = p.rec.NewClient()
 		}
 	}
+}
+
+// memberClient adds the phase's nodes to its group and removes them (PUT and DELETE of
+// …/groups/{group}/members/{node}) and reads the group's member list, which is a read of
+// every (group, node) register at once: one operation per node, all with the list's call
+// and return times.
+func (p *phase) memberClient(ctx context.Context, replica int) {
+	client := p.rec.NewClient()
+	base := "/v1/orgs/" + p.nodesOrg + "/groups/" + p.group + "/members"
+	key := func(node string) string { return p.nodesOrg + "/" + p.group + "/" + node }
+	for ctx.Err() == nil {
+		m := p.marker()
+		if p.intn(100) < 35 {
+			var reads []*Op
+			for _, node := range p.nodes {
+				reads = append(reads, p.rec.Begin(&Op{Client: client, Family: "member", Key: key(node), Kind: "get", Replica: replica, RequestID: "rb-" + m}))
+			}
+			a := p.do(ctx, replica, "GET", base+"?limit=100", "rb-"+m, nil, nil)
+			var list struct {
+				Items []struct {
+					Node   string `json:"node"`
+					Static bool   `json:"static"`
+				} `json:"items"`
+				Continue string `json:"continue"`
+			}
+			out, bad := Classify(a.status, a.body, a.err)
+			if out == OK {
+				if err := json.Unmarshal(a.body, &list); err != nil || list.Continue != "" {
+					// Three nodes fit one page; anything else is an answer strata may not give.
+					out, bad = Failed, fmt.Sprintf("member list of %d nodes unreadable or paged: %v %s", len(p.nodes), err, truncate(a.body, 300))
+				}
+			}
+			if bad != "" {
+				p.mu.Lock()
+				p.statusBad = append(p.statusBad, Violation{Check: "status", Key: p.nodesOrg + "/" + p.group, Message: bad})
+				p.mu.Unlock()
+			}
+			static := map[string]bool{}
+			for _, it := range list.Items {
+				static[it.Node] = it.Static
+			}
+			for i, op := range reads {
+				op.Exists, op.Outcome, op.Status = static[p.nodes[i]], out, a.status
+				p.rec.End(op)
+			}
+			if a.err != nil {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if reads[0].Outcome == Unknown {
+				client = p.rec.NewClient()
+			}
+			continue
+		}
+		node := p.nodes[p.intn(len(p.nodes))]
+		op := &Op{Client: client, Family: "member", Key: key(node), Replica: replica, RequestID: "rb-" + m}
+		var a answer
+		if p.intn(2) == 0 {
+			op.Kind = "add"
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "PUT", base+"/"+node, op.RequestID, nil, nil)
+		} else {
+			op.Kind = "remove"
+			p.rec.Begin(op)
+			a = p.do(ctx, replica, "DELETE", base+"/"+node, op.RequestID, nil, nil)
+		}
+		p.finish(op, a)
+		if op.Outcome == Unknown {
+			client = p.rec.NewClient()
+		}
+	}
+}
+
+// moverClient moves the mover nodes between the nodes' org and another one and relabels
+// them (a merge PATCH of spec.org, the color label and the marker), so that the
+// org-filtered node watch sees nodes move in (ADDED), out (DELETED), and change elsewhere
+// (not sent). Its writes are checked through the watches and the statuses only (the nodes
+// were created before the history began, so no register starts from them).
+//
+// One move in three is a bulk apply (POST /v1/nodes:apply) of every mover at once, a
+// transaction of several changes, whose reported results CheckBulk holds to the log.
+func (p *phase) moverClient(ctx context.Context, replica int) {
+	for ctx.Err() == nil {
+		if p.bulkApplies && p.intn(3) == 0 {
+			p.bulkApply(ctx, replica)
+			sleepCtx(ctx, time.Duration(20+p.intn(30))*time.Millisecond)
+			continue
+		}
+		node := p.movers[p.intn(len(p.movers))]
+		m := p.marker()
+		org := []string{p.nodesOrg, p.awayOrg}[p.intn(2)]
+		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+			"labels":      map[string]any{colorLabel: []string{"red", "blue"}[p.intn(2)]},
+			"annotations": map[string]any{markerAnnotation: m}}, "spec": map[string]any{"org": org}})
+		a := p.do(ctx, replica, "PATCH", "/v1/nodes/"+node, "rb-"+m, body, map[string]string{"Content-Type": "application/merge-patch+json"})
+		if _, bad := Classify(a.status, a.body, a.err); bad != "" || a.err == nil && a.status == 404 {
+			if bad == "" {
+				bad = "a PATCH of a node that exists answered 404"
+			}
+			p.mu.Lock()
+			p.statusBad = append(p.statusBad, Violation{Check: "status", Key: "Node//" + node, Message: bad})
+			p.mu.Unlock()
+		}
+		sleepCtx(ctx, time.Duration(20+p.intn(30))*time.Millisecond)
+	}
+}
+
+// bulkApply applies every mover in one NDJSON request (one batch: one transaction), each
+// line with its own marker, a random org and color, and records the result of each line.
+func (p *phase) bulkApply(ctx context.Context, replica int) {
+	ap := BulkApply{Replica: replica}
+	var body bytes.Buffer
+	for _, node := range p.movers {
+		m := p.marker()
+		line, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": node,
+			"labels":      map[string]any{colorLabel: []string{"red", "blue"}[p.intn(2)]},
+			"annotations": map[string]any{markerAnnotation: m}},
+			"spec": map[string]any{"org": []string{p.nodesOrg, p.awayOrg}[p.intn(2)]}})
+		body.Write(append(line, '\n'))
+		ap.Lines = append(ap.Lines, BulkLine{Name: node, Marker: m})
+	}
+	ap.Call = p.rec.Now()
+	a := p.do(ctx, replica, "POST", "/v1/nodes:apply", "rb-"+ap.Lines[0].Marker, body.Bytes(), map[string]string{"Content-Type": "application/x-ndjson"})
+	ap.Return, ap.Status = p.rec.Now(), a.status
+	if a.err != nil {
+		ap.Err = a.err.Error()
+	}
+	if _, bad := Classify(a.status, a.body, a.err); bad != "" {
+		p.mu.Lock()
+		p.statusBad = append(p.statusBad, Violation{Check: "status", Key: "nodes:apply", Message: bad})
+		p.mu.Unlock()
+	}
+	if a.status == 200 {
+		sc := bufio.NewScanner(bytes.NewReader(a.body))
+		for sc.Scan() {
+			var r struct {
+				Line    int             `json:"line"`
+				Result  string          `json:"result"`
+				Problem json.RawMessage `json:"problem"`
+			}
+			if json.Unmarshal(sc.Bytes(), &r) != nil || r.Line < 1 || r.Line > len(ap.Lines) {
+				continue // the summary, or a line cut short
+			}
+			ap.Lines[r.Line-1].Result, ap.Lines[r.Line-1].Problem = r.Result, r.Problem
+		}
+	}
+	p.mu.Lock()
+	p.bulk = append(p.bulk, ap)
+	p.mu.Unlock()
 }
 
 func lockBody(id string) []byte {
@@ -471,11 +658,40 @@ func (p *phase) lister(ctx context.Context, replica int) {
 	}
 }
 
-// watcher follows the org watch on one replica from version from, resuming after every
+// watchSpec is what a watcher follows: the plain org watch, the org watch with a label
+// selector, or the node watch of one org.
+type watchSpec struct {
+	name     string // appended to the stream's name
+	kind     string // Org, Node
+	path     string // the collection: /v1/orgs, /v1/nodes
+	selector map[string]string
+	org      string
+}
+
+func (w watchSpec) query(from int64) string {
+	q := url.Values{"watch": {"true"}, "resourceVersion": {strconv.FormatInt(from, 10)}}
+	if len(w.selector) > 0 {
+		var parts []string
+		for k, v := range w.selector {
+			parts = append(parts, k+"="+v)
+		}
+		q.Set("labelSelector", strings.Join(parts, ","))
+	}
+	if w.org != "" {
+		q.Set("org", w.org)
+	}
+	return w.path + "?" + q.Encode()
+}
+
+// watcher follows a watch on one replica from version from, resuming after every
 // disconnect from the last version delivered; a 410 ends the stream (the next starts from a
 // new list). progress is updated with the last version confirmed.
-func (p *phase) watcher(ctx context.Context, replica int, from int64, progress *atomic.Int64) {
-	st := WatchStream{Name: fmt.Sprintf("%s/watch-replica-%d", p.name, replica), Replica: replica, Kind: "Org"}
+func (p *phase) watcher(ctx context.Context, replica int, from int64, progress *atomic.Int64, w watchSpec) {
+	newStream := func(suffix string) WatchStream {
+		return WatchStream{Name: fmt.Sprintf("%s/watch%s-replica-%d%s", p.name, w.name, replica, suffix), Replica: replica,
+			Kind: w.kind, Selector: w.selector, Org: w.org}
+	}
+	st := newStream("")
 	defer func() {
 		p.mu.Lock()
 		p.streams = append(p.streams, st)
@@ -484,7 +700,7 @@ func (p *phase) watcher(ctx context.Context, replica int, from int64, progress *
 	stream := &http.Client{Transport: p.http.Transport} // no overall timeout: a stream lasts
 	for ctx.Err() == nil {
 		seg := WatchSegment{From: from}
-		req, _ := http.NewRequestWithContext(ctx, "GET", p.replicas[replica]+"/v1/orgs?watch=true&resourceVersion="+strconv.FormatInt(from, 10), nil)
+		req, _ := http.NewRequestWithContext(ctx, "GET", p.replicas[replica]+w.query(from), nil)
 		req.Header.Set("Authorization", "Bearer "+p.token)
 		resp, err := stream.Do(req)
 		if err != nil {
@@ -508,8 +724,9 @@ func (p *phase) watcher(ctx context.Context, replica int, from int64, progress *
 			// promotion): list again and follow a new stream from the list's version.
 			p.mu.Lock()
 			p.streams = append(p.streams, st)
+			n := len(p.streams) // read under the lock: every watcher appends
 			p.mu.Unlock()
-			st = WatchStream{Name: fmt.Sprintf("%s/watch-replica-%d/relist-%d", p.name, replica, len(p.streams)), Replica: replica, Kind: "Org"}
+			st = newStream(fmt.Sprintf("/relist-%d", n))
 			for ctx.Err() == nil {
 				rv, err := p.listRV(ctx, replica)
 				if err == nil {
@@ -621,9 +838,26 @@ func (p *phase) setup(ctx context.Context, objects, nodes, workspaces int) error
 	if err := p.mustDo(ctx, "POST", "/v1/orgs", []byte(`{"metadata":{"name":"`+org+`"},"spec":{}}`)); err != nil {
 		return err
 	}
+	p.nodesOrg, p.group = org, p.prefix+"-g"
+	if err := p.mustDo(ctx, "POST", "/v1/orgs/"+org+"/groups", []byte(`{"metadata":{"name":"`+p.group+`"},"spec":{}}`)); err != nil {
+		return err
+	}
 	for i := range nodes {
 		n := fmt.Sprintf("%s-n%d", p.prefix, i)
 		p.nodes = append(p.nodes, n)
+		if err := p.mustDo(ctx, "POST", "/v1/nodes", []byte(`{"metadata":{"name":"`+n+`"},"spec":{"org":"`+org+`"}}`)); err != nil {
+			return err
+		}
+	}
+	// Movers: nodes that move between the nodes' org and another one, for the org-filtered
+	// node watch; they carry no memberships and no pillar rows under test.
+	p.awayOrg = p.prefix + "-away"
+	if err := p.mustDo(ctx, "POST", "/v1/orgs", []byte(`{"metadata":{"name":"`+p.awayOrg+`"},"spec":{}}`)); err != nil {
+		return err
+	}
+	for i := range 2 {
+		n := fmt.Sprintf("%s-m%d", p.prefix, i)
+		p.movers = append(p.movers, n)
 		if err := p.mustDo(ctx, "POST", "/v1/nodes", []byte(`{"metadata":{"name":"`+n+`"},"spec":{"org":"`+org+`"}}`)); err != nil {
 			return err
 		}
@@ -647,11 +881,25 @@ func (p *phase) setup(ctx context.Context, objects, nodes, workspaces int) error
 
 // finalWrite is the write every phase ends with: it must succeed (on any replica), and the
 // watchers must all confirm it before they stop, so their streams cover the whole phase.
+// The org it creates is labelled so that the selector watch covers it too; a node created
+// in the nodes' org right after it is the node watch's final write (finalNode).
 func (p *phase) finalWrite(ctx context.Context) (int64, error) {
-	name := p.prefix + "-final"
+	return p.create(ctx, "/v1/orgs", p.prefix+"-final",
+		[]byte(`{"metadata":{"name":"`+p.prefix+`-final","labels":{"`+colorLabel+`":"red"}},"spec":{}}`))
+}
+
+// finalNode is the node watch's final write: a node created in the nodes' org.
+func (p *phase) finalNode(ctx context.Context) (int64, error) {
+	return p.create(ctx, "/v1/nodes", p.prefix+"-final",
+		[]byte(`{"metadata":{"name":"`+p.prefix+`-final"},"spec":{"org":"`+p.nodesOrg+`"}}`))
+}
+
+// create creates an object that must be created, retrying on any replica, and returns its
+// version (a 409 after a try whose answer was lost: the version it has).
+func (p *phase) create(ctx context.Context, collection, name string, body []byte) (int64, error) {
 	var last answer
 	for i := 0; i < 100 && ctx.Err() == nil; i++ {
-		last = p.do(ctx, i%len(p.replicas), "POST", "/v1/orgs", "", []byte(`{"metadata":{"name":"`+name+`"},"spec":{}}`), nil)
+		last = p.do(ctx, i%len(p.replicas), "POST", collection, "", body, nil)
 		if last.err == nil && last.status == 201 {
 			var o objectJSON
 			if err := json.Unmarshal(last.body, &o); err != nil {
@@ -660,7 +908,7 @@ func (p *phase) finalWrite(ctx context.Context) (int64, error) {
 			return parseRV(o.Metadata.ResourceVersion), nil
 		}
 		if last.err == nil && last.status == 409 {
-			a := p.do(ctx, 0, "GET", "/v1/orgs/"+name, "", nil, nil)
+			a := p.do(ctx, 0, "GET", collection+"/"+name, "", nil, nil)
 			var o objectJSON
 			if a.err == nil && a.status == 200 && json.Unmarshal(a.body, &o) == nil {
 				return parseRV(o.Metadata.ResourceVersion), nil
@@ -668,5 +916,5 @@ func (p *phase) finalWrite(ctx context.Context) (int64, error) {
 		}
 		sleepCtx(ctx, 200*time.Millisecond)
 	}
-	return 0, fmt.Errorf("the final write never succeeded: %d %s %v", last.status, strings.TrimSpace(string(last.body)), last.err)
+	return 0, fmt.Errorf("the final write to %s never succeeded: %d %s %v", collection, last.status, strings.TrimSpace(string(last.body)), last.err)
 }

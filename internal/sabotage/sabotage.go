@@ -11,6 +11,13 @@
 //   - "dropwatch": a watch subscription's live feed skips every change whose
 //     resourceVersion is a multiple of 5 (the backlog read on a resume still has them).
 //   - "earlyunlock": tfstate.Unlock releases a lock for any lock ID, not only its holder's.
+//   - "memberstatus": resource.AddMember reports every membership as new (201 for a node
+//     that already was a static member).
+//   - "filterwatch": a filtered watch sends an object leaving its selection (or org) as
+//     MODIFIED instead of DELETED.
+//   - "cachedrop": pillar.Service.wrote does not drop the replica's cached renders after
+//     its own write, and the cache applies each NOTIFY 100 ms late (as under load), so
+//     read-your-writes rests on a notification that arrives after the answer.
 //
 // A sabotaged binary reads the switches from the environment variable STRATA_SABOTAGE, a
 // comma-separated list of their names.
