@@ -3,6 +3,7 @@ package resource
 import (
 	"bytes"
 	"context"
+	"errors"
 	"maps"
 	"slices"
 
@@ -27,7 +28,8 @@ type ApplyItem struct {
 // untouched (no new resourceVersion) when already so, so applying an inventory twice changes
 // nothing the second time. The items run in one transaction; when one fails, the batch is
 // rolled back and every item is retried in a transaction of its own, so a bad line costs only
-// itself. The returned results are in item order; Err is set on the items that failed.
+// itself — unless the batch's COMMIT ended with its outcome unknown: then every item reports
+// that error (the batch may have committed) and nothing is sent again. The returned results are in item order; Err is set on the items that failed.
 func (s *Service) ApplyNodes(ctx context.Context, items []ApplyItem) []ApplyOutcome {
 	k, _ := s.kinds.Get(KindNode)
 	refs := make([]Ref, len(items))
@@ -49,7 +51,13 @@ func (s *Service) ApplyNodes(ctx context.Context, items []ApplyItem) []ApplyOutc
 		}
 		return nil
 	})
-	if err == nil || ctx.Err() != nil {
+	// A batch whose COMMIT ended with its outcome unknown may have committed: sending its
+	// lines again one by one would report "unchanged" for what the batch wrote, or a plain
+	// failure for a line it did write. Every line says the outcome is unknown instead, and the
+	// client reads before it retries (found by the robustness harness's bulk check).
+	var de *db.Error
+	unknown := errors.As(err, &de) && de.OutcomeUnknown
+	if err == nil || ctx.Err() != nil || unknown {
 		if err != nil {
 			for i := range results {
 				results[i].Result, results[i].Err = "error", err

@@ -36,10 +36,10 @@ var (
 	flagFaults   = flag.String("robustness.faults", "", "comma-separated fault names to run (empty: every fault)")
 	flagOut      = flag.String("robustness.out", "", "directory that keeps every history, watch stream, list page and ground truth (default: a temporary directory, kept only on failure)")
 	flagControls = flag.Bool("robustness.controls", true, "run the controls (a sabotaged build each checker must catch)")
-	// Bulk applies are off by default: with them the short form finds a strata violation
-	// not fixed yet (a bulk line answered 503 without "outcome": "unknown" although its
-	// change committed, after a lost COMMIT answer; docs/robustness.md, "Found so far").
-	flagBulk  = flag.Bool("robustness.bulk", false, "the mover client also bulk-applies the movers (POST /v1/nodes:apply), checked by CheckBulk")
+	// Bulk applies are on by default: they found a bulk line answered 503 without
+	// "outcome": "unknown" although its change committed, after a lost COMMIT answer
+	// (docs/robustness.md, "Found so far"; fixed, TestApplyUnknownCommitIsNotRetried).
+	flagBulk  = flag.Bool("robustness.bulk", true, "the mover client also bulk-applies the movers (POST /v1/nodes:apply), checked by CheckBulk")
 	flagExtra = flag.Bool("robustness.extra", false, "also the extra faults (pause-replica-N, lose-commit-answers, stop-standby, cut-client-connections; clients then reach the replicas through proxies)")
 )
 
