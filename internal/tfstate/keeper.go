@@ -57,6 +57,10 @@ type keeper struct {
 	snap      atomic.Pointer[Readiness]
 
 	pokeCh chan struct{}
+
+	// afterWantRead, for tests, runs in a reconcile between reading the keys to hold and
+	// taking those it lacks, with the slot held.
+	afterWantRead atomic.Pointer[func()]
 }
 
 func newKeeper(s *Service, url string) *keeper {
@@ -543,6 +547,9 @@ func (k *keeper) reconcile(ctx context.Context) {
 		if want, err = scanKeys(s.Query(ctx, q.Get("KeeperLocks"), k.svc.replica)); err != nil {
 			return err
 		}
+		if f := k.afterWantRead.Load(); f != nil {
+			(*f)()
+		}
 		missing = missing[:0]
 		for _, key := range want {
 			if !k.held[key] {
@@ -791,7 +798,8 @@ func (k *keeper) listen(ctx context.Context) {
 
 // close ends the session (PostgreSQL releases its keys) and unregisters the keeper, so
 // other replicas take over its locks at their next reconcile. It waits for a call in flight
-// at most for its timeout.
+// at most for its timeout, and then for the session's backend to exit (see
+// awaitBackendExit), so that the keys are free when Service.Close returns.
 func (k *keeper) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), k.svc.opts.KeeperTimeout+5*time.Second)
 	defer cancel()
@@ -812,9 +820,39 @@ func (k *keeper) close() {
 		// The keys go with the session: until another keeper has taken them over, pg
 		// clients may take them.
 		k.markUnprotected(ctx, nil, "the replica's lock keeper stopped")
+		pid, start := int32(k.sess.PID()), k.sess.BackendStart()
 		_ = k.sess.Close(ctx)
 		k.sess = nil
+		k.awaitBackendExit(ctx, pid, start)
 	}
 	k.held = map[int64]bool{}
 	k.publish(0)
+}
+
+// backendExitWait bounds how long close waits for its backend to exit.
+const backendExitWait = 2 * time.Second
+
+// awaitBackendExit waits, through the pool, until the keeper's former backend (pid and
+// start) has exited. Closing a connection does not end its backend at once: PostgreSQL lets
+// the session's advisory keys go when the backend process exits, a moment later (often still
+// held right after the close on a loaded machine). Without this wait, a replica restarted
+// in place, or a pg client told the replica stopped, could find the keys still held; and a
+// new replica's UNLOCK could answer while the old backend still held the key. The wait is
+// bounded: a backend that does not exit in time is logged and left to PostgreSQL.
+func (k *keeper) awaitBackendExit(ctx context.Context, pid int32, start time.Time) {
+	ctx, cancel := context.WithTimeout(ctx, backendExitWait)
+	defer cancel()
+	for {
+		var alive bool
+		err := k.svc.db.QueryRow(ctx, q.Get("KeeperBackendAlive"), pid, start).Scan(&alive)
+		if err == nil && !alive {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			k.svc.log.Warn("lock keeper's backend has not exited yet; its keys are free once it has", "pid", pid, "err", err)
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

@@ -204,8 +204,14 @@ func TestKeeperTerminatedNeverSilentlyProtected(t *testing.T) {
 	require.NotNil(t, st.UnprotectedSince)
 
 	rawBool(t, pg, `SELECT pg_advisory_unlock($1)`, key)
-	b.svc.keeper.poke()
-	require.Eventually(t, func() bool { _, p := lockStatus(t, b, "default"); return p }, 10*time.Second, 50*time.Millisecond)
+	// Poke on every try: the probe of GET …/lock holds the key's witness shared for an
+	// instant, and a reconcile that meets it lets the key go and tries again only at its next
+	// run (migration 0017); with an hour-long heartbeat a single poke could be that one run.
+	require.Eventually(t, func() bool {
+		b.svc.keeper.poke()
+		_, p := lockStatus(t, b, "default")
+		return p
+	}, 10*time.Second, 50*time.Millisecond)
 	st, err = b.svc.LockStatus(ctx, "p", "default")
 	require.NoError(t, err)
 	require.Nil(t, st.UnprotectedSince)

@@ -2,6 +2,7 @@ package tfstate
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -71,4 +72,32 @@ func TestLockGapAcrossDatabaseRestartIsAudited(t *testing.T) {
 		return err == nil && st.Protected && len(actions) >= 3
 	}, time.Minute, 200*time.Millisecond, "the lock is protected again and its gap audited: %v", actions)
 	require.Equal(t, []string{"state.lock", "state.lock.unprotected", "state.lock.protected"}, actions)
+}
+
+// TestCloseReleasesKeysBeforeReturning: when Close returns, the keeper's keys are free, so a
+// pg client (or the next replica's keeper) can take them at once. Closing a connection does
+// not end its backend at once: PostgreSQL releases the session's advisory keys when the
+// backend process has exited, a moment later. Seen failing before the fix: the key was still
+// held right after Close in most rounds (and TestLocksOutliveRestart failed now and then,
+// the old replica's backend still holding the key after the new replica's UNLOCK).
+func TestCloseReleasesKeysBeforeReturning(t *testing.T) {
+	t.Parallel()
+	a := setup(t, setupOpts{opts: Options{ReplicaID: "close-0"}})
+	ctx := context.Background()
+	a.project(t, "p")
+	pg := rawSession(t, a.url)
+	for i := range 8 {
+		b := a
+		if i > 0 {
+			b = setupOn(t, a.url, setupOpts{opts: Options{ReplicaID: fmt.Sprintf("close-%d", i)}})
+		}
+		ws := fmt.Sprintf("w%d", i)
+		_, err := b.svc.Lock(ctx, b.actor, "p", ws, lockBody("L"))
+		require.NoError(t, err)
+		key := stateID(t, pg, "p", ws)
+		require.False(t, pgClientTry(t, pg, key))
+		require.NoError(t, b.svc.Close())
+		require.True(t, pgClientTry(t, pg, key), "round %d: the key is free once Close has returned", i)
+		rawBool(t, pg, `SELECT pg_advisory_unlock($1)`, key)
+	}
 }

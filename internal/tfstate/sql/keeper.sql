@@ -11,6 +11,13 @@ UPDATE {{schema}}.tf_keepers SET heartbeat_at = now() WHERE replica = $1
 -- name: KeeperUnregister
 DELETE FROM {{schema}}.tf_keepers WHERE replica = $1
 
+-- name: KeeperBackendAlive
+-- Whether a keeper's backend (pid and start, since pids are reused) is still running. A
+-- backend lets its advisory keys go before it leaves pg_stat_activity (the lock release is a
+-- before-shmem-exit step, the activity entry is cleared after), so once it is gone, so are
+-- its keys.
+SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2)
+
 -- name: KeeperGet
 SELECT backend_pid, backend_start, heartbeat_at, now() - heartbeat_at
 FROM {{schema}}.tf_keepers
