@@ -289,6 +289,16 @@ WHERE p.sealed IS NOT NULL AND substring(p.sealed FROM 4 FOR 8) <> $1::bytea
 LIMIT $2
 FOR UPDATE OF p SKIP LOCKED;
 
+-- name: RewrapRowsWait
+-- RewrapRows without SKIP LOCKED: when a batch found nothing free, it waits for the rows a
+-- writer holds (the row is checked again once the writer commits: a value the writer sealed
+-- with the primary drops out), so a batch answers 0 only when no value is left under another key.
+SELECT p.id, p.target_kind, coalesce(r.org, ''), coalesce(r.name, ''), p.category, p.sealed
+FROM {{schema}}.pillars p LEFT JOIN {{schema}}.resources r ON r.id = p.resource_id
+WHERE p.sealed IS NOT NULL AND substring(p.sealed FROM 4 FOR 8) <> $1::bytea
+LIMIT $2
+FOR UPDATE OF p;
+
 -- name: RewrapHistory
 SELECT id, target, category, old_sealed, new_sealed FROM {{schema}}.pillar_history
 WHERE (old_sealed IS NOT NULL AND substring(old_sealed FROM 4 FOR 8) <> $1::bytea)

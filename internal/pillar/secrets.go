@@ -308,9 +308,10 @@ func (s *Service) convertSecret(ctx context.Context, tx *db.Tx, category string,
 // RewrapBatch re-wraps the data keys of up to limit sealed values (rows first, then history
 // entries) that are not wrapped by the primary key, with it (secret.Keyring.Rewrap: the
 // values' own ciphertext stays). One transaction per batch; rows a concurrent writer or
-// another rotation holds are skipped and found by a later batch. It returns how many values
-// it re-wrapped: 0 means none is left under another key, which is what makes a rotation
-// resumable — run it again after an interruption and it continues.
+// another rotation holds are skipped and found by a later batch, and a batch that finds none
+// free waits for the rows writers hold. It returns how many values it re-wrapped: 0 means
+// none is left under another key (but what another rotation holds), which is what makes a
+// rotation resumable — run it again after an interruption and it continues.
 func (s *Service) RewrapBatch(ctx context.Context, limit int) (int, error) {
 	if err := s.keys.Require(); err != nil {
 		return 0, secret.Fault(err)
@@ -322,7 +323,28 @@ func (s *Service) RewrapBatch(ctx context.Context, limit int) (int, error) {
 	n := 0
 	err = s.db.InTx(ctx, func(tx *db.Tx) error {
 		n = 0
-		rows, err := tx.Query(ctx, q.Get("RewrapRows"), db.Bytes(primary), limit)
+		// The first pass skips what others hold; if it found nothing, the second waits for
+		// the rows writers hold, so that 0 means none is left (a writer's commit can also
+		// leave a history entry under the old key, which the second pass's history query
+		// sees).
+		for _, rowsQuery := range []string{"RewrapRows", "RewrapRowsWait"} {
+			if err := s.rewrapPass(ctx, tx, rowsQuery, primary, limit, &n); err != nil {
+				return err
+			}
+			if n > 0 {
+				break
+			}
+		}
+		return s.auditRewrap(ctx, tx, n)
+	})
+	return n, err
+}
+
+// rewrapPass re-wraps up to limit-*n values in tx, rows (found by rowsQuery) first, then
+// history entries, adding to *n.
+func (s *Service) rewrapPass(ctx context.Context, tx *db.Tx, rowsQuery string, primary []byte, limit int, n *int) error {
+	{
+		rows, err := tx.Query(ctx, q.Get(rowsQuery), db.Bytes(primary), limit-*n)
 		if err != nil {
 			return err
 		}
@@ -357,12 +379,12 @@ func (s *Service) RewrapBatch(ctx context.Context, limit int) (int, error) {
 			if _, err := tx.Exec(ctx, q.Get("PillarSealedOnly"), r.id, db.Bytes(b)); err != nil {
 				return err
 			}
-			n++
+			*n++
 		}
-		if n >= limit {
-			return s.auditRewrap(ctx, tx, n)
+		if *n >= limit {
+			return nil
 		}
-		hrows, err := tx.Query(ctx, q.Get("RewrapHistory"), db.Bytes(primary), limit-n)
+		hrows, err := tx.Query(ctx, q.Get("RewrapHistory"), db.Bytes(primary), limit-*n)
 		if err != nil {
 			return err
 		}
@@ -385,11 +407,10 @@ func (s *Service) RewrapBatch(ctx context.Context, limit int) (int, error) {
 			if _, err := tx.Exec(ctx, q.Get("HistorySealedOnly"), h.id, nullBytes(out[0]), nullBytes(out[1])); err != nil {
 				return err
 			}
-			n++
+			*n++
 		}
-		return s.auditRewrap(ctx, tx, n)
-	})
-	return n, err
+	}
+	return nil
 }
 
 // auditRewrap records a rotation batch that re-wrapped n values (none: nothing to record).
