@@ -372,7 +372,9 @@ func (a *API) problemOf(r *http.Request, err error) *api.Problem {
 
 // lineProblem is the problem document of fe inside a stream or a per-line result: the one
 // writeError would send (an internal error's detail replaced by a pointer to the log), with
-// the 503 reason, minus the other extensions a typed api.Problem cannot carry.
+// the 503 reason and outcome, minus the other extensions a typed api.Problem cannot carry.
+// The outcome matters most here: a line whose write may have committed must say so, or a
+// client reads its 503 as "not written" (found by the robustness harness's bulk check).
 func lineProblem(r *http.Request, fe *fault.Error) *api.Problem {
 	info, ok := kinds[fe.Kind]
 	if !ok || fe.Kind == fault.KindInternal {
@@ -380,6 +382,9 @@ func lineProblem(r *http.Request, fe *fault.Error) *api.Problem {
 		fe = &fault.Error{Kind: fault.KindInternal, Detail: fmt.Sprintf("internal error; the server log has the details (request path %s)", r.URL.Path)}
 	}
 	p := &api.Problem{Type: ProblemTypeBase + info.slug, Title: info.title, Status: info.status, Detail: fe.Detail, Reason: fault.ReasonOf(fe)}
+	if o, ok := fe.Extensions["outcome"].(string); ok {
+		p.Outcome = o
+	}
 	for _, f := range fe.Fields {
 		p.Errors = append(p.Errors, api.FieldError{Field: f.Field, Message: f.Message})
 	}
