@@ -63,14 +63,19 @@ WITH n AS (
 	SELECT id, spec ->> 'org' AS org FROM {{schema}}.resources WHERE kind = $2 AND org = '' AND name = $1
 ), o AS (
 	SELECT r.id, r.name FROM {{schema}}.resources r JOIN n ON r.kind = $3 AND r.org = '' AND r.name = n.org
+), c AS (
+	-- The candidate groups only (migration 0035): the node's static memberships and its org's
+	-- groups with a selector, not every group of the org with a membership probe each.
+	SELECT m.group_id AS id, true AS static FROM {{schema}}.group_members m JOIN n ON m.node_id = n.id
+	UNION ALL
+	SELECT s.group_id, false FROM {{schema}}.group_selectors s JOIN n ON s.org = n.org
+	WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.group_members m WHERE m.group_id = s.group_id AND m.node_id = n.id)
 ), g AS (
 	SELECT r.id, r.name,
 	       CASE WHEN jsonb_typeof(r.spec -> 'priority') = 'number' THEN (r.spec ->> 'priority')::int ELSE 0 END AS priority,
 	       coalesce(r.spec ->> 'selector', '') AS selector,
-	       -- OFFSET 0 keeps this a probe of the membership key per group of the org; without it
-	       -- PostgreSQL hashed every membership of every node (30,000 rows at 10k nodes, 8 ms).
-	       EXISTS (SELECT 1 FROM {{schema}}.group_members m WHERE m.group_id = r.id AND m.node_id = n.id OFFSET 0) AS static
-	FROM {{schema}}.resources r JOIN n ON r.kind = $4 AND r.org = n.org
+	       c.static
+	FROM c JOIN {{schema}}.resources r ON r.id = c.id JOIN n ON r.kind = $4 AND r.org = n.org
 )
 SELECT 0 AS layer, ''::text AS target, 0 AS priority, ''::text AS selector, false AS static, p.category, p.data
 FROM {{schema}}.pillars p WHERE p.resource_id IS NULL

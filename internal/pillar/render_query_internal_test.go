@@ -10,8 +10,9 @@ import (
 	"github.com/stratahq/strata/internal/resource"
 )
 
-// TestPillarRenderNamesItsConstants: pillar_render_sealed (migration 0025, which
-// PillarRender calls; pillar_render of 0018 with sealed values) writes the kinds and the mergeLists setting's key out (so its cached plan knows
+// TestPillarRenderNamesItsConstants: pillar_render_sealed (PillarRender calls it; migration
+// 0025 created it as pillar_render of 0018 with sealed values, and 0035 redefined it to start
+// from the candidate groups; the newest definition is the one that runs) writes the kinds and the mergeLists setting's key out (so its cached plan knows
 // them, docs/benchmarks.md); they must be the ones the Go code names, or every render would
 // find no node.
 func TestPillarRenderNamesItsConstants(t *testing.T) {
@@ -21,12 +22,13 @@ func TestPillarRenderNamesItsConstants(t *testing.T) {
 	require.NoError(t, err)
 	var text string
 	for _, m := range ms {
-		if strings.Contains(m.SQL, "CREATE FUNCTION {{schema}}.pillar_render_sealed(") {
+		if strings.Contains(m.SQL, "CREATE FUNCTION {{schema}}.pillar_render_sealed(") ||
+			strings.Contains(m.SQL, "CREATE OR REPLACE FUNCTION {{schema}}.pillar_render_sealed(") {
 			text = m.SQL
 		}
 	}
 	require.NotEmpty(t, text, "the migration that creates pillar_render_sealed")
-	for _, want := range []string{"kind = '" + resource.KindNode + "'", "r.kind = '" + resource.KindOrg + "'", "r.kind = '" + resource.KindGroup + "'", "key = '" + SettingMergeLists + "'"} {
+	for _, want := range []string{"kind = '" + resource.KindNode + "'", "r.kind = '" + resource.KindOrg + "'", "r.kind = '" + resource.KindGroup + "'", "group_selectors s JOIN n ON s.org = n.org", "key = '" + SettingMergeLists + "'"} {
 		require.True(t, strings.Contains(text, want), "PillarRender names %s", want)
 	}
 }
