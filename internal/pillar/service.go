@@ -110,6 +110,9 @@ type Service struct {
 	ClientURL string
 	// cache, when set (UseCache), serves renders until an invalidation.
 	cache *Cache
+	// memo remembers rows' canonical text across renders (merge.Memo; never secret rows'
+	// plaintext).
+	memo *merge.Memo
 	// kinds validates the rows of typed categories (UseKinds).
 	kinds *kind.Service
 	// keys seals the rows of secret categories (UseKeys; nil: none, and secret categories
@@ -149,7 +152,13 @@ func (t Target) scope() string {
 }
 
 // NewService returns a Service over d.
-func NewService(d *db.DB) *Service { return &Service{db: d} }
+func NewService(d *db.DB) *Service { return &Service{db: d, memo: merge.NewMemo(RowMemoBytes)} }
+
+// RowMemoBytes bounds the memo of rows' canonical text that plain renders share
+// (merge.Memo): the rows many nodes' renders read (global, org and group rows) are split and
+// rewritten once, not on every render the cache does not answer. 32 MiB holds about 16,000
+// rows of the benchmark's 1 KB.
+const RowMemoBytes = 32 << 20
 
 // lockTarget returns the resources row the target is stored under, locked FOR SHARE (nil: global).
 func lockTarget(ctx context.Context, tx *db.Tx, t Target) (*int64, error) {
@@ -757,7 +766,7 @@ func rawLayersOpened(all []layerRow, node NodeInfo, open func(t Target, category
 		if err != nil {
 			return nil, nil, err
 		}
-		opened[i] = merge.RawLayer{Target: t.String(), Category: r.category, Data: plain}
+		opened[i] = merge.RawLayer{Target: t.String(), Category: r.category, Data: plain, Private: true}
 	}
 	for i := range opened {
 		if opened[i].Data == nil {
@@ -950,7 +959,7 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 	if err != nil {
 		return Rendered{}, err
 	}
-	out, err := merged(ctx, layers, opts, explain, info.Org)
+	out, err := merged(ctx, layers, opts, explain, info.Org, s.memo)
 	if err != nil {
 		return Rendered{}, err
 	}
@@ -960,7 +969,7 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 		if revealErr != nil {
 			out.revealErr = revealErr
 		} else {
-			r, err := merged(ctx, opened, opts, explain, info.Org)
+			r, err := merged(ctx, opened, opts, explain, info.Org, s.memo)
 			if err != nil {
 				return Rendered{}, err
 			}
@@ -977,7 +986,7 @@ func (s *Service) render(ctx context.Context, _ *resource.Service, node string, 
 // text is merged as text (merge.MergeJSON: only what several layers set is decoded) and the
 // answer's bytes come straight out of it; Pillar stays nil (Decoded decodes it on demand).
 // Explanations need the decoded merge, which gives the same bytes.
-func merged(ctx context.Context, layers []merge.RawLayer, opts Options, explain bool, org string) (Rendered, error) {
+func merged(ctx context.Context, layers []merge.RawLayer, opts Options, explain bool, org string, memo *merge.Memo) (Rendered, error) {
 	var out Rendered
 	var (
 		b   []byte
@@ -997,7 +1006,7 @@ func merged(ctx context.Context, layers []merge.RawLayer, opts Options, explain 
 		}
 		b, err = json.Marshal(out.Pillar)
 	} else {
-		b, err = merge.MergeJSON(ctx, layers, opts)
+		b, err = merge.MergeJSONMemo(ctx, layers, opts, memo)
 	}
 	if err != nil {
 		return Rendered{}, err

@@ -17,6 +17,8 @@ type RawLayer struct {
 	Target   string
 	Category string
 	Data     []byte
+	// Private keeps Data out of a Memo: a secret row's plaintext is never remembered.
+	Private bool
 }
 
 // MergeJSON merges layers as Merge does and returns the result encoded exactly as
@@ -33,11 +35,27 @@ type RawLayer struct {
 // Every layer's text is checked as DecodeObject-style input would be: valid UTF-8, one JSON
 // value, an object; an invalid layer is an error naming it. It stops when ctx is done.
 func MergeJSON(ctx context.Context, layers []RawLayer, opts Options) ([]byte, error) {
+	return MergeJSONMemo(ctx, layers, opts, nil)
+}
+
+// MergeJSONMemo is MergeJSON with the layers' texts split and rewritten through memo (nil:
+// none), except the Private ones. The result is the same bytes.
+func MergeJSONMemo(ctx context.Context, layers []RawLayer, opts Options, memo *Memo) ([]byte, error) {
 	m := &rawMerger{merger: merger{mergeLists: opts.MergeLists, ctx: ctx}}
 	root := rawObject{}
 	size := 0
 	for i := range layers {
-		members, err := m.members(layers[i].Data)
+		var (
+			members []rawMember
+			ok      bool
+			err     error
+		)
+		if memo != nil && !layers[i].Private {
+			members, ok = memo.members(m, layers[i].Data)
+		}
+		if !ok {
+			members, err = m.members(layers[i].Data)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("pillar %s %s: %w", layers[i].Target, layers[i].Category, err)
 		}
@@ -61,6 +79,7 @@ type rawValue struct {
 	obj    rawObject
 	list   []any
 	isList bool
+	canon  bool // raw is already in canonical form (it came from a Memo)
 }
 
 type rawObject map[string]rawValue
@@ -70,6 +89,7 @@ type rawObject map[string]rawValue
 type rawMember struct {
 	key   string
 	value []byte
+	canon bool // value is already in canonical form (a Memo's)
 }
 
 type rawMerger struct {
@@ -100,12 +120,12 @@ func (m *rawMerger) members(data []byte) ([]rawMember, error) {
 	if skipSpace(data, end) != len(data) {
 		return nil, errors.New("more than one JSON value")
 	}
-	return objectMembers(data[i:end])
+	return objectMembers(data[i:end], false)
 }
 
 // objectMembers splits a valid JSON object's text into its members (keys decoded), the last
-// of duplicate keys winning.
-func objectMembers(obj []byte) ([]rawMember, error) {
+// of duplicate keys winning; canon marks the members of a canonical text as canonical.
+func objectMembers(obj []byte, canon bool) ([]rawMember, error) {
 	var out []rawMember
 	i := skipSpace(obj, 1)
 	if obj[i] == '}' {
@@ -121,7 +141,7 @@ func objectMembers(obj []byte) ([]rawMember, error) {
 		i = skipSpace(obj, kEnd) + 1 // the colon
 		i = skipSpace(obj, i)
 		vEnd, _ := skipValue(obj, i, 0)
-		mb := rawMember{key: key, value: obj[i:vEnd]}
+		mb := rawMember{key: key, value: obj[i:vEnd], canon: canon}
 		if seen == nil && len(out) >= 8 {
 			seen = make(map[string]int, 2*len(out))
 			for j, o := range out {
@@ -163,16 +183,16 @@ func (m *rawMerger) mergeMembers(dst rawObject, src []rawMember) error {
 		if exists && first == '{' && cur.isObject() {
 			into := cur.obj
 			if into == nil {
-				ms, err := objectMembers(cur.raw)
+				ms, err := objectMembers(cur.raw, cur.canon)
 				if err != nil {
 					return err
 				}
 				into = make(rawObject, len(ms))
 				for _, c := range ms {
-					into[c.key] = rawValue{raw: c.value}
+					into[c.key] = rawValue{raw: c.value, canon: c.canon}
 				}
 			}
-			ms, err := objectMembers(mb.value)
+			ms, err := objectMembers(mb.value, mb.canon)
 			if err != nil {
 				return err
 			}
@@ -201,7 +221,7 @@ func (m *rawMerger) mergeMembers(dst rawObject, src []rawMember) error {
 			dst[mb.key] = rawValue{list: merged, isList: true}
 			continue
 		}
-		dst[mb.key] = rawValue{raw: mb.value}
+		dst[mb.key] = rawValue{raw: mb.value, canon: mb.canon}
 	}
 	return nil
 }
@@ -244,6 +264,8 @@ func (m *rawMerger) encodeObject(out []byte, o rawObject) ([]byte, error) {
 			var b []byte
 			b, err = json.Marshal(v.list)
 			out = append(out, b...)
+		case v.canon:
+			out = append(out, v.raw...)
 		default:
 			out, err = canonical(out, v.raw, 0)
 		}
@@ -263,7 +285,7 @@ func canonical(out, v []byte, depth int) ([]byte, error) {
 	}
 	switch v[0] {
 	case '{':
-		ms, err := objectMembers(v)
+		ms, err := objectMembers(v, false)
 		if err != nil {
 			return nil, err
 		}

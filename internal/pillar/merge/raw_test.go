@@ -102,8 +102,14 @@ func (w writer) layers(layers []Layer) []RawLayer {
 	return out
 }
 
+// testMemo is shared by every checkRaw of the package's tests, as one replica's memo is
+// shared by all its renders: texts meet it both new and remembered, beside other stacks'.
+// Small, so that it also starts over now and then.
+var testMemo = NewMemo(64 << 10)
+
 // checkRaw merges layers both ways and requires the same bytes json.Marshal gives for the
-// decoded merge.
+// decoded merge; the raw merge also through testMemo, twice (the second time every text not
+// Private is remembered, unless the memo started over), with some layers Private.
 func checkRaw(t *testing.T, layers []Layer, opts Options, seed uint64) {
 	t.Helper()
 	want, err := json.Marshal(Merge(layers, opts))
@@ -112,6 +118,59 @@ func checkRaw(t *testing.T, layers []Layer, opts Options, seed uint64) {
 	got, err := MergeJSON(context.Background(), raw, opts)
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(got), "layers as text: %q", raw)
+	for i := range raw {
+		raw[i].Private = (uint64(i)+seed)%3 == 0
+	}
+	for pass := range 2 {
+		got, err = MergeJSONMemo(context.Background(), raw, opts, testMemo)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), "through the memo, pass %d; layers as text: %q", pass, raw)
+	}
+}
+
+// TestMemoRemembersAndBounds: a text is split once and then found; a memo over its bound
+// starts over; a Private text is never stored; the answer is the same either way.
+func TestMemoRemembersAndBounds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := NewMemo(1 << 20)
+	layers := []RawLayer{
+		{Target: "global", Category: "a", Data: []byte(`{"b": {"z": 1, "y": "<"}, "a": [1, 2]}`)},
+		{Target: "node/n", Category: "a", Data: []byte(`{"b": {"x": true}}`)},
+	}
+	want := `{"a":[1,2],"b":{"x":true,"y":"\u003c","z":1}}`
+	for range 3 {
+		got, err := MergeJSONMemo(ctx, layers, Options{}, m)
+		require.NoError(t, err)
+		require.Equal(t, want, string(got))
+	}
+	hits, misses := m.Stats()
+	require.Equal(t, int64(2), misses, "each text split once")
+	require.Equal(t, int64(4), hits, "then found")
+
+	layers[1].Private = true
+	_, err := MergeJSONMemo(ctx, layers, Options{}, m)
+	require.NoError(t, err)
+	h2, m2 := m.Stats()
+	require.Equal(t, hits+1, h2, "the Private layer does not ask the memo")
+	require.Equal(t, misses, m2)
+	private := []RawLayer{{Target: "node/n", Category: "s", Data: []byte(`{"secret": "plain"}`), Private: true}}
+	_, err = MergeJSONMemo(ctx, private, Options{}, m)
+	require.NoError(t, err)
+	m.mu.Lock()
+	_, stored := m.rows[`{"secret": "plain"}`]
+	m.mu.Unlock()
+	require.False(t, stored, "a Private text is never remembered")
+
+	small := NewMemo(400) // room for about one of these entries
+	for i := range 20 {
+		_, err := MergeJSONMemo(ctx, []RawLayer{{Data: []byte(fmt.Sprintf(`{"k%d": "%0100d"}`, i, i))}}, Options{}, small)
+		require.NoError(t, err)
+	}
+	small.mu.Lock()
+	defer small.mu.Unlock()
+	require.LessOrEqual(t, small.bytes, small.max, "the bound holds")
+	require.NotEmpty(t, small.rows)
 }
 
 // The Salt-golden vectors, in both list modes, merged from text written in every shape the

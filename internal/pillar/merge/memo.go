@@ -1,0 +1,84 @@
+package merge
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Memo remembers how layer texts split into members, each value already in the canonical
+// form MergeJSON writes, so that a row many renders share (a global, org or group row: in
+// bench/node-pillars.sh seven of a render's eight rows) is checked, split and rewritten once
+// rather than on every cold render. It is keyed by the text itself: a row that changes is a
+// different key, so nothing in it is ever invalidated and nothing it holds can be stale.
+// Bounded by bytes: when an entry would pass the bound it starts over empty. Safe for
+// concurrent use. Never give it a secret row's plaintext (RawLayer.Private).
+type Memo struct {
+	mu    sync.Mutex
+	rows  map[string][]rawMember
+	bytes int64
+	max   int64
+
+	hits, misses atomic.Int64
+}
+
+// NewMemo returns a memo of at most maxBytes (keys, canonical text and bookkeeping).
+func NewMemo(maxBytes int64) *Memo {
+	return &Memo{rows: map[string][]rawMember{}, max: maxBytes}
+}
+
+// Stats returns how many layer texts were found in the memo and how many were not.
+func (m *Memo) Stats() (hits, misses int64) { return m.hits.Load(), m.misses.Load() }
+
+// memoEntryBytes is what an entry costs beyond its key and its canonical text (map entry,
+// slice header, a member's key and slice).
+const (
+	memoEntryBytes  = 96
+	memoMemberBytes = 48
+)
+
+// members returns data's members with canonical values, from the memo or by splitting and
+// rewriting data (then remembered). ok is false when data cannot be rewritten (MergeJSON then
+// takes its ordinary path, which reports the same error where it always did).
+func (m *Memo) members(r *rawMerger, data []byte) ([]rawMember, bool) {
+	m.mu.Lock()
+	ms, found := m.rows[string(data)]
+	m.mu.Unlock()
+	if found {
+		m.hits.Add(1)
+		return ms, true
+	}
+	m.misses.Add(1)
+	plain, err := r.members(data)
+	if err != nil {
+		return nil, false
+	}
+	type span struct{ start, end int }
+	spans := make([]span, len(plain))
+	buf := make([]byte, 0, len(data))
+	for i, mb := range plain {
+		start := len(buf)
+		if buf, err = canonical(buf, mb.value, 0); err != nil {
+			return nil, false
+		}
+		spans[i] = span{start, len(buf)}
+	}
+	ms = make([]rawMember, len(plain))
+	cost := int64(memoEntryBytes + len(data) + cap(buf))
+	for i, mb := range plain {
+		ms[i] = rawMember{key: mb.key, value: buf[spans[i].start:spans[i].end:spans[i].end], canon: true}
+		cost += int64(memoMemberBytes + len(mb.key))
+	}
+	if cost > m.max {
+		return ms, true
+	}
+	m.mu.Lock()
+	if _, dup := m.rows[string(data)]; !dup {
+		if m.bytes+cost > m.max {
+			m.rows, m.bytes = map[string][]rawMember{}, 0
+		}
+		m.rows[string(data)] = ms
+		m.bytes += cost
+	}
+	m.mu.Unlock()
+	return ms, true
+}
