@@ -55,6 +55,17 @@ func BenchmarkMergeBlob(b *testing.B) {
 			}
 		}
 	})
+	// Through a replica's row memo: every row found there after the first pass, as the
+	// global, org and group rows of a render are.
+	b.Run("memo", func(b *testing.B) {
+		b.ReportAllocs()
+		memo := NewMemo(1 << 20)
+		for b.Loop() {
+			if _, err := MergeJSONMemo(context.Background(), raw, Options{}, memo); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // The benchmark's rows merge to the same bytes both ways.
