@@ -321,8 +321,15 @@ func (s *Service) encryptBatch(ctx context.Context, tx *db.Tx, actor Actor, proj
 
 // RewrapBatch re-wraps up to limit sealed states and versions whose data key is not wrapped
 // by the primary key (key rotation), in one transaction with the rows locked, and returns
-// how many it changed; 0 means none is left. The values' own ciphertext stays; a re-wrapped
-// state records no version (its plaintext did not change).
+// how many it changed. The values' own ciphertext stays; a re-wrapped state records no
+// version (its plaintext did not change).
+//
+// A batch skips the values writers (or another rotation) hold, so a rotation never makes a
+// Terraform run wait, and those are found by a later batch. A batch that finds none free
+// waits for one held value instead (rewrapWait), holding none itself, and re-wraps it if its
+// holder left it under another key. So 0 means none is left under another key, even with
+// writers running: it is what a rotation loop (`strata keys rotate`) stops on, and what makes
+// a rotation resumable — run it again after an interruption and it continues.
 func (s *Service) RewrapBatch(ctx context.Context, limit int) (int, error) {
 	if err := s.keys.Require(); err != nil {
 		return 0, secret.Fault(err)
@@ -333,94 +340,129 @@ func (s *Service) RewrapBatch(ctx context.Context, limit int) (int, error) {
 	primary := s.keys.Primary()
 	done := 0
 	err := s.db.InTx(ctx, func(tx *db.Tx) error {
-		done = 0
 		projects, err := encryptedProjects(ctx, tx)
 		if err != nil {
 			return err
 		}
-		for _, p := range projects {
-			if done >= limit {
-				break
-			}
-			var a, b string
-			if err := tx.QueryRow(ctx, pq("EncryptSetSource", p), "rewrap").Scan(&a, &b); err != nil {
-				return err
-			}
-			type row struct {
-				id         int64
-				name, data string
-			}
-			rows, err := tx.Query(ctx, pq("RewrapStates", p), primary, limit-done)
-			if err != nil {
-				return err
-			}
-			var rs []row
-			for rows.Next() {
-				var r row
-				if err := rows.Scan(&r.id, &r.name, &r.data); err != nil {
-					rows.Close()
-					return err
-				}
-				rs = append(rs, r)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			for _, r := range rs {
-				out, err := rewrapState(s.keys, p, r.name, r.data)
-				if err != nil {
-					return fmt.Errorf("state %s/%s: %w", p, r.name, err)
-				}
-				if err := tx.Pipeline(ctx, db.Step{Query: pq("EncryptStoreState", p), Args: []any{r.id, out}}, keyRefStep(out)); err != nil {
-					return err
-				}
-				done++
-			}
+		r := &rewrapper{keys: s.keys, tx: tx, primary: primary, projects: projects, sourced: map[string]bool{}}
+		if done, err = r.pass(ctx, "RewrapStates", "RewrapVersions", limit); err != nil {
+			return err
 		}
-		if done >= limit {
-			return rewrapAudit(ctx, tx, done, primary)
-		}
-		type vrow struct {
-			workspace, data string
-			n               int64
-		}
-		for _, p := range projects {
-			if done >= limit {
-				break
-			}
-			rows, err := tx.Query(ctx, pq("RewrapVersions", p), primary, limit-done)
-			if err != nil {
+		if done == 0 {
+			if done, err = r.pass(ctx, "RewrapStatesWait", "RewrapVersionsWait", rewrapWait); err != nil {
 				return err
-			}
-			var vs []vrow
-			for rows.Next() {
-				var r vrow
-				if err := rows.Scan(&r.workspace, &r.n, &r.data); err != nil {
-					rows.Close()
-					return err
-				}
-				vs = append(vs, r)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			for _, r := range vs {
-				out, err := rewrapState(s.keys, p, r.workspace, r.data)
-				if err != nil {
-					return fmt.Errorf("version %d of %s/%s: %w", r.n, p, r.workspace, err)
-				}
-				if err := tx.Pipeline(ctx, db.Step{Query: pq("RewrapStoreVersion", p), Args: []any{r.workspace, r.n, out}}, keyRefStep(out)); err != nil {
-					return err
-				}
-				done++
 			}
 		}
 		return rewrapAudit(ctx, tx, done, primary)
 	})
 	if err != nil {
 		return 0, categorize(secret.Fault(err))
+	}
+	return done, nil
+}
+
+// rewrapWait is how many values a batch that found none free waits for: one, so that it
+// holds no row while it waits (a writer never waits behind a waiting batch, and two waiting
+// batches cannot deadlock). PostgreSQL checks a held row again when its holder ends and
+// waits for the next one when the row no longer qualifies, so one is enough for 0 to mean
+// none is left.
+const rewrapWait = 1
+
+// rewrapper is one RewrapBatch transaction: the encrypted projects, in order, and which of
+// them had the transaction's strata.source set (EncryptSetSource, needed before a states
+// row is written, so the versions trigger records no version for a re-wrap).
+type rewrapper struct {
+	keys     *secret.Keyring
+	tx       *db.Tx
+	primary  string
+	projects []string
+	sourced  map[string]bool
+}
+
+// pass re-wraps up to limit values not under the primary, states (found by statesQuery) of
+// every project first, then versions (versionsQuery), and returns how many it re-wrapped.
+// Versions come last so that a pass also sees those the commits of the writers it waited
+// for left (READ COMMITTED: each query sees what committed before it started).
+func (r *rewrapper) pass(ctx context.Context, statesQuery, versionsQuery string, limit int) (int, error) {
+	done := 0
+	type row struct {
+		id         int64
+		name, data string
+	}
+	for _, p := range r.projects {
+		if done >= limit {
+			return done, nil
+		}
+		if !r.sourced[p] {
+			var a, b string
+			if err := r.tx.QueryRow(ctx, pq("EncryptSetSource", p), "rewrap").Scan(&a, &b); err != nil {
+				return 0, err
+			}
+			r.sourced[p] = true
+		}
+		rows, err := r.tx.Query(ctx, pq(statesQuery, p), r.primary, limit-done)
+		if err != nil {
+			return 0, err
+		}
+		var rs []row
+		for rows.Next() {
+			var x row
+			if err := rows.Scan(&x.id, &x.name, &x.data); err != nil {
+				rows.Close()
+				return 0, err
+			}
+			rs = append(rs, x)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+		for _, x := range rs {
+			out, err := rewrapState(r.keys, p, x.name, x.data)
+			if err != nil {
+				return 0, fmt.Errorf("state %s/%s: %w", p, x.name, err)
+			}
+			if err := r.tx.Pipeline(ctx, db.Step{Query: pq("EncryptStoreState", p), Args: []any{x.id, out}}, keyRefStep(out)); err != nil {
+				return 0, err
+			}
+			done++
+		}
+	}
+	type vrow struct {
+		workspace, data string
+		n               int64
+	}
+	for _, p := range r.projects {
+		if done >= limit {
+			return done, nil
+		}
+		rows, err := r.tx.Query(ctx, pq(versionsQuery, p), r.primary, limit-done)
+		if err != nil {
+			return 0, err
+		}
+		var vs []vrow
+		for rows.Next() {
+			var v vrow
+			if err := rows.Scan(&v.workspace, &v.n, &v.data); err != nil {
+				rows.Close()
+				return 0, err
+			}
+			vs = append(vs, v)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+		for _, v := range vs {
+			out, err := rewrapState(r.keys, p, v.workspace, v.data)
+			if err != nil {
+				return 0, fmt.Errorf("version %d of %s/%s: %w", v.n, p, v.workspace, err)
+			}
+			if err := r.tx.Pipeline(ctx, db.Step{Query: pq("RewrapStoreVersion", p), Args: []any{v.workspace, v.n, out}}, keyRefStep(out)); err != nil {
+				return 0, err
+			}
+			done++
+		}
 	}
 	return done, nil
 }

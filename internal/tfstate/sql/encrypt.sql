@@ -105,6 +105,31 @@ ORDER BY workspace, n
 LIMIT $2
 FOR UPDATE SKIP LOCKED
 
+-- name: RewrapStatesWait
+-- RewrapStates without SKIP LOCKED, for one state ($2 is 1): for a batch that found nothing
+-- free, it waits for the states writers (or another rotation) hold. PostgreSQL checks a row
+-- again once its holder ends: one the writer sealed with the primary drops out, one still
+-- under another key (the writer committed without changing it, or rolled back) is locked and
+-- returned, so a batch answers 0 only when no state is left under another key. One row, so
+-- the batch holds no row while it waits and no writer ever waits for a waiting batch.
+SELECT id, name, data FROM {{project}}.states
+WHERE starts_with(data, 'strata:sv1:')
+  AND encode(substring(decode(substr(data, 12, 16), 'base64') FROM 4 FOR 8), 'hex') <> $1
+ORDER BY id
+LIMIT $2
+FOR UPDATE
+
+-- name: RewrapVersionsWait
+-- RewrapVersions without SKIP LOCKED, as RewrapStatesWait: it waits for the versions a
+-- writer's retention is deleting (gone once it commits, still there if it rolls back) or
+-- another rotation holds.
+SELECT workspace, n, data FROM {{project}}.tf_state_versions
+WHERE starts_with(data, 'strata:sv1:')
+  AND encode(substring(decode(substr(data, 12, 16), 'base64') FROM 4 FOR 8), 'hex') <> $1
+ORDER BY workspace, n
+LIMIT $2
+FOR UPDATE
+
 -- name: RewrapStoreVersion
 UPDATE {{project}}.tf_state_versions SET data = $3 WHERE workspace = $1 AND n = $2
 
