@@ -1,6 +1,8 @@
 package merge
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -48,28 +50,9 @@ func (m *Memo) members(r *rawMerger, data []byte) ([]rawMember, bool) {
 		return ms, true
 	}
 	m.misses.Add(1)
-	plain, err := r.members(data)
-	if err != nil {
-		return nil, false
-	}
-	type span struct{ start, end int }
-	spans := make([]span, len(plain))
-	buf := make([]byte, 0, len(data))
-	for i, mb := range plain {
-		start := len(buf)
-		if buf, err = canonical(buf, mb.value, 0); err != nil {
-			return nil, false
-		}
-		spans[i] = span{start, len(buf)}
-	}
-	ms = make([]rawMember, len(plain))
-	cost := int64(memoEntryBytes + len(data) + cap(buf))
-	for i, mb := range plain {
-		ms[i] = rawMember{key: mb.key, value: buf[spans[i].start:spans[i].end:spans[i].end], canon: true}
-		cost += int64(memoMemberBytes + len(mb.key))
-	}
-	if cost > m.max {
-		return ms, true
+	ms, cost, ok := canonicalMembers(r, data)
+	if !ok || cost > m.max {
+		return ms, ok
 	}
 	m.mu.Lock()
 	if _, dup := m.rows[string(data)]; !dup {
@@ -81,4 +64,61 @@ func (m *Memo) members(r *rawMerger, data []byte) ([]rawMember, bool) {
 	}
 	m.mu.Unlock()
 	return ms, true
+}
+
+// canonicalMembers splits data (one JSON object) into its members, keys in byte order, each
+// value rewritten into canonical form, and says what remembering them costs. ok is false when
+// data is not a valid object or cannot be rewritten.
+func canonicalMembers(r *rawMerger, data []byte) (ms []rawMember, cost int64, ok bool) {
+	plain, err := r.members(data)
+	if err != nil {
+		return nil, 0, false
+	}
+	slices.SortFunc(plain, func(a, b rawMember) int { return strings.Compare(a.key, b.key) })
+	type span struct{ start, end int }
+	spans := make([]span, len(plain))
+	buf := make([]byte, 0, len(data))
+	for i, mb := range plain {
+		start := len(buf)
+		if buf, err = canonical(buf, mb.value, 0); err != nil {
+			return nil, 0, false
+		}
+		spans[i] = span{start, len(buf)}
+	}
+	ms = make([]rawMember, len(plain))
+	cost = int64(memoEntryBytes + len(data) + cap(buf))
+	for i, mb := range plain {
+		ms[i] = rawMember{key: mb.key, value: buf[spans[i].start:spans[i].end:spans[i].end], canon: true}
+		cost += int64(memoMemberBytes + len(mb.key))
+	}
+	kidsCost, err := splitObjects(ms)
+	if err != nil {
+		return nil, 0, false
+	}
+	return ms, cost + kidsCost, true
+}
+
+// splitObjects splits every object value among ms (canonical), at every depth, into kids,
+// and says what they cost.
+func splitObjects(ms []rawMember) (int64, error) {
+	var cost int64
+	for i := range ms {
+		if ms[i].value[0] != '{' {
+			continue
+		}
+		kids, err := objectMembers(ms[i].value, true)
+		if err != nil {
+			return 0, err
+		}
+		ms[i].kids, ms[i].split = kids, true
+		for _, k := range kids {
+			cost += int64(memoMemberBytes + len(k.key))
+		}
+		c, err := splitObjects(kids)
+		if err != nil {
+			return 0, err
+		}
+		cost += c
+	}
+	return cost, nil
 }

@@ -39,9 +39,16 @@ func MergeJSON(ctx context.Context, layers []RawLayer, opts Options) ([]byte, er
 }
 
 // MergeJSONMemo is MergeJSON with the layers' texts split and rewritten through memo (nil:
-// none), except the Private ones. The result is the same bytes.
+// none), except the Private ones (rewritten for this merge alone). Without list merging the
+// canonical layers are then merged by mergeSorted, which walks their sorted members and
+// builds no maps; with it, by the ordinary path. The result is the same bytes.
 func MergeJSONMemo(ctx context.Context, layers []RawLayer, opts Options, memo *Memo) ([]byte, error) {
 	m := &rawMerger{merger: merger{mergeLists: opts.MergeLists, ctx: ctx}}
+	if memo != nil && !opts.MergeLists {
+		if out, ok, err := m.mergeCanonical(layers, memo); ok || err != nil {
+			return out, err
+		}
+	}
 	root := rawObject{}
 	size := 0
 	for i := range layers {
@@ -72,6 +79,28 @@ func MergeJSONMemo(ctx context.Context, layers []RawLayer, opts Options, memo *M
 	return out, nil
 }
 
+// mergeCanonical merges layers whose texts all rewrite into canonical members (from memo, or
+// rewritten for this merge alone when Private) with mergeSorted. ok is false, with no error,
+// when one of them does not rewrite: the caller then takes the ordinary path, which reports
+// the error as it always has.
+func (m *rawMerger) mergeCanonical(layers []RawLayer, memo *Memo) (out []byte, ok bool, err error) {
+	objs := make([][]rawMember, len(layers))
+	size := 2
+	for i := range layers {
+		if layers[i].Private {
+			objs[i], _, ok = canonicalMembers(m, layers[i].Data)
+		} else {
+			objs[i], ok = memo.members(m, layers[i].Data)
+		}
+		if !ok {
+			return nil, false, nil
+		}
+		size += len(layers[i].Data)
+	}
+	out, err = m.mergeSorted(make([]byte, 0, size), objs)
+	return out, err == nil, err
+}
+
 // rawValue is one value of a raw merge's result: a layer's text (raw), an object merged from
 // several layers (obj), or a list merged with MergeLists (list, decoded).
 type rawValue struct {
@@ -90,6 +119,10 @@ type rawMember struct {
 	key   string
 	value []byte
 	canon bool // value is already in canonical form (a Memo's)
+	// split says kids holds the members of value, an object (canonicalMembers splits every
+	// object of a canonical text once, so merges need not split it again).
+	split bool
+	kids  []rawMember
 }
 
 type rawMerger struct {
