@@ -32,10 +32,11 @@ func NewMemo(maxBytes int64) *Memo {
 func (m *Memo) Stats() (hits, misses int64) { return m.hits.Load(), m.misses.Load() }
 
 // memoEntryBytes is what an entry costs beyond its key and its canonical text (map entry,
-// slice header, a member's key and slice).
+// slice header); memoMemberBytes what each member costs, at any depth, beyond its key (the
+// rawMember itself: key, value and kids headers, flags).
 const (
 	memoEntryBytes  = 96
-	memoMemberBytes = 48
+	memoMemberBytes = 80
 )
 
 // members returns data's members with canonical values, from the memo or by splitting and
