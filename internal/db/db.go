@@ -131,6 +131,16 @@ func hasPoolMaxConns(url string) bool {
 	return regexp.MustCompile(`pool_max_conns=`).MatchString(url)
 }
 
+// KeepsPlans reports whether the pool sends statements prepared under a name, which
+// PostgreSQL plans once per connection and then keeps (pgx's default query mode,
+// cache_statement). In the modes a transaction-mode pooler needs (exec, simple_protocol,
+// cache_describe) each statement is planned again on every execution, and a statement that
+// is costly to plan is better sent as a call of a PL/pgSQL function, whose plans the server
+// keeps in every mode.
+func (d *DB) KeepsPlans() bool {
+	return d.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+}
+
 // Close closes every connection of the pool.
 func (d *DB) Close() { d.pool.Close() }
 

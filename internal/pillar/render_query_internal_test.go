@@ -32,3 +32,29 @@ func TestPillarRenderNamesItsConstants(t *testing.T) {
 		require.True(t, strings.Contains(text, want), "PillarRender names %s", want)
 	}
 }
+
+// TestPillarRenderDirectIsTheFunction: PillarRenderDirect, which renders send when the pool
+// keeps plans, is the query of the newest pillar_render_sealed with p_node as $1, so the two
+// query modes render from the same rows.
+func TestPillarRenderDirectIsTheFunction(t *testing.T) {
+	t.Parallel()
+	ms, err := migrations.Embedded()
+	require.NoError(t, err)
+	var fn string
+	for _, m := range ms {
+		if strings.Contains(m.SQL, "FUNCTION {{schema}}.pillar_render_sealed(") {
+			fn = m.SQL
+		}
+	}
+	start := strings.Index(fn, "RETURN QUERY")
+	end := strings.Index(fn, "END;\n$$;")
+	require.True(t, start >= 0 && end > start, "the function's body")
+	body := strings.ReplaceAll(fn[start+len("RETURN QUERY"):end], "p_node", "$1")
+	var direct []string
+	for _, line := range strings.Split(q.Get("PillarRenderDirect").Text, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			direct = append(direct, line)
+		}
+	}
+	require.Equal(t, strings.Join(strings.Fields(body), " "), strings.Join(strings.Fields(strings.Join(direct, "\n")), " "))
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -164,6 +166,21 @@ func buildWorld(t *testing.T, b *bundle, seed uint64) pillarWorld {
 func checkAgainstRender(t *testing.T, b *bundle, w pillarWorld) {
 	t.Helper()
 	ctx := context.Background()
+	require.True(t, b.db.KeepsPlans(), "the test pool keeps plans")
+	execURL := b.db.URL() + " default_query_exec_mode=exec" // key=value form (pgtest's)
+	if strings.HasPrefix(execURL, "postgres://") || strings.HasPrefix(execURL, "postgresql://") {
+		u, err := url.Parse(b.db.URL())
+		require.NoError(t, err)
+		qv := u.Query()
+		qv.Set("default_query_exec_mode", "exec")
+		u.RawQuery = qv.Encode()
+		execURL = u.String()
+	}
+	execDB, err := db.Open(ctx, db.Options{URL: execURL, MaxConns: 2, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(execDB.Close)
+	require.False(t, execDB.KeepsPlans())
+	execSvc := pillar.NewService(execDB)
 	for _, mergeLists := range []bool{false, true} {
 		opts := pillar.Options{MergeLists: mergeLists}
 		require.NoError(t, b.svc.SetOptions(ctx, opts, "test"))
@@ -181,6 +198,11 @@ func checkAgainstRender(t *testing.T, b *bundle, w pillarWorld) {
 			r, err := b.svc.Render(ctx, b.res, n, false)
 			require.NoError(t, err)
 			require.Equal(t, r.Decoded(), fold(rows, opts), n)
+			// A pool in exec mode (as behind a transaction-mode pooler) renders through the
+			// function, this one (prepared) through PillarRenderDirect: the same answer.
+			rx, err := execSvc.Render(ctx, b.res, n, false)
+			require.NoError(t, err)
+			require.Equal(t, string(r.JSON), string(rx.JSON), "%s: exec mode and prepared", n)
 		}
 	}
 }
