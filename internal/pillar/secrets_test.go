@@ -169,6 +169,13 @@ func TestSecretCategory(t *testing.T) {
 	require.Contains(t, string(full.JSON), "hunter2-GROUP")
 	require.Contains(t, string(full.JSON), "tok-NODE-3")
 	require.NotEqual(t, r.ETag, full.ETag)
+	// The replica's row memo keeps the shared rows' text (the group's plain row, the masked
+	// shape of its secret one), never a plaintext the reveal opened.
+	require.True(t, b.svc.RowMemo().Find([]byte("8080")), "the group's plain row is remembered")
+	require.True(t, b.svc.RowMemo().Find([]byte(`"(secret)"`)), "the masked shape is remembered")
+	for _, p := range plaintexts {
+		require.False(t, b.svc.RowMemo().Find([]byte(p)), "plaintext %s in the row memo", p)
+	}
 	ex, err := b.svc.Render(reader, b.res, "web01", true)
 	require.NoError(t, err)
 	eb, _ := json.Marshal(ex)

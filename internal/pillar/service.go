@@ -154,6 +154,9 @@ func (t Target) scope() string {
 // NewService returns a Service over d.
 func NewService(d *db.DB) *Service { return &Service{db: d, memo: merge.NewMemo(RowMemoBytes)} }
 
+// RowMemo is the replica's memo of shared rows' canonical text (tests check what it keeps).
+func (s *Service) RowMemo() *merge.Memo { return s.memo }
+
 // RowMemoBytes bounds the memo of rows' canonical text that plain renders share
 // (merge.Memo): the rows many nodes' renders read (global, org and group rows) are split and
 // rewritten once, not on every render the cache does not answer. 32 MiB holds about 16,000
@@ -755,7 +758,9 @@ func rawLayersOpened(all []layerRow, node NodeInfo, open func(t Target, category
 		case 3:
 			t = Target{Kind: "node", Node: r.target}
 		}
-		out = append(out, merge.RawLayer{Target: t.String(), Category: r.category, Data: r.raw})
+		// The rows of global, org and group targets are read by many nodes' renders: the
+		// replica's memo keeps their canonical text (a secret row's raw is its masked shape).
+		out = append(out, merge.RawLayer{Target: t.String(), Category: r.category, Data: r.raw, Shared: r.layer != 3})
 		if r.sealed == nil || open == nil {
 			continue
 		}
@@ -766,7 +771,7 @@ func rawLayersOpened(all []layerRow, node NodeInfo, open func(t Target, category
 		if err != nil {
 			return nil, nil, err
 		}
-		opened[i] = merge.RawLayer{Target: t.String(), Category: r.category, Data: plain, Private: true}
+		opened[i] = merge.RawLayer{Target: t.String(), Category: r.category, Data: plain}
 	}
 	for i := range opened {
 		if opened[i].Data == nil {

@@ -1,6 +1,7 @@
 package merge
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 	"sync"
@@ -13,7 +14,7 @@ import (
 // rather than on every cold render. It is keyed by the text itself: a row that changes is a
 // different key, so nothing in it is ever invalidated and nothing it holds can be stale.
 // Bounded by bytes: when an entry would pass the bound it starts over empty. Safe for
-// concurrent use. Never give it a secret row's plaintext (RawLayer.Private).
+// concurrent use. It only ever sees RawLayer.Shared rows (never a secret row's plaintext).
 type Memo struct {
 	mu    sync.Mutex
 	rows  map[string][]rawMember
@@ -122,4 +123,22 @@ func splitObjects(ms []rawMember) (int64, error) {
 		cost += c
 	}
 	return cost, nil
+}
+
+// Find reports whether a remembered text or its canonical form contains needle: for tests
+// that check what the memo keeps (a secret's plaintext must never be there).
+func (m *Memo) Find(needle []byte) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for text, ms := range m.rows {
+		if strings.Contains(text, string(needle)) {
+			return true
+		}
+		for _, mb := range ms {
+			if strings.Contains(mb.key, string(needle)) || bytes.Contains(mb.value, needle) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -17,8 +17,11 @@ type RawLayer struct {
 	Target   string
 	Category string
 	Data     []byte
-	// Private keeps Data out of a Memo: a secret row's plaintext is never remembered.
-	Private bool
+	// Shared marks a row many renders read — a global, org or group row, and never a secret
+	// row's plaintext — which is all a Memo remembers: a node's own row serves that node's
+	// renders only (remembering it would push the shared rows out), and plaintext must not
+	// outlive the render that opened it. The others are rewritten for the merge alone.
+	Shared bool
 }
 
 // MergeJSON merges layers as Merge does and returns the result encoded exactly as
@@ -38,8 +41,8 @@ func MergeJSON(ctx context.Context, layers []RawLayer, opts Options) ([]byte, er
 	return MergeJSONMemo(ctx, layers, opts, nil)
 }
 
-// MergeJSONMemo is MergeJSON with the layers' texts split and rewritten through memo (nil:
-// none), except the Private ones (rewritten for this merge alone). Without list merging the
+// MergeJSONMemo is MergeJSON with the Shared layers' texts split and rewritten through memo
+// (nil: none), the others rewritten for this merge alone. Without list merging the
 // canonical layers are then merged by mergeSorted, which walks their sorted members and
 // builds no maps; with it, by the ordinary path. The result is the same bytes.
 func MergeJSONMemo(ctx context.Context, layers []RawLayer, opts Options, memo *Memo) ([]byte, error) {
@@ -57,7 +60,7 @@ func MergeJSONMemo(ctx context.Context, layers []RawLayer, opts Options, memo *M
 			ok      bool
 			err     error
 		)
-		if memo != nil && !layers[i].Private {
+		if memo != nil && layers[i].Shared {
 			members, ok = memo.members(m, layers[i].Data)
 		}
 		if !ok {
@@ -80,17 +83,17 @@ func MergeJSONMemo(ctx context.Context, layers []RawLayer, opts Options, memo *M
 }
 
 // mergeCanonical merges layers whose texts all rewrite into canonical members (from memo, or
-// rewritten for this merge alone when Private) with mergeSorted. ok is false, with no error,
+// rewritten for this merge alone when not Shared) with mergeSorted. ok is false, with no error,
 // when one of them does not rewrite: the caller then takes the ordinary path, which reports
 // the error as it always has.
 func (m *rawMerger) mergeCanonical(layers []RawLayer, memo *Memo) (out []byte, ok bool, err error) {
 	objs := make([][]rawMember, len(layers))
 	size := 2
 	for i := range layers {
-		if layers[i].Private {
-			objs[i], _, ok = canonicalMembers(m, layers[i].Data)
-		} else {
+		if layers[i].Shared {
 			objs[i], ok = memo.members(m, layers[i].Data)
+		} else {
+			objs[i], _, ok = canonicalMembers(m, layers[i].Data)
 		}
 		if !ok {
 			return nil, false, nil

@@ -109,7 +109,7 @@ var testMemo = NewMemo(64 << 10)
 
 // checkRaw merges layers both ways and requires the same bytes json.Marshal gives for the
 // decoded merge; the raw merge also through testMemo, twice (the second time every text not
-// Private is remembered, unless the memo started over), with some layers Private.
+// Shared is remembered, unless the memo started over), with some layers not Shared.
 func checkRaw(t *testing.T, layers []Layer, opts Options, seed uint64) {
 	t.Helper()
 	want, err := json.Marshal(Merge(layers, opts))
@@ -119,7 +119,7 @@ func checkRaw(t *testing.T, layers []Layer, opts Options, seed uint64) {
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(got), "layers as text: %q", raw)
 	for i := range raw {
-		raw[i].Private = (uint64(i)+seed)%3 == 0
+		raw[i].Shared = (uint64(i)+seed)%3 != 0
 	}
 	for pass := range 2 {
 		got, err = MergeJSONMemo(context.Background(), raw, opts, testMemo)
@@ -129,14 +129,14 @@ func checkRaw(t *testing.T, layers []Layer, opts Options, seed uint64) {
 }
 
 // TestMemoRemembersAndBounds: a text is split once and then found; a memo over its bound
-// starts over; a Private text is never stored; the answer is the same either way.
+// starts over; a text not Shared is never stored; the answer is the same either way.
 func TestMemoRemembersAndBounds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	m := NewMemo(1 << 20)
 	layers := []RawLayer{
-		{Target: "global", Category: "a", Data: []byte(`{"b": {"z": 1, "y": "<"}, "a": [1, 2]}`)},
-		{Target: "node/n", Category: "a", Data: []byte(`{"b": {"x": true}}`)},
+		{Target: "global", Category: "a", Data: []byte(`{"b": {"z": 1, "y": "<"}, "a": [1, 2]}`), Shared: true},
+		{Target: "group/o/g", Category: "a", Data: []byte(`{"b": {"x": true}}`), Shared: true},
 	}
 	want := `{"a":[1,2],"b":{"x":true,"y":"\u003c","z":1}}`
 	for range 3 {
@@ -148,23 +148,23 @@ func TestMemoRemembersAndBounds(t *testing.T) {
 	require.Equal(t, int64(2), misses, "each text split once")
 	require.Equal(t, int64(4), hits, "then found")
 
-	layers[1].Private = true
+	layers[1].Shared = false
 	_, err := MergeJSONMemo(ctx, layers, Options{}, m)
 	require.NoError(t, err)
 	h2, m2 := m.Stats()
-	require.Equal(t, hits+1, h2, "the Private layer does not ask the memo")
+	require.Equal(t, hits+1, h2, "the layer not Shared does not ask the memo")
 	require.Equal(t, misses, m2)
-	private := []RawLayer{{Target: "node/n", Category: "s", Data: []byte(`{"secret": "plain"}`), Private: true}}
+	private := []RawLayer{{Target: "node/n", Category: "s", Data: []byte(`{"secret": "plain"}`)}}
 	_, err = MergeJSONMemo(ctx, private, Options{}, m)
 	require.NoError(t, err)
 	m.mu.Lock()
 	_, stored := m.rows[`{"secret": "plain"}`]
 	m.mu.Unlock()
-	require.False(t, stored, "a Private text is never remembered")
+	require.False(t, stored, "a text not Shared is never remembered")
 
 	small := NewMemo(400) // room for about one of these entries
 	for i := range 20 {
-		_, err := MergeJSONMemo(ctx, []RawLayer{{Data: []byte(fmt.Sprintf(`{"k%d": "%0100d"}`, i, i))}}, Options{}, small)
+		_, err := MergeJSONMemo(ctx, []RawLayer{{Data: []byte(fmt.Sprintf(`{"k%d": "%0100d"}`, i, i)), Shared: true}}, Options{}, small)
 		require.NoError(t, err)
 	}
 	small.mu.Lock()
