@@ -93,7 +93,7 @@ func (m *rawMerger) mergeCanonical(layers []RawLayer, memo *Memo) (out []byte, o
 		if layers[i].Shared {
 			objs[i], ok = memo.members(m, layers[i].Data)
 		} else {
-			objs[i], _, ok = canonicalMembers(m, layers[i].Data)
+			objs[i], _, ok = canonicalMembers(m, layers[i].Data, false)
 		}
 		if !ok {
 			return nil, false, nil
