@@ -96,44 +96,6 @@ SELECT 3, $1, 0, '', false, p.category, p.data FROM {{schema}}.pillars p JOIN n 
 -- each row's sealed value.
 SELECT layer, target, priority, selector, static, category, data, sealed FROM {{schema}}.pillar_render_sealed($1);
 
--- name: PillarRenderDirect
--- The query of pillar_render_sealed (migration 0035) sent as a statement of its own, for pools
--- that keep prepared statements' plans (db.KeepsPlans): PostgreSQL then runs it without the
--- PL/pgSQL call around it, 12-20 % cheaper in pgbench (docs/benchmarks.md). It must stay the
--- function's query with p_node as $1; TestPillarRenderDirectIsTheFunction compares them.
-WITH n AS (
-	SELECT id, spec ->> 'org' AS org FROM {{schema}}.resources WHERE kind = 'Node' AND org = '' AND name = $1
-), o AS (
-	SELECT r.id, r.name FROM {{schema}}.resources r JOIN n ON r.kind = 'Org' AND r.org = '' AND r.name = n.org
-), c AS (
-	SELECT m.group_id AS id, true AS static FROM {{schema}}.group_members m JOIN n ON m.node_id = n.id
-	UNION ALL
-	SELECT s.group_id, false FROM {{schema}}.group_selectors s JOIN n ON s.org = n.org
-	WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.group_members m WHERE m.group_id = s.group_id AND m.node_id = n.id)
-), g AS (
-	SELECT r.id, r.name,
-	       CASE WHEN jsonb_typeof(r.spec -> 'priority') = 'number' THEN (r.spec ->> 'priority')::int ELSE 0 END AS priority,
-	       coalesce(r.spec ->> 'selector', '') AS selector,
-	       c.static
-	FROM c JOIN {{schema}}.resources r ON r.id = c.id JOIN n ON r.kind = 'Group' AND r.org = n.org
-)
-SELECT -1 AS layer, coalesce(n.org, '') AS target, 0 AS priority, ''::text AS selector, false AS static, ''::text AS category,
-       jsonb_build_object(
-         'labels', coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)
-                             FROM {{schema}}.labels l WHERE l.resource_id = n.id), '{}'),
-         'mergeLists', (SELECT value FROM {{schema}}.settings WHERE key = 'pillar_merge_lists')) AS data,
-       NULL::bytea AS sealed
-FROM n
-UNION ALL
-SELECT 0, '', 0, '', false, p.category, p.data, p.sealed FROM {{schema}}.pillars p WHERE p.resource_id IS NULL AND EXISTS (SELECT 1 FROM n)
-UNION ALL
-SELECT 1, o.name, 0, '', false, p.category, p.data, p.sealed FROM {{schema}}.pillars p JOIN o ON p.resource_id = o.id
-UNION ALL
-SELECT 2, g.name, g.priority, g.selector, g.static, p.category, p.data, p.sealed FROM {{schema}}.pillars p JOIN g ON p.resource_id = g.id
-WHERE g.static OR g.selector <> ''
-UNION ALL
-SELECT 3, $1, 0, '', false, p.category, p.data, p.sealed FROM {{schema}}.pillars p JOIN n ON p.resource_id = n.id;
-
 -- name: SettingGet
 SELECT value FROM {{schema}}.settings WHERE key = $1;
 

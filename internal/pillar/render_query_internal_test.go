@@ -33,28 +33,16 @@ func TestPillarRenderNamesItsConstants(t *testing.T) {
 	}
 }
 
-// TestPillarRenderDirectIsTheFunction: PillarRenderDirect, which renders send when the pool
-// keeps plans, is the query of the newest pillar_render_sealed with p_node as $1, so the two
-// query modes render from the same rows.
+// TestPillarRenderDirectIsTheFunction: renderDirect, which renders send when the pool keeps
+// plans, is the query of the newest pillar_render_sealed with p_node as $1 (the mode's other
+// half, TestNodePillarsEqualsRender, compares the renders of both modes).
 func TestPillarRenderDirectIsTheFunction(t *testing.T) {
 	t.Parallel()
-	ms, err := migrations.Embedded()
+	text, err := renderDirectText()
 	require.NoError(t, err)
-	var fn string
-	for _, m := range ms {
-		if strings.Contains(m.SQL, "FUNCTION {{schema}}.pillar_render_sealed(") {
-			fn = m.SQL
-		}
-	}
-	start := strings.Index(fn, "RETURN QUERY")
-	end := strings.Index(fn, "END;\n$$;")
-	require.True(t, start >= 0 && end > start, "the function's body")
-	body := strings.ReplaceAll(fn[start+len("RETURN QUERY"):end], "p_node", "$1")
-	var direct []string
-	for _, line := range strings.Split(q.Get("PillarRenderDirect").Text, "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
-			direct = append(direct, line)
-		}
-	}
-	require.Equal(t, strings.Join(strings.Fields(body), " "), strings.Join(strings.Fields(strings.Join(direct, "\n")), " "))
+	require.Equal(t, text, renderDirect.Text)
+	require.Contains(t, text, "name = $1", "the node's name is the parameter")
+	require.NotContains(t, text, "p_node")
+	require.Contains(t, text, "group_selectors s JOIN n ON s.org = n.org", "the newest definition (0035)")
+	require.True(t, strings.HasPrefix(text, "WITH n AS ("), text)
 }

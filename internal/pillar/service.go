@@ -913,14 +913,14 @@ func (s *Service) RenderFresh(ctx context.Context, res *resource.Service, node s
 }
 
 // render computes node's pillar from one statement (PillarRender: the node's org and labels,
-// the merge setting and every row that may apply, in one snapshot; PillarRenderDirect, the
-// same query without the function around it, when the pool keeps plans), then merges.
+// the merge setting and every row that may apply, in one snapshot; renderDirect, the same
+// query without the function around it, when the pool keeps plans), then merges.
 func (s *Service) render(ctx context.Context, _ *resource.Service, node string, explain bool) (Rendered, error) {
-	query := "PillarRender"
+	query := q.Get("PillarRender")
 	if s.db.KeepsPlans() {
-		query = "PillarRenderDirect"
+		query = renderDirect
 	}
-	all, err := s.scanRenderRows(s.db.Query(ctx, q.Get(query), node))
+	all, err := s.scanRenderRows(s.db.Query(ctx, query, node))
 	if err != nil {
 		return Rendered{}, err
 	}

@@ -199,7 +199,7 @@ func checkAgainstRender(t *testing.T, b *bundle, w pillarWorld) {
 			require.NoError(t, err)
 			require.Equal(t, r.Decoded(), fold(rows, opts), n)
 			// A pool in exec mode (as behind a transaction-mode pooler) renders through the
-			// function, this one (prepared) through PillarRenderDirect: the same answer.
+			// function, this one (prepared) through renderDirect: the same answer.
 			rx, err := execSvc.Render(ctx, b.res, n, false)
 			require.NoError(t, err)
 			require.Equal(t, string(r.JSON), string(rx.JSON), "%s: exec mode and prepared", n)
