@@ -28,6 +28,13 @@
 // compared exactly, as Python does). One deliberate difference: booleans equal only booleans,
 // while Python treats true as 1, because that is an artefact of Python's bool being an int and
 // JSON (and PostgreSQL's jsonb) keep them apart.
+//
+// Renders do not decode their rows: MergeJSON merges the rows' JSON text with the same
+// semantics and writes json.Marshal's bytes of the result (raw.go); with a Memo, the rows many
+// renders share are split and rewritten into canonical form once per replica, and layers that
+// are all canonical are merged by walking their sorted members, without maps (memo.go,
+// sorted.go). Every one of these paths is compared with Merge on the Salt-golden vectors,
+// generated stacks and fuzz input.
 package merge
 
 import (
