@@ -68,6 +68,8 @@ type DB struct {
 	key    int32
 	logger *slog.Logger
 	url    string
+	// keepsPlans is KeepsPlans, read from the configuration once (pool.Config copies it).
+	keepsPlans bool
 }
 
 // Open connects a pool and checks that the server answers. It does not migrate.
@@ -124,7 +126,8 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect to database: %w", interpretError(err))
 	}
-	return &DB{pool: pool, schema: schema, key: SchemaKey(schema), logger: logger, url: opts.URL}, nil
+	return &DB{pool: pool, schema: schema, key: SchemaKey(schema), logger: logger, url: opts.URL,
+		keepsPlans: cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}, nil
 }
 
 func hasPoolMaxConns(url string) bool {
@@ -137,9 +140,7 @@ func hasPoolMaxConns(url string) bool {
 // cache_describe) each statement is planned again on every execution, and a statement that
 // is costly to plan is better sent as a call of a PL/pgSQL function, whose plans the server
 // keeps in every mode.
-func (d *DB) KeepsPlans() bool {
-	return d.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
-}
+func (d *DB) KeepsPlans() bool { return d.keepsPlans }
 
 // Close closes every connection of the pool.
 func (d *DB) Close() { d.pool.Close() }

@@ -668,17 +668,18 @@ func scanRows(rows db.Rows, err error, withSealed bool) ([]layerRow, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var all []layerRow
+	all := make([]layerRow, 0, 16)
+	dst := make([]any, 0, 8)
 	for rows.Next() {
-		var r layerRow
-		dst := []any{&r.layer, &r.target, &r.priority, &r.selector, &r.static, &r.category, &r.raw}
+		all = append(all, layerRow{})
+		r := &all[len(all)-1] // scanned in place: one allocation for the rows, not one each
+		dst = append(dst[:0], &r.layer, &r.target, &r.priority, &r.selector, &r.static, &r.category, &r.raw)
 		if withSealed {
 			dst = append(dst, &r.sealed)
 		}
 		if err := rows.Scan(dst...); err != nil {
 			return nil, err
 		}
-		all = append(all, r)
 	}
 	return all, rows.Err()
 }

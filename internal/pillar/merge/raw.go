@@ -162,7 +162,7 @@ func (m *rawMerger) members(data []byte) ([]rawMember, error) {
 // objectMembers splits a valid JSON object's text into its members (keys decoded), the last
 // of duplicate keys winning; canon marks the members of a canonical text as canonical.
 func objectMembers(obj []byte, canon bool) ([]rawMember, error) {
-	var out []rawMember
+	out := make([]rawMember, 0, 8)
 	i := skipSpace(obj, 1)
 	if obj[i] == '}' {
 		return out, nil
