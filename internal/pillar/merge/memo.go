@@ -52,7 +52,7 @@ func (m *Memo) members(r *rawMerger, data []byte) ([]rawMember, bool) {
 		return ms, true
 	}
 	m.misses.Add(1)
-	ms, cost, ok := canonicalMembers(r, data, true)
+	ms, cost, ok := canonicalMembers(r, data)
 	if !ok || cost > m.max {
 		return ms, ok
 	}
@@ -69,11 +69,10 @@ func (m *Memo) members(r *rawMerger, data []byte) ([]rawMember, bool) {
 }
 
 // canonicalMembers splits data (one JSON object) into its members, keys in byte order, each
-// value rewritten into canonical form, and says what remembering them costs; with split,
-// every object among them is split into kids too (worth it for what a memo keeps and many
-// merges read, not for a text merged once). ok is false when data is not a valid object or
-// cannot be rewritten.
-func canonicalMembers(r *rawMerger, data []byte, split bool) (ms []rawMember, cost int64, ok bool) {
+// value rewritten into canonical form and every object among them split into kids, and says
+// what remembering them costs. ok is false when data is not a valid object or cannot be
+// rewritten.
+func canonicalMembers(r *rawMerger, data []byte) (ms []rawMember, cost int64, ok bool) {
 	plain, err := r.members(data)
 	if err != nil {
 		return nil, 0, false
@@ -94,9 +93,6 @@ func canonicalMembers(r *rawMerger, data []byte, split bool) (ms []rawMember, co
 	for i, mb := range plain {
 		ms[i] = rawMember{key: mb.key, value: buf[spans[i].start:spans[i].end:spans[i].end], canon: true}
 		cost += int64(memoMemberBytes + len(mb.key))
-	}
-	if !split {
-		return ms, cost, true
 	}
 	kidsCost, err := splitObjects(ms)
 	if err != nil {

@@ -82,8 +82,8 @@ func MergeJSONMemo(ctx context.Context, layers []RawLayer, opts Options, memo *M
 	return out, nil
 }
 
-// mergeCanonical merges layers whose texts all rewrite into canonical members (from memo, or
-// rewritten for this merge alone when not Shared) with mergeSorted. ok is false, with no error,
+// mergeCanonical merges layers with mergeSorted: the Shared ones as memo's canonical members,
+// the others split into members in key order, rewritten as mergeSorted copies them. ok is false, with no error,
 // when one of them does not rewrite: the caller then takes the ordinary path, which reports
 // the error as it always has.
 func (m *rawMerger) mergeCanonical(layers []RawLayer, memo *Memo) (out []byte, ok bool, err error) {
@@ -93,7 +93,14 @@ func (m *rawMerger) mergeCanonical(layers []RawLayer, memo *Memo) (out []byte, o
 		if layers[i].Shared {
 			objs[i], ok = memo.members(m, layers[i].Data)
 		} else {
-			objs[i], _, ok = canonicalMembers(m, layers[i].Data, false)
+			// A row merged once: its members in key order, each value rewritten (copied)
+			// or split (merged) only when mergeSorted comes to it.
+			var err error
+			if objs[i], err = m.members(layers[i].Data); err != nil {
+				return nil, false, nil
+			}
+			slices.SortFunc(objs[i], func(a, b rawMember) int { return strings.Compare(a.key, b.key) })
+			ok = true
 		}
 		if !ok {
 			return nil, false, nil

@@ -1,10 +1,14 @@
 package merge
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
-// mergeSorted appends the merge of objs — canonical objects' members (keys in byte order,
-// no duplicates, values canonical: what a Memo holds), in merge order — as MergeJSON would
-// encode it, without building maps: the members are walked in key order across the layers,
+// mergeSorted appends the merge of objs — objects' members with keys in byte order and no
+// duplicates, in merge order; a member's value is canonical (canon: what a Memo holds) or as
+// its row wrote it, rewritten only when it is copied — as MergeJSON would encode it, without
+// building maps: the members are walked in key order across the layers,
 // as a k-way merge of sorted lists, and a key's value is the fold of its values in layer
 // order under Salt's recurse strategy without list merging (a later value replaces the
 // result unless both are objects, which merge). So the result of a key is its last value
@@ -51,7 +55,14 @@ func (m *rawMerger) mergeSorted(out []byte, objs [][]rawMember) ([]byte, error) 
 			}
 		}
 		if start == last {
-			out = append(out, vals[last].value...)
+			if vals[last].canon {
+				out = append(out, vals[last].value...)
+				continue
+			}
+			var err error
+			if out, err = canonical(out, vals[last].value, 0); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		sub := make([][]rawMember, 0, last-start+1)
@@ -60,9 +71,12 @@ func (m *rawMerger) mergeSorted(out []byte, objs [][]rawMember) ([]byte, error) 
 				sub = append(sub, v.kids)
 				continue
 			}
-			ms, err := objectMembers(v.value, true)
+			ms, err := objectMembers(v.value, v.canon)
 			if err != nil {
 				return nil, err
+			}
+			if !v.canon { // a canonical object's members are in key order already
+				slices.SortFunc(ms, func(a, b rawMember) int { return strings.Compare(a.key, b.key) })
 			}
 			sub = append(sub, ms)
 		}
