@@ -306,10 +306,13 @@ func (k *keeper) ensure(ctx context.Context) error {
 // take takes key for a LOCK transaction in flight (the caller holds the slot until its
 // transaction has ended). It reports false when another session holds the key. A session
 // found broken is replaced once.
+//
+// A key the keeper already holds (an UNLOCK of the workspace committed and has not let it go
+// yet) is verified in pg_locks rather than trusted from memory: a session whose connection
+// was cut or whose backend was terminated looks open until it is next used, while its keys
+// are free on the server, and a LOCK granted on that memory would read protected while a pg
+// client takes the key beside it (the robustness harness found it under cut-connections).
 func (k *keeper) take(ctx context.Context, project string, key int64) (bool, error) {
-	if k.held[key] && k.sess != nil && !k.sess.Closed() {
-		return true, nil
-	}
 	var err error
 	for range 2 {
 		if err = k.ensure(ctx); err != nil {
@@ -318,6 +321,14 @@ func (k *keeper) take(ctx context.Context, project string, key int64) (bool, err
 		var got map[int64]bool
 		err = k.call(ctx, func(ctx context.Context, s *db.Session) error {
 			var err error
+			if k.held[key] {
+				keys, err := scanKeys(s.Query(ctx, q.Get("KeeperVerify"), []int64{key}))
+				if err != nil || len(keys) == 1 {
+					got = map[int64]bool{key: len(keys) == 1}
+					return err
+				}
+				delete(k.held, key) // not held after all: take it below
+			}
 			if got, err = tryKeys(ctx, s, []int64{key}); err != nil || !got[key] {
 				return err
 			}

@@ -355,3 +355,37 @@ func TestDeadReplicaGapStartsAtLoss(t *testing.T) {
 	require.False(t, from.After(lostAt), "the gap starts no later than the key was lost (%v), not when B noticed: %v", lostAt, from)
 	require.True(t, from.After(lostAt.Add(-3*a.svc.opts.HeartbeatInterval)), "the gap starts at A's last heartbeat before the loss (%v): %v", lostAt, from)
 }
+
+// TestKeeperHeldKeyVerifiedBeforeALock: a key the keeper holds in memory (an UNLOCK of the
+// workspace committed and has not let it go yet) is verified on the server before a LOCK
+// counts on it. Here the keeper's backend is terminated while it holds the key and nothing
+// uses the session afterwards (the heartbeat is an hour away), so the session still looks
+// open; a pg client takes the key and lets it go again. take must then find the session dead,
+// reconnect and really take the key: a pg client can no longer get it. Before the fix take
+// answered true from memory and the key stayed free beside a lock that read protected (the
+// robustness harness's lock model caught it under cut-connections).
+func TestKeeperHeldKeyVerifiedBeforeALock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{opts: Options{HeartbeatInterval: time.Hour}})
+	ctx := context.Background()
+	b.project(t, "p")
+	_, err := b.svc.StateWrite(ctx, b.actor, "p", "default", WriteRequest{Body: stateJSON(1, "l", 1)})
+	require.NoError(t, err)
+	_, err = b.svc.Lock(ctx, b.actor, "p", "default", lockBody("A"))
+	require.NoError(t, err)
+	pg := rawSession(t, b.url)
+	key := stateID(t, pg, "p", "default")
+	require.False(t, pgClientTry(t, pg, key), "the keeper holds the key")
+
+	rawBool(t, pg, `SELECT pg_terminate_backend($1::int)`, int32(b.svc.Readiness(ctx).KeeperPID))
+	require.Eventually(t, func() bool { return pgClientTry(t, pg, key) }, 5*time.Second, 10*time.Millisecond, "the key is free once the keeper's backend is gone")
+	rawBool(t, pg, `SELECT pg_advisory_unlock($1)`, key)
+
+	k := b.svc.keeper
+	require.NoError(t, k.acquireSlot(ctx))
+	ok, err := k.take(ctx, "p", key)
+	k.releaseSlot()
+	require.NoError(t, err)
+	require.True(t, ok, "the key is free: the keeper takes it on a new session")
+	require.False(t, pgClientTry(t, pg, key), "a key take reported held is held on the server")
+}
