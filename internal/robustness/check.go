@@ -104,6 +104,13 @@ func CheckLinearizable(ops []*Op, timeout time.Duration) LinearizabilityResult {
 			if result == porcupine.Ok {
 				continue
 			}
+			if result == porcupine.Unknown {
+				// The family failed as a whole but this key's check ran out of time: say so,
+				// rather than print a failure point Porcupine did not find.
+				res.Violations = append(res.Violations, Violation{Check: "linearizability", Key: f + " " + k,
+					Message: fmt.Sprintf("the family's operations are not linearizable, and the check of this key's %d operations did not finish within %v (a timeout fails the run): check its history.jsonl again with a longer timeout", len(perKey[k]), timeout)})
+				continue
+			}
 			lines := FailurePoint(perKey[k], info, 12)
 			res.Violations = append(res.Violations, Violation{Check: "linearizability", Key: f + " " + k,
 				Message: fmt.Sprintf("no order of the key's %d operations fits the %s model; the longest linearizable prefix ends with the first operations below (in the order found); none of the operations after the marker can come next", len(perKey[k]), f),
