@@ -133,8 +133,12 @@ func TestCacheUnsubscribedServesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "1", a.port(t))
 
-	// Cut the listener off and change the pillar behind its back, while it is away.
-	_, err = a.db.Exec(ctx, &db.Query{Name: "kill", Text: `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pillar cache test'`})
+	// Cut the listener off and change the pillar behind its back, while it is away. Only this
+	// test's database: pg_stat_activity is the whole cluster's, and the listeners of the
+	// package's other cache tests, running in parallel on their own databases, carry the same
+	// application name (killing them made TestCacheInvalidationIsScoped fail in CI, its cache
+	// emptied by the resubscription).
+	_, err = a.db.Exec(ctx, &db.Query{Name: "kill", Text: `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pillar cache test' AND datname = current_database()`})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return a.cache.Ready() != nil }, 5*time.Second, 5*time.Millisecond, "a lost subscription is reported")
 	_, err = a.db.Exec(ctx, &db.Query{Name: "sneak", Text: `UPDATE strata.pillars SET data = '{"port": 2}'`})
