@@ -39,7 +39,9 @@ func TestPillarRoundTrips(t *testing.T) {
 	url := pgtest.NewDatabaseURL(t)
 	token := "strata_" + strings.Repeat("roundTripTokenXY", 3)
 	s := startServer(t, []string{"STRATA_BOOTSTRAP_TOKEN=" + token}, "--database-url", url, "--data-dir", dataDir(t))
-	env := []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + token}
+	// TMPDIR: pillar edit writes its file there, and keeps it when the edit is not stored
+	// (as the races below check): in the test's own directory, not the machine's /tmp.
+	env := []string{"STRATA_SERVER=" + s.url, "STRATA_TOKEN=" + token, "TMPDIR=" + t.TempDir()}
 	dir := t.TempDir()
 	runEnv := func(extra []string, args ...string) string {
 		t.Helper()

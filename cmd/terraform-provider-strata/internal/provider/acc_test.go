@@ -25,7 +25,14 @@ import (
 	"github.com/stratahq/strata/internal/server"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	code := pgtest.Run(m)
+	// The CLI configuration useTerraform wrote, once for the process, goes with it.
+	if terraformEnv.dir != "" {
+		_ = os.RemoveAll(terraformEnv.dir)
+	}
+	os.Exit(code)
+}
 
 // factories run the provider in the test process: terraform reattaches to it, so nothing is
 // installed or downloaded for strata.
@@ -36,6 +43,7 @@ var factories = map[string]func() (tfprotov6.ProviderServer, error){
 var terraformEnv struct {
 	once sync.Once
 	err  error
+	dir  string // the CLI configuration's directory, removed by TestMain
 }
 
 // useTerraform points terraform-plugin-testing at the terraform on PATH and fails the test
@@ -59,6 +67,7 @@ func useTerraform(t *testing.T) {
 			terraformEnv.err = err
 			return
 		}
+		terraformEnv.dir = dir
 		rc := filepath.Join(dir, "terraformrc")
 		if err := os.WriteFile(rc, []byte("# no dev_overrides, no mirrors: the tests reattach to the provider in process\n"), 0o600); err != nil {
 			terraformEnv.err = err
