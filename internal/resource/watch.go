@@ -474,7 +474,10 @@ type Subscription struct {
 	cursor int64
 	// delivered is the version of the last change Next returned (or the start).
 	delivered int64
-	live      bool
+	// reported is the highest version Progress has returned: progress never goes back, so a
+	// BOOKMARK never carries a version below an earlier one (owned by the consumer).
+	reported int64
+	live     bool
 	backlog   []Change
 
 	ch  chan Change
@@ -598,7 +601,17 @@ func (s *Subscription) catchUp(ctx context.Context) error {
 // by Next: the poller's head when the subscriber has caught up and consumed everything
 // queued, otherwise the last change returned. A BOOKMARK carries it, so a consumer resuming
 // from a bookmark misses nothing.
+//
+// It never goes back: once it has reported the poller's head H with nothing queued, every
+// change through H has been returned, and a change queued later is above H, so a later call
+// with changes waiting reports at least H, not only the last change returned (a watch sent a
+// BOOKMARK below its previous one so, found by the robustness harness under pause-replica).
 func (s *Subscription) Progress() int64 {
+	s.reported = max(s.reported, s.progress())
+	return s.reported
+}
+
+func (s *Subscription) progress() int64 {
 	if !s.live {
 		if len(s.backlog) == 0 {
 			return max(s.delivered, s.cursor)

@@ -291,6 +291,40 @@ func TestWatchProgressIsComplete(t *testing.T) {
 	require.Eventually(t, func() bool { return sub.Progress() >= rvs[2] }, time.Minute, 5*time.Millisecond)
 }
 
+// TestWatchProgressNeverGoesBack: once Progress has reported the poller's head (the changes
+// after the last one returned were of other kinds), a change of the watched kind queued later
+// does not pull it back to the last change returned: a BOOKMARK never carries a version below
+// an earlier one. The robustness harness saw 1000030093, then 1000030022, on one stream
+// under pause-replica; seen failing before the fix.
+func TestWatchProgressNeverGoesBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	h := startHub(t, b, nil)
+	from := h.Head()
+	sub, err := h.Subscribe(ctx, resource.KindOrg, "", from)
+	require.NoError(t, err)
+	defer sub.Close()
+	// A change of another kind: the head moves past it, nothing is queued for Orgs.
+	_, err = b.svc.Create(ctx, org("acme"), api.Object{})
+	require.NoError(t, err)
+	got := collect(t, sub, 1)
+	n, err := b.svc.Create(ctx, resource.Ref{Kind: resource.KindNode, Name: "n1"}, api.Object{Spec: json.RawMessage(`{"org":"acme"}`)})
+	require.NoError(t, err)
+	nodeRV, _ := strconv.ParseInt(n.Metadata.ResourceVersion, 10, 64)
+	require.Eventually(t, func() bool { return sub.Progress() >= nodeRV }, time.Minute, 5*time.Millisecond)
+	reported := sub.Progress()
+	require.Greater(t, reported, got[0].RV)
+	// Now an Org change is queued and not yet taken.
+	o, err := b.svc.Create(ctx, org("beta"), api.Object{})
+	require.NoError(t, err)
+	orgRV, _ := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
+	require.Eventually(t, func() bool { return h.Head() >= orgRV }, time.Minute, 5*time.Millisecond)
+	require.GreaterOrEqual(t, sub.Progress(), reported, "progress went back while a change waited")
+	require.Less(t, sub.Progress(), orgRV, "the waiting change is not claimed")
+	require.Equal(t, orgRV, collect(t, sub, 1)[0].RV)
+}
+
 // TestEventForSelector: with a selector, entering is ADDED, leaving is DELETED, staying is
 // MODIFIED and never matching sends nothing; a deletion is sent only for a matching object.
 func TestEventForSelector(t *testing.T) {
