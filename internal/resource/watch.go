@@ -478,7 +478,7 @@ type Subscription struct {
 	// BOOKMARK never carries a version below an earlier one (owned by the consumer).
 	reported int64
 	live     bool
-	backlog   []Change
+	backlog  []Change
 
 	ch  chan Change
 	err error // set before ch is closed
