@@ -290,7 +290,11 @@ func TestIndexReloadsAfterTheLogIsPrunedPastIt(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, l.Items, 2)
 	require.Equal(t, before+1, r.ix.Stats().Served)
-	require.Positive(t, r.ix.Stats().Fallback[resource.FallbackNotReady]+r.ix.Stats().Fallback[resource.FallbackTimeout], "lists went to the database while the index was dropped")
+	// Whether any list of the loop found the index dropped (and was answered by the database)
+	// depends on how fast the reload was: a reload that beats every list is as right, so it is
+	// not asserted here (a CI run's reload did). TestIndexWaitEndsInTheDatabase and
+	// TestIndexOverItsByteBoundListsFromTheDatabase check the timeout and budget fallbacks;
+	// the not-ready one has no deterministic test of its own.
 }
 
 // TestIndexWaitEndsInTheDatabase: while a writer holds a version in flight, the poller
