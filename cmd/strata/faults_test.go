@@ -458,7 +458,8 @@ func TestConnectionExhaustionReadiness(t *testing.T) {
 	// show in pg_stat_activity only later (a backend appears there at the end of its start):
 	// terminate until none of the role's backends is left twice in a row, or such a late one
 	// keeps the replica ready (a CI run saw /readyz answer 200 for the whole minute).
-	for clean := 0; clean < 2; {
+	for clean, deadline := 0, time.Now().Add(30*time.Second); clean < 2; {
+		require.True(t, time.Now().Before(deadline), "the role's backends kept coming back for 30 s")
 		var left int
 		require.NoError(t, admin.QueryRow(ctx, &db.Query{Name: "t", Text: `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = '` + role + `'`}).Scan(&left))
 		if left == 0 {
