@@ -70,6 +70,8 @@ type DB struct {
 	url    string
 	// keepsPlans is KeepsPlans, read from the configuration once (pool.Config copies it).
 	keepsPlans bool
+	// announcer sends the announcements of transactions that deferred their notifications.
+	announcer announcer
 }
 
 // Open connects a pool and checks that the server answers. It does not migrate.
@@ -143,7 +145,12 @@ func hasPoolMaxConns(url string) bool {
 func (d *DB) KeepsPlans() bool { return d.keepsPlans }
 
 // Close closes every connection of the pool.
-func (d *DB) Close() { d.pool.Close() }
+func (d *DB) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	d.FlushAnnouncements(ctx)
+	cancel()
+	d.pool.Close()
+}
 
 // Schema is the schema that holds strata's tables.
 func (d *DB) Schema() string { return d.schema }
@@ -361,6 +368,8 @@ type Tx struct {
 	memo   map[any]any
 	// beforeCommit runs, in order, when the transaction's function has returned nil.
 	beforeCommit []func(context.Context) error
+	// announce holds the channels announced after COMMIT (DeferNotifications).
+	announce []string
 }
 
 // BeforeCommit registers fn to run in the transaction after its function has returned nil,
@@ -487,7 +496,13 @@ func (d *DB) inTx(ctx context.Context, fn func(tx *Tx) error, atCommit func(erro
 			return err
 		}
 	}
-	return atCommit(ltx.commit(ctx))
+	err = atCommit(ltx.commit(ctx))
+	if len(tx.announce) > 0 && ltx.begun && ctx.Value(withoutAnnouncement{}) == nil {
+		// Also after a failed COMMIT: its outcome may be unknown, and a wake-up too many
+		// costs a poll.
+		d.announce(tx.announce)
+	}
+	return err
 }
 
 // ReadTx runs fn in a REPEATABLE READ READ ONLY transaction: every statement fn runs sees

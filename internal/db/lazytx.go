@@ -24,6 +24,8 @@ type txConn interface {
 type lazyTx struct {
 	conn  *pgxpool.Conn
 	begun bool
+	// deferNotify sends SET LOCAL strata.notify with BEGIN (Tx.DeferNotifications).
+	deferNotify bool
 }
 
 // begin sends BEGIN unless it has gone already.
@@ -32,6 +34,10 @@ func (l *lazyTx) begin(ctx context.Context) error {
 		return nil
 	}
 	l.begun = true
+	if l.deferNotify {
+		_, err := l.conn.Exec(ctx, "begin; "+deferredNotify)
+		return err
+	}
 	_, err := l.conn.Exec(ctx, "begin")
 	return err
 }
@@ -65,6 +71,9 @@ func (l *lazyTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 		l.begun = true
 		withBegin := &pgx.Batch{}
 		withBegin.Queue("begin").Exec(func(pgconn.CommandTag) error { return nil })
+		if l.deferNotify {
+			withBegin.Queue(deferredNotify).Exec(func(pgconn.CommandTag) error { return nil })
+		}
 		withBegin.QueuedQueries = append(withBegin.QueuedQueries, b.QueuedQueries...)
 		b = withBegin
 	}

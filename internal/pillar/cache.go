@@ -36,9 +36,13 @@ type Cache struct {
 	max     int64
 
 	subscribed atomic.Bool
-	hits       atomic.Int64
-	misses     atomic.Int64
-	evictions  atomic.Int64
+	// feedUsed: the cache also learns of changes from the change log's poller (UseChangeFeed);
+	// it then serves only while feedOn too.
+	feedUsed  atomic.Bool
+	feedOn    atomic.Bool
+	hits      atomic.Int64
+	misses    atomic.Int64
+	evictions atomic.Int64
 	// invalidated counts invalidations by scope (scopeNode, scopeOrg, scopeAll).
 	invalidated [scopeCount]atomic.Int64
 }
@@ -73,7 +77,7 @@ func NewCache(maxBytes int64) *Cache {
 func (c *Cache) get(node string) (Rendered, bool, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.subscribed.Load() {
+	if !c.serving() {
 		return Rendered{}, false, c.gen
 	}
 	e, ok := c.entries[node]
@@ -91,7 +95,7 @@ func (c *Cache) put(node string, gen uint64, r Rendered) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cost := entryCost(node, r)
-	if gen != c.gen || !c.subscribed.Load() || cost > c.max {
+	if gen != c.gen || !c.serving() || cost > c.max {
 		return
 	}
 	if e, ok := c.entries[node]; ok {
@@ -185,12 +189,54 @@ func (c *Cache) setSubscribed(on bool) {
 	c.subscribed.Store(on)
 }
 
+// serving reports whether every source of invalidations the cache relies on is subscribed.
+func (c *Cache) serving() bool {
+	return c.subscribed.Load() && (!c.feedUsed.Load() || c.feedOn.Load())
+}
+
 // Ready reports whether the cache is subscribed to invalidations (nil) or why not.
 func (c *Cache) Ready() error {
-	if c.subscribed.Load() {
-		return nil
+	if !c.subscribed.Load() {
+		return errors.New("pillar render cache: not subscribed to invalidations")
 	}
-	return errors.New("pillar render cache: not subscribed to invalidations")
+	if !c.serving() {
+		return errors.New("pillar render cache: not subscribed to the change log's notifications")
+	}
+	return nil
+}
+
+// UseChangeFeed makes the cache rely on a second source of invalidations, the replica's
+// change poller (resource.Hub.FeedRenders): writes of objects announce themselves after
+// they commit and stamp, in the change log, the renders each change can alter (migration
+// 0036), instead of notifying "<schema>.pillars". From now on the cache serves only while
+// that feed is subscribed too (FeedSubscribed), and starts empty each time it subscribes.
+func (c *Cache) UseChangeFeed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.clear()
+	c.feedUsed.Store(true)
+}
+
+// FeedSubscribed is the change feed's subscription state: lost (the poller's session that
+// LISTENs for announcements is gone: changes are then seen only at its next poll) or back.
+func (c *Cache) FeedSubscribed(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.clear()
+	c.feedOn.Store(on)
+}
+
+// FeedScopes drops the renders the change feed names (the render_scope of changes the
+// poller read), as InvalidateScopes does for a notification.
+func (c *Cache) FeedScopes(payload string) {
+	if sabotage.Active("cachedrop") {
+		// As in Listen: a loaded replica's late invalidation, which own writes must not rely on.
+		time.AfterFunc(100*time.Millisecond, func() { c.InvalidateScopes(payload) })
+		return
+	}
+	c.InvalidateScopes(payload)
 }
 
 // Stats returns the cache's hit and miss counts.

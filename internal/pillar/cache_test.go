@@ -18,15 +18,23 @@ import (
 	"github.com/stratahq/strata/internal/resource"
 )
 
-// replica is one strata replica's pillar service with its own pool and its own cache.
+// replica is one strata replica's pillar service with its own pool and its own cache, fed
+// as the server feeds it: by the "<schema>.pillars" notifications and by its change poller.
 type replica struct {
 	db    *db.DB
 	res   *resource.Service
 	svc   *pillar.Service
 	cache *pillar.Cache
+	hub   *resource.Hub
 }
 
 func newReplica(t *testing.T, url string) *replica {
+	return newReplicaPolling(t, url, 0)
+}
+
+// newReplicaPolling is newReplica whose change poller polls every interval (0: the default)
+// when no announcement wakes it.
+func newReplicaPolling(t *testing.T, url string, interval time.Duration) *replica {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -34,10 +42,23 @@ func newReplica(t *testing.T, url string) *replica {
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	r := &replica{db: d, res: resource.NewService(d), svc: pillar.NewService(d), cache: pillar.NewCache(0)}
+	r.res.OnWrite(r.svc.InvalidateCache)
 	r.svc.UseCache(r.cache)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	go r.cache.Listen(ctx, func(ctx context.Context) (*db.Session, error) {
 		return db.OpenSession(ctx, url, d.Schema(), "pillar cache test")
-	}, d.Schema(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}, d.Schema(), logger)
+	r.hub = resource.NewHub(r.res, func(ctx context.Context) (*db.Session, error) {
+		return db.OpenSession(ctx, url, d.Schema(), "pillar cache test: changes")
+	}, logger)
+	if interval > 0 {
+		r.hub.PollInterval = interval
+	}
+	r.cache.UseChangeFeed()
+	r.hub.FeedRenders(r.cache)
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); r.hub.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-hubDone })
 	require.Eventually(t, func() bool { return r.cache.Ready() == nil }, 10*time.Second, 10*time.Millisecond)
 	return r
 }
@@ -294,4 +315,48 @@ func TestCacheInvalidationIsScoped(t *testing.T) {
 			require.True(t, cached(n), "%d %s: A still serves %s from its cache", i, step.what, n)
 		}
 	}
+}
+
+// TestCacheInvalidatedFromTheChangeLog (issue 31, item 4; migration 0036): a write of an
+// object notifies no render cache inside its transaction; it stamps the renders it alters in
+// the change log and announces itself after COMMIT. A writer that dies in between never
+// announces: the other replicas' pollers still find the change at their next poll and drop
+// the render. Replica A2 polls every 100 ms and must show the write; A1, which polls once an
+// hour, is the control: it must still serve the old render from its cache once A2 shows the
+// new one, so nothing but the poll (no notification) carried the change.
+func TestCacheInvalidatedFromTheChangeLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabaseURL(t)
+	b := newReplica(t, url)
+	seedAcme(t, b)
+	_, _, err := b.svc.Put(ctx, pillar.Global, "app", obj(t, `{"port": 1}`), "", "t")
+	require.NoError(t, err)
+	_, _, err = b.svc.Put(ctx, pillar.Target{Kind: "group", Org: "acme", Group: "web"}, "app", obj(t, `{"port": 3}`), "", "t")
+	require.NoError(t, err)
+	a1, a2 := newReplicaPolling(t, url, time.Hour), newReplicaPolling(t, url, 100*time.Millisecond)
+	b.db.FlushAnnouncements(ctx)
+	for _, a := range []*replica{a1, a2} {
+		require.Eventually(t, func() bool {
+			require.Equal(t, "1", a.port(t))
+			hits, _ := a.cache.Stats()
+			require.Equal(t, "1", a.port(t))
+			hits2, _ := a.cache.Stats()
+			return hits2 == hits+1
+		}, 5*time.Second, 10*time.Millisecond, "renders are served from the cache")
+	}
+
+	// The node gains the label its group selects; B "dies" before announcing it.
+	_, err = b.res.Patch(db.WithoutAnnouncement(ctx), resource.Ref{Kind: resource.KindNode, Name: "web01"}, []byte(`{"metadata":{"labels":{"role":"web"}}}`))
+	require.NoError(t, err)
+	var scope *string
+	require.NoError(t, b.db.QueryRow(ctx, &db.Query{Name: "scope", Text: `SELECT render_scope FROM {{schema}}.changes ORDER BY resource_version DESC LIMIT 1`}).Scan(&scope))
+	require.NotNil(t, scope)
+	require.Equal(t, "node:web01", *scope, "the change row names the render it alters")
+	require.Eventually(t, func() bool { return a2.port(t) == "3" }, 5*time.Second, 10*time.Millisecond, "the poll finds the change")
+	require.Equal(t, "1", a1.port(t), "control: without the poll nothing told the replica")
+	hits, _ := a1.cache.Stats()
+	require.Equal(t, "1", a1.port(t))
+	hits2, _ := a1.cache.Stats()
+	require.Equal(t, hits+1, hits2, "control: the stale render came from the cache")
 }

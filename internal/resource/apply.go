@@ -41,7 +41,7 @@ func (s *Service) ApplyNodes(ctx context.Context, items []ApplyItem) []ApplyOutc
 	for i, it := range items {
 		results[i] = ApplyOutcome{Line: it.Line, Name: it.Obj.Metadata.Name}
 	}
-	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+	err := s.writeTx(ctx, func(tx *db.Tx) error {
 		for i := range items {
 			r, err := applyOne(ctx, tx, k, items[i])
 			if err != nil {
@@ -67,14 +67,14 @@ func (s *Service) ApplyNodes(ctx context.Context, items []ApplyItem) []ApplyOutc
 	}
 	for i := range items {
 		var r string
-		err := s.db.InTx(ctx, func(tx *db.Tx) error {
+		err := s.writeTx(ctx, func(tx *db.Tx) error {
 			var err error
 			r, err = applyOne(ctx, tx, k, items[i])
 			return err
 		})
 		if fault.KindOf(err) == fault.KindConflict && ctx.Err() == nil {
 			// Created by another writer between our look and our insert: it exists now.
-			err = s.db.InTx(ctx, func(tx *db.Tx) error {
+			err = s.writeTx(ctx, func(tx *db.Tx) error {
 				var err error
 				r, err = applyOne(ctx, tx, k, items[i])
 				return err

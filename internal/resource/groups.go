@@ -51,7 +51,7 @@ func lockMembership(ctx context.Context, tx *db.Tx, org, group, node string) (gr
 func (s *Service) AddMember(ctx context.Context, org, group, node string) (bool, error) {
 	var added bool
 	defer s.wrote(Ref{Kind: KindNode, Name: node})
-	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+	err := s.writeTx(ctx, func(tx *db.Tx) error {
 		g, n, err := lockMembership(ctx, tx, org, group, node)
 		if err != nil {
 			return err
@@ -71,7 +71,7 @@ func (s *Service) AddMember(ctx context.Context, org, group, node string) (bool,
 func (s *Service) RemoveMember(ctx context.Context, org, group, node string) (bool, error) {
 	var removed bool
 	defer s.wrote(Ref{Kind: KindNode, Name: node})
-	err := s.db.InTx(ctx, func(tx *db.Tx) error {
+	err := s.writeTx(ctx, func(tx *db.Tx) error {
 		var groupID int64
 		err := tx.QueryRow(ctx, q.Get("GroupLockShare"), KindGroup, org, group).Scan(&groupID)
 		if errors.Is(err, db.ErrNotFound) {

@@ -81,14 +81,15 @@ WHERE a.resource_id = $1 AND a.key_prefix = t.p AND a.key_name = t.n;
 -- selector watches, $7 the object's status (server-written; NULL for most kinds), $8-$10 who
 -- wrote it, from where, in which request (auth.AuditActor), $11 the org the object's org
 -- reference named before the change (NULL unless the kind has one and this is a
--- modification), for org watches.
+-- modification), for org watches, $12 the renders the change can alter (renderScope), which
+-- every replica's change poller drops (migration 0036).
 WITH v AS MATERIALIZED (SELECT nextval('{{schema}}.resource_version_seq') AS rv),
 c AS (
-	INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels, actor, remote_addr, request_id, prev_org)
+	INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels, actor, remote_addr, request_id, prev_org, render_scope)
 	SELECT v.rv, r.kind, r.org, r.name, $2,
 	       jsonb_set(jsonb_set(jsonb_set($3::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)),
 	                 '{metadata,createdAt}', to_jsonb(r.created_at)), '{metadata,updatedAt}', to_jsonb(now())),
-	       $6::jsonb, $8, $9, $10, $11::text
+	       $6::jsonb, $8, $9, $10, $11::text, $12::text
 	FROM v, {{schema}}.resources r
 	WHERE r.id = $1
 	ON CONFLICT (resource_version) DO NOTHING
@@ -104,10 +105,10 @@ SELECT resource_version, created_at, updated_at FROM u;
 -- name: ResourceStampDeleted
 -- The deleted object carries the deletion's resourceVersion, as Kubernetes' DELETED events do,
 -- so a watcher can resume from it. No row when a reader settled the drawn number first (see
--- ResourceStamp); the caller draws again.
+-- ResourceStamp); the caller draws again. $9 is the render_scope (ResourceStamp).
 WITH v AS MATERIALIZED (SELECT nextval('{{schema}}.resource_version_seq') AS rv)
-INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels, actor, remote_addr, request_id)
-SELECT v.rv, $1, $2, $3, 'DELETED', jsonb_set($4::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)), $5::jsonb, $6, $7, $8 FROM v
+INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels, actor, remote_addr, request_id, render_scope)
+SELECT v.rv, $1, $2, $3, 'DELETED', jsonb_set($4::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)), $5::jsonb, $6, $7, $8, $9::text FROM v
 ON CONFLICT (resource_version) DO NOTHING
 RETURNING resource_version;
 

@@ -61,7 +61,7 @@ func (s *Service) Rename(ctx context.Context, ref Ref, newName string) (api.Obje
 	var out api.Object
 	defer s.wrote(ref, to)
 	rctx := context.WithValue(ctx, renamingKey{}, true)
-	err = s.db.InTx(ctx, func(tx *db.Tx) error {
+	err = s.writeTx(ctx, func(tx *db.Tx) error {
 		id, cur, err := lockForWrite(rctx, tx, nil, ref, "")
 		if err != nil {
 			return err

@@ -16,6 +16,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -354,11 +356,78 @@ func (s *Service) Create(ctx context.Context, ref Ref, obj api.Object) (api.Obje
 	return obj, nil
 }
 
+// writeTx runs fn, which writes objects, in a transaction that announces itself after it
+// commits (announceAfterCommit).
+func (s *Service) writeTx(ctx context.Context, fn func(tx *db.Tx) error) error {
+	return s.db.InTx(ctx, func(tx *db.Tx) error {
+		announceAfterCommit(tx, s.db)
+		return fn(tx)
+	})
+}
+
+// announceAfterCommit makes tx, a transaction that writes objects, send no notification
+// before it commits and wake every replica's change poller after (db.Tx.DeferNotifications,
+// migration 0036): each object it writes is stamped in the change log with the renders the
+// change can alter (renderScope), which is all a replica needs to learn from it, and the
+// NOTIFY that the statement triggers would send inside the transaction would make it take
+// PostgreSQL's database-wide notification lock through its commit flush.
+func announceAfterCommit(tx *db.Tx, d *db.DB) {
+	tx.DeferNotifications(d.Schema() + ".changes")
+}
+
+// renderScope is the render_scope of a change's row: the cached renders (package pillar) a
+// change of obj from prev (nil: created; obj nil: prev deleted) can alter, as the statement
+// triggers of migrations 0014 and 0016 name them for writers that notify in their
+// transaction — a node's labels or spec (its org is in its spec) → node:<name>, an org's
+// or a group's spec → org:<org>, a creation or a deletion of either likewise — or nil when
+// no render can change (objects of user kinds, annotations, a group's status).
+func renderScope(obj, prev *api.Object) *string {
+	o := obj
+	if o == nil {
+		o = prev
+	}
+	var scope string
+	switch o.Kind {
+	case KindNode:
+		scope = "node:" + o.Metadata.Name
+	case KindOrg:
+		scope = "org:" + o.Metadata.Name
+	case KindGroup:
+		scope = "org:" + o.Metadata.Org
+	default:
+		return nil
+	}
+	if obj != nil && prev != nil && sameJSON(obj.Spec, prev.Spec) &&
+		(o.Kind != KindNode || maps.Equal(obj.Metadata.Labels, prev.Metadata.Labels)) {
+		return nil
+	}
+	return &scope
+}
+
+// sameJSON reports whether a and b are the same JSON value (a spec as sent and as jsonb gave
+// it back differ in spacing and key order).
+func sameJSON(a, b json.RawMessage) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	var va, vb any
+	decA, decB := json.NewDecoder(bytes.NewReader(a)), json.NewDecoder(bytes.NewReader(b))
+	decA.UseNumber()
+	decB.UseNumber()
+	if decA.Decode(&va) != nil || decB.Decode(&vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
 // inTxWarning runs fn in a transaction and passes the warnings its writes gave to ctx's
 // collector only when it commits: a write that fails (or is retried) warns about nothing.
 func inTxWarning(ctx context.Context, d *db.DB, fn func(ctx context.Context, tx *db.Tx) error) error {
 	wctx, take := CollectWarnings(ctx)
-	err := d.InTx(wctx, func(tx *db.Tx) error { return fn(wctx, tx) })
+	err := d.InTx(wctx, func(tx *db.Tx) error {
+		announceAfterCommit(tx, d)
+		return fn(wctx, tx)
+	})
 	if err == nil {
 		addWarnings(ctx, take())
 	}
@@ -484,7 +553,7 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 		status = obj.Status
 	}
 	who := writer(ctx)
-	stampArgs := []any{id, changeType, body, []byte(obj.Spec), schemaRev, prevLabels, status, who.Actor, who.RemoteAddr, who.RequestID, prevOrg}
+	stampArgs := []any{id, changeType, body, []byte(obj.Spec), schemaRev, prevLabels, status, who.Actor, who.RemoteAddr, who.RequestID, prevOrg, renderScope(&obj, prev)}
 	taken := false
 	steps = append(steps, db.Step{Query: q.Get("ResourceStamp"), Args: stampArgs,
 		Scan: func(r db.Row) error {
@@ -997,7 +1066,7 @@ func (s *Service) Delete(ctx context.Context, ref Ref, expected string, cascade 
 		return err
 	}
 	defer s.wrote(ref)
-	return s.db.InTx(ctx, func(tx *db.Tx) error {
+	return s.writeTx(ctx, func(tx *db.Tx) error {
 		id, last, err := lockForWrite(ctx, tx, nil, ref, expected)
 		if err != nil {
 			return err
@@ -1043,7 +1112,7 @@ func stampDeleted(ctx context.Context, tx *db.Tx, last api.Object) error {
 	}
 	for range maxStampTries {
 		var rv int64
-		err := tx.QueryRow(ctx, q.Get("ResourceStampDeleted"), last.Kind, last.Metadata.Org, last.Metadata.Name, body, prevLabels, who.Actor, who.RemoteAddr, who.RequestID).Scan(&rv)
+		err := tx.QueryRow(ctx, q.Get("ResourceStampDeleted"), last.Kind, last.Metadata.Org, last.Metadata.Name, body, prevLabels, who.Actor, who.RemoteAddr, who.RequestID, renderScope(nil, &last)).Scan(&rv)
 		if !errors.Is(err, db.ErrNotFound) {
 			return err
 		}

@@ -34,7 +34,7 @@ SELECT set_config('synchronous_commit', 'off', true);
 
 -- name: VersionChanges
 -- The changes of the given versions (GAP rows included), in version order.
-SELECT resource_version, type, kind, org, name, object, prev_labels, prev_org
+SELECT resource_version, type, kind, org, name, object, prev_labels, prev_org, render_scope
 FROM {{schema}}.changes
 WHERE resource_version = ANY($1::bigint[])
 ORDER BY resource_version;

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,10 @@ type Change struct {
 	// modification: nil for other changes, kinds without one, and changes an older release
 	// recorded.
 	PrevOrg *string
+	// renderScope is what cached renders the change can alter (resource.renderScope); nil
+	// when none, and for changes an older release recorded (whose writers notified the
+	// render caches themselves).
+	renderScope *string
 }
 
 // EventFor returns the type of the event a watch with selector sel sends for c, and false
@@ -134,12 +139,30 @@ type Hub struct {
 
 	// index, when set (ServeLists), is the replica's list index, fed by poll.
 	index *Index
+	// renders, when set (FeedRenders), is told the render scopes of the changes poll reads.
+	renders RenderFeed
 
 	mu      sync.Mutex
 	head    int64 // every version up to head is resolved, and its change fanned out
 	stopped bool
 	subs    map[*Subscription]struct{}
 }
+
+// RenderFeed is what learns from the poller which cached renders changes alter: the
+// replica's pillar render cache (pillar.Cache). Writes of objects stamp those scopes in the
+// change log and notify no render cache themselves (migration 0036, announceAfterCommit).
+type RenderFeed interface {
+	// FeedSubscribed says whether the poller's session LISTENs for announcements (when it
+	// does not, changes are seen only at the next poll, and the feed must not be trusted).
+	FeedSubscribed(on bool)
+	// FeedScopes drops the renders a space-separated list of scopes names (node:<name>,
+	// org:<name>, * for all).
+	FeedScopes(payload string)
+}
+
+// FeedRenders makes the poller tell f the render scopes of every change it reads, in
+// version order, before they are fanned out. Call it before Run.
+func (h *Hub) FeedRenders(f RenderFeed) { h.renders = f }
 
 // NewHub returns the change poller of s's database. open opens a dedicated session to
 // LISTEN on; nil polls only (a transaction-mode pooler with sessions turned off).
@@ -240,6 +263,10 @@ func (h *Hub) Run(ctx context.Context) {
 func (h *Hub) listen(ctx context.Context) {
 	db.Subscribe(ctx, h.open, h.svc.db.Schema()+".changes", db.Listener{
 		Subscribed: func(on bool) {
+			if h.renders != nil {
+				// Before the poller reports itself listening: a render feed starts empty.
+				h.renders.FeedSubscribed(on)
+			}
 			h.listening.Store(on)
 			if on {
 				h.poke() // changes committed while unsubscribed were not announced
@@ -289,6 +316,7 @@ func (h *Hub) poll(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		h.feedRenders(batch, head)
 		// The list index keeps objects as stored (lists present them when they answer, with
 		// the kinds' current read pipelines, as the database path does).
 		var stored []json.RawMessage
@@ -346,6 +374,9 @@ func (h *Hub) poll(ctx context.Context) error {
 			h.index.applyBatch(applied, head)
 		}
 		h.mu.Unlock()
+		if gone && h.renders != nil {
+			h.renders.FeedScopes("*") // changes this poller never read may have named renders
+		}
 		if gone && h.index != nil {
 			// The log was pruned past what the index holds (the poller was away longer than
 			// the retention, or a new history epoch began): it cannot be patched; load it again.
@@ -362,6 +393,29 @@ func (h *Hub) poll(ctx context.Context) error {
 		if len(batch) < h.Batch {
 			return nil
 		}
+	}
+}
+
+// feedRenders tells the render feed the scopes of the changes of batch above head. It
+// runs as soon as they are read, before a missing version below them is settled (they are
+// committed, and the renders they alter must go now, not when a slower writer's version
+// resolves), so a change read again after such a wait is fed twice, which costs a render.
+func (h *Hub) feedRenders(batch []Change, head int64) {
+	if h.renders == nil {
+		return
+	}
+	var payload strings.Builder
+	for i := range batch {
+		if batch[i].RV <= head || batch[i].renderScope == nil || *batch[i].renderScope == "" {
+			continue
+		}
+		if payload.Len() > 0 {
+			payload.WriteByte(' ')
+		}
+		payload.WriteString(*batch[i].renderScope)
+	}
+	if payload.Len() > 0 {
+		h.renders.FeedScopes(payload.String())
 	}
 }
 
@@ -436,7 +490,7 @@ func readChanges(ctx context.Context, tx *db.Tx, query *db.Query, args ...any) (
 			c         Change
 			obj, prev []byte
 		)
-		if err := rows.Scan(&c.RV, &c.Type, &c.Kind, &c.Org, &c.Name, &obj, &prev, &c.PrevOrg); err != nil {
+		if err := rows.Scan(&c.RV, &c.Type, &c.Kind, &c.Org, &c.Name, &obj, &prev, &c.PrevOrg, &c.renderScope); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(obj, &c.Object); err != nil {

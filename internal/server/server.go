@@ -489,6 +489,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}
 	hub := resource.NewHub(resources, listenChanges, logger)
+	if pillarCache != nil {
+		// Writes of objects stamp the renders they alter in the change log and announce
+		// themselves after they commit (migration 0036): the poller drops those renders, and
+		// the cache serves only while the poller is subscribed too.
+		pillarCache.UseChangeFeed()
+		hub.FeedRenders(pillarCache)
+	}
 	// The same poller feeds the replica's list index, from which lists are answered once it
 	// has applied the database's current version (resource/index.go).
 	var listIndex *resource.Index
