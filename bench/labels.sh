@@ -9,6 +9,9 @@
 #                                         # concurrency, fsync on, and how many of strata's busy backends wait on an advisory lock;
 #                                         # CLIENTS="16" picks the concurrencies. Each line also gives the CPU time per PATCH of
 #                                         # PostgreSQL's processes and of strata (from /proc, utime + stime, before and after)
+#   bash bench/labels.sh runs             # ROUNDS (default 3) runs of N (6400) PATCHes at C (16) clients, fsync on, on
+#                                         # 1,000 nodes, each with its CPU per PATCH; the first run is the warm-up. For
+#                                         # comparing two builds: run it from a worktree of each, alternating
 #
 # Results and their reading are in docs/benchmarks.md. Needs the PostgreSQL server binaries and
 # pgbench (Debian: postgresql, postgresql-contrib), and farm-bench for the side-by-side timing.
@@ -76,6 +79,17 @@ SQL
 		raw=$(pgbench -n -t $((n / c)) -c "$c" -j 2 -f "$work/raw.sql" "$pg" 2>/dev/null | grep -E '^tps' | sed 's/tps = \([0-9.]*\).*/\1/')
 		cpu="CPU per PATCH: PostgreSQL $(echo "scale=3; ($pg_after - $pg_before) / $n" | bc) ms, strata $(echo "scale=3; ($strata_after - $strata_before) / $n" | bc) ms (the sampler's queries included)"
 		echo "clients=$c strata: $out | $waits | $cpu | raw upsert+nextval tps=$raw"
+	done
+	;;
+runs)
+	"$work/labels" setup -server "$server" -token "$token" -nodes 1000
+	psql -c "SHOW fsync" -c "SHOW synchronous_commit" -t | tr -s '\n' ' '; echo
+	n=${N:-6400} c=${C:-16}
+	for r in $(seq 1 "${ROUNDS:-3}"); do
+		pg_before=$(cpu_ms $(pg_pids "$work")) strata_before=$(cpu_ms "$pid")
+		out=$("$work/labels" patch -server "$server" -token "$token" -n "$n" -c "$c")
+		pg_after=$(cpu_ms $(pg_pids "$work")) strata_after=$(cpu_ms "$pid")
+		echo "run $r: $out | CPU per PATCH: PostgreSQL $(echo "scale=3; ($pg_after - $pg_before) / $n" | bc) ms, strata $(echo "scale=3; ($strata_after - $strata_before) / $n" | bc) ms"
 	done
 	;;
 select)

@@ -15,18 +15,22 @@ import (
 )
 
 // Cache keeps rendered pillars of one replica. It is correct across replicas because it
-// trusts nothing it has not been told about: every change that can alter a render notifies
-// "<schema>.pillars" on commit (statement triggers, whoever writes: migrations 0010 and
-// 0014), the cache's session LISTENs on it, and a notification drops the renders its payload
-// names — node:<name>, org:<name> (every node of the org), or * (all; also an empty or
-// unknown payload, so an older writer's notification still drops everything).
+// trusts nothing it has not been told about, by one of two feeds. Changes to pillar rows,
+// memberships and settings, and writes by SQL, notify "<schema>.pillars" on commit
+// (statement triggers, whoever writes: migrations 0010 and 0014); the cache's session
+// LISTENs on it, and a notification drops the renders its payload names — node:<name>,
+// org:<name> (every node of the org), or * (all; also an empty or unknown payload). Writes of
+// objects by strata (nodes, orgs, groups and their labels) do not notify inside their
+// transactions (migration 0036): each change row names the renders it alters, and the
+// replica's change poller hands those names to the cache (UseChangeFeed, FeedScopes) as it
+// reads the log, which it does when a writer announces its commit and at least once a second.
 //
 // Two races are closed explicitly. A render computed from a snapshot taken before a change
 // committed must not outlive the invalidation of that change: entries carry the generation
 // read before the render started and are stored only if no invalidation happened meanwhile.
-// Notifications sent while the session is disconnected are lost: while unsubscribed the cache
-// serves nothing (every render is computed), reports itself not ready, and starts empty once
-// subscribed again.
+// Notifications sent while the session is disconnected are lost: while either feed is
+// unsubscribed the cache serves nothing (every render is computed), reports itself not
+// ready, and starts empty once subscribed again.
 type Cache struct {
 	mu      sync.Mutex
 	gen     uint64
