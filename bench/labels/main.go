@@ -46,7 +46,14 @@ func main() {
 	duration := fs.Duration("duration", 0, "stop after this long even if fewer than -n requests ran (0: no limit)")
 	fresh := fs.Bool("no-cache", false, "get: send Cache-Control: no-cache (a render computed from the database, not the replica's cache)")
 	selector := fs.String("selector", "k1=v4,k2 in (v5,v10)", "select: label selector")
+	seedFlag := fs.Uint64("seed", 0, "the random draws' seed (0: a new one each run, printed on stderr). "+
+		"A fixed seed repeats the same requests: a second patch run with it writes the values the first wrote, and so changes almost nothing")
 	_ = fs.Parse(os.Args[2:])
+	seed = *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	fmt.Fprintf(os.Stderr, "seed=%d\n", seed)
 	if *duration > 0 {
 		deadline = time.Now().Add(*duration)
 	}
@@ -127,6 +134,9 @@ func main() {
 // deadline, when set, ends run early.
 var deadline time.Time
 
+// seed seeds each client's random draws (with the client's number).
+var seed uint64
+
 // run makes n calls of f over c goroutines and prints throughput and latency percentiles.
 func run(n, c int, f func(r *rand.Rand) error) {
 	var next atomic.Int64
@@ -138,7 +148,7 @@ func run(n, c int, f func(r *rand.Rand) error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(w), 42))
+			r := rand.New(rand.NewPCG(uint64(w), seed))
 			for next.Add(1) <= int64(n) && (deadline.IsZero() || time.Now().Before(deadline)) {
 				t0 := time.Now()
 				if err := f(r); err != nil {

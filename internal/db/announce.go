@@ -2,6 +2,9 @@ package db
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -15,11 +18,11 @@ const deferredNotify = "set local strata.notify = 'deferred'"
 
 // DeferNotifications makes the transaction's statement triggers leave their notifications to
 // the writer (migration 0036): after a COMMIT that succeeded, or whose outcome is unknown,
-// the replica announces the transaction on channel (a NOTIFY with an empty payload,
-// coalesced with the announcements of other transactions of this replica). A caller that
-// defers must write, in the same transaction, whatever its readers need to learn what
-// changed (the change log's rows and their render_scope); an announcement is only a wake-up
-// and may be lost with the replica.
+// the replica announces the transaction on channel (a NOTIFY with an empty payload, unless
+// Announce gave it words), coalesced with the announcements of other transactions of this
+// replica. A caller that defers must write, in the same transaction, whatever its readers
+// need to learn what changed (the change log's rows and their render_scope): an announcement
+// is only a wake-up, or a shortcut, and is lost with the replica if it dies before sending it.
 //
 // It must be called before the transaction's first statement (the SET goes in front of that
 // statement, in its round trip); later, when the transaction has begun or was joined, it
@@ -28,12 +31,26 @@ func (t *Tx) DeferNotifications(channel string) {
 	if l, ok := t.tx.(*lazyTx); ok && !l.begun {
 		l.deferNotify = true
 	}
-	for _, c := range t.announce {
-		if c == channel {
-			return
-		}
+	t.Announce(channel, "")
+}
+
+// Announce adds word (none when empty) to the payload of channel's announcement after the
+// transaction commits. The announcement of a channel carries the distinct words of every
+// transaction it coalesces, space-separated in sorted order; one that would not fit a
+// notification (more than 7,000 bytes) carries "*" instead, which the render cache reads as
+// "all" (the convention of migration 0014's notify_pillar_scopes).
+func (t *Tx) Announce(channel, word string) {
+	if t.announce == nil {
+		t.announce = map[string]map[string]bool{}
 	}
-	t.announce = append(t.announce, channel)
+	words := t.announce[channel]
+	if words == nil {
+		words = map[string]bool{}
+		t.announce[channel] = words
+	}
+	if word != "" {
+		words[word] = true
+	}
 }
 
 type withoutAnnouncement struct{}
@@ -52,29 +69,40 @@ func WithoutAnnouncement(ctx context.Context) context.Context {
 // commit: its loss delays a poller by its poll interval, see DeferNotifications).
 type announcer struct {
 	mu      sync.Mutex
-	pending map[string]bool
+	pending map[string]map[string]bool // channel → words
 	running bool
 	idle    *sync.Cond
 	// sent counts the NOTIFY statements sent (tests).
 	sent int64
 }
 
-// announce queues channels for the next NOTIFY and starts the sender unless it runs.
-func (d *DB) announce(channels []string) {
+// announce queues what a committed transaction announces and starts the sender unless it
+// runs.
+func (d *DB) announce(what map[string]map[string]bool) {
 	a := &d.announcer
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.pending == nil {
-		a.pending = map[string]bool{}
+		a.pending = map[string]map[string]bool{}
 	}
-	for _, c := range channels {
-		a.pending[c] = true
+	for channel, words := range what {
+		p := a.pending[channel]
+		if p == nil {
+			p = map[string]bool{}
+			a.pending[channel] = p
+		}
+		for w := range words {
+			p[w] = true
+		}
 	}
 	if !a.running {
 		a.running = true
 		go d.sendAnnouncements()
 	}
 }
+
+// maxAnnouncement bounds a payload (PostgreSQL's limit is 8,000 bytes).
+const maxAnnouncement = 7000
 
 // sendAnnouncements sends what is pending until nothing is.
 func (d *DB) sendAnnouncements() {
@@ -89,17 +117,22 @@ func (d *DB) sendAnnouncements() {
 			a.mu.Unlock()
 			return
 		}
-		channels := make([]string, 0, len(a.pending))
-		for c := range a.pending {
-			channels = append(channels, c)
+		var channels, payloads []string
+		for channel, words := range a.pending {
+			list := slices.Sorted(maps.Keys(words))
+			payload := strings.Join(list, " ")
+			if len(payload) > maxAnnouncement {
+				payload = "*"
+			}
+			channels, payloads = append(channels, channel), append(payloads, payload)
 		}
 		clear(a.pending)
 		a.sent++
 		a.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := d.pool.Exec(ctx, "select set_config('synchronous_commit', 'off', true), pg_notify(c, '') from unnest($1::text[]) c", channels)
+		_, err := d.pool.Exec(ctx, "select set_config('synchronous_commit', 'off', true), pg_notify(c, p) from unnest($1::text[], $2::text[]) as t(c, p)", channels, payloads)
 		cancel()
-		if err != nil && d.pool.Stat() != nil {
+		if err != nil {
 			d.logger.Debug("announcing committed writes failed; replicas see them at their next poll", "err", err)
 		}
 	}

@@ -368,8 +368,8 @@ type Tx struct {
 	memo   map[any]any
 	// beforeCommit runs, in order, when the transaction's function has returned nil.
 	beforeCommit []func(context.Context) error
-	// announce holds the channels announced after COMMIT (DeferNotifications).
-	announce []string
+	// announce holds what is announced after COMMIT, by channel (DeferNotifications, Announce).
+	announce map[string]map[string]bool
 }
 
 // BeforeCommit registers fn to run in the transaction after its function has returned nil,
@@ -419,6 +419,9 @@ func WithoutTx(ctx context.Context) context.Context {
 func WithTx(ctx context.Context, tx *Tx) context.Context {
 	return context.WithValue(ctx, txSlot{}, tx)
 }
+
+// Schema is the schema that holds strata's tables.
+func (t *Tx) Schema() string { return t.schema }
 
 // Exec runs a statement in the transaction.
 func (t *Tx) Exec(ctx context.Context, q *Query, args ...any) (int64, error) {

@@ -375,6 +375,17 @@ func announceAfterCommit(tx *db.Tx, d *db.DB) {
 	tx.DeferNotifications(d.Schema() + ".changes")
 }
 
+// announceScope makes the transaction's announcement after COMMIT also name scope on
+// "<schema>.pillars" (db.Tx.Announce), so the other replicas' render caches drop it as soon
+// as the announcement arrives, without waiting for their change pollers to read the change
+// row (which names it too, and is what counts if the announcement is lost). Nothing when
+// scope is nil.
+func announceScope(tx *db.Tx, scope *string) {
+	if scope != nil {
+		tx.Announce(tx.Schema()+".pillars", *scope)
+	}
+}
+
 // renderScope is the render_scope of a change's row: the cached renders (package pillar) a
 // change of obj from prev (nil: created; obj nil: prev deleted) can alter, as the statement
 // triggers of migrations 0014 and 0016 name them for writers that notify in their
@@ -553,7 +564,9 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 		status = obj.Status
 	}
 	who := writer(ctx)
-	stampArgs := []any{id, changeType, body, []byte(obj.Spec), schemaRev, prevLabels, status, who.Actor, who.RemoteAddr, who.RequestID, prevOrg, renderScope(&obj, prev)}
+	scope := renderScope(&obj, prev)
+	announceScope(tx, scope)
+	stampArgs := []any{id, changeType, body, []byte(obj.Spec), schemaRev, prevLabels, status, who.Actor, who.RemoteAddr, who.RequestID, prevOrg, scope}
 	taken := false
 	steps = append(steps, db.Step{Query: q.Get("ResourceStamp"), Args: stampArgs,
 		Scan: func(r db.Row) error {
@@ -1110,9 +1123,11 @@ func stampDeleted(ctx context.Context, tx *db.Tx, last api.Object) error {
 			return err
 		}
 	}
+	scope := renderScope(nil, &last)
+	announceScope(tx, scope)
 	for range maxStampTries {
 		var rv int64
-		err := tx.QueryRow(ctx, q.Get("ResourceStampDeleted"), last.Kind, last.Metadata.Org, last.Metadata.Name, body, prevLabels, who.Actor, who.RemoteAddr, who.RequestID, renderScope(nil, &last)).Scan(&rv)
+		err := tx.QueryRow(ctx, q.Get("ResourceStampDeleted"), last.Kind, last.Metadata.Org, last.Metadata.Name, body, prevLabels, who.Actor, who.RemoteAddr, who.RequestID, scope).Scan(&rv)
 		if !errors.Is(err, db.ErrNotFound) {
 			return err
 		}
