@@ -86,8 +86,7 @@ runs)
 	psql -c "SHOW fsync" -c "SHOW synchronous_commit" -t | tr -s '\n' ' '; echo
 	n=${N:-6400} c=${C:-16}
 	for r in $(seq 1 "${ROUNDS:-3}"); do
-		commits_before=$(psql -At -c "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
-		wal_before=$(psql -At -c "SELECT wal_bytes FROM pg_stat_wal")
+		wal_before=$(psql -At -c "SELECT pg_current_wal_lsn() - '0/0'")
 		# What strata's active backends are doing, sampled every 0.1 s: on a processor (CPU) or
 		# waiting (type:event, e.g. IO:WALSync for the commit flush, Lock:object for NOTIFY's).
 		(while :; do psql -At -c "SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity WHERE application_name = 'strata' AND state = 'active' AND pid <> pg_backend_pid()"; sleep 0.1; done) >"$work/waits" 2>/dev/null &
@@ -95,11 +94,10 @@ runs)
 		pg_before=$(cpu_ms $(pg_pids "$work")) strata_before=$(cpu_ms "$pid")
 		out=$("$work/labels" patch -server "$server" -token "$token" -n "$n" -c "$c")
 		pg_after=$(cpu_ms $(pg_pids "$work")) strata_after=$(cpu_ms "$pid")
-		commits_after=$(psql -At -c "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
-		wal_after=$(psql -At -c "SELECT wal_bytes FROM pg_stat_wal")
+		wal_after=$(psql -At -c "SELECT pg_current_wal_lsn() - '0/0'")
 		kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
 		waits=$(sort "$work/waits" | uniq -c | sort -rn | head -5 | awk -v t="$(wc -l <"$work/waits")" '{printf "%s %.0f%%, ", $2, 100 * $1 / t}')
-		echo "run $r: $out | CPU per PATCH: PostgreSQL $(echo "scale=3; ($pg_after - $pg_before) / $n" | bc) ms, strata $(echo "scale=3; ($strata_after - $strata_before) / $n" | bc) ms | transactions committed per PATCH $(echo "scale=2; ($commits_after - $commits_before) / $n" | bc), WAL bytes per PATCH $(((wal_after - wal_before) / n)) | backends: ${waits%, }"
+		echo "run $r: $out | CPU per PATCH: PostgreSQL $(echo "scale=3; ($pg_after - $pg_before) / $n" | bc) ms, strata $(echo "scale=3; ($strata_after - $strata_before) / $n" | bc) ms | WAL bytes per PATCH $(echo "($wal_after - $wal_before) / $n" | bc) | backends: ${waits%, }"
 	done
 	;;
 select)

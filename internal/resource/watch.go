@@ -104,8 +104,10 @@ const (
 var ErrWatchStopped = fault.Unavailable(fault.ReasonShuttingDown, nil, "the server is shutting down; resume the watch from the last resourceVersion received on another replica")
 
 // Hub is the one change poller of a replica. It reads the changes log in resourceVersion
-// order — woken by the NOTIFY every insert into it sends (migration 0012), and once a second
-// regardless — and fans each change out to the subscriptions of its kind and org. Watchers
+// order — woken by a NOTIFY on "<schema>.changes" (sent by the insert's trigger for writers
+// that notify in their transaction, migration 0012, and by a replica's announcement after
+// COMMIT for strata's own writes of objects, migration 0036), and once a second regardless —
+// and fans each change out to the subscriptions of its kind and org. Watchers
 // thus cost one query per change batch per replica, not one query loop each.
 //
 // Correctness does not depend on notifications: the poller advances only through versions

@@ -131,6 +131,11 @@ func TestResolve(t *testing.T) {
 	x.add(Op{Client: 6, Family: "pillar", Key: "node/n1/r", Kind: "put", Marker: "p2", Call: 0, Outcome: Unknown})
 	l := x.add(Op{Client: 7, Family: "lock", Key: "p/w", Kind: "lock", LockID: "L1", RequestID: "req-1", Call: 0, Outcome: Unknown})
 	x.add(Op{Client: 8, Family: "lock", Key: "p/w", Kind: "lock", LockID: "L2", RequestID: "req-2", Call: 0, Outcome: Unknown})
+	// Reads that got no answer constrain nothing: dropped, except cached renders, which
+	// CheckCachedRenders reads.
+	x.add(Op{Client: 9, Family: "object", Key: objKey, Kind: "get", Call: 9, Return: Never, Outcome: Unknown})
+	x.add(Op{Client: 10, Family: "pillar", Key: "node/n1/r", Kind: "render", Call: 9, Return: Never, Outcome: Unknown})
+	cached := x.add(Op{Client: 11, Family: "cached", Key: "node/n1/r", Kind: "render", Call: 9, Return: Never, Outcome: Unknown})
 	truth := Truth{
 		Changes: []Change{
 			{RV: 5, Kind: "Org", Name: "r-1", Type: "ADDED", Marker: "m1"},
@@ -141,8 +146,8 @@ func TestResolve(t *testing.T) {
 	}
 	out, resolved, dropped := Resolve(x.ops, truth)
 	require.Equal(t, 4, resolved)
-	require.Equal(t, 4, dropped)
-	require.ElementsMatch(t, []*Op{applied, del, loose, p, l}, out)
+	require.Equal(t, 6, dropped)
+	require.ElementsMatch(t, []*Op{applied, del, loose, p, l, cached}, out)
 	require.Equal(t, OK, applied.Outcome)
 	require.Equal(t, int64(5), applied.RV)
 	require.Equal(t, Never, applied.Return, "a resolved write keeps its unknown return")
