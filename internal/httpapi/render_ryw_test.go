@@ -241,11 +241,7 @@ func BenchmarkCrossReplicaStaleness(bm *testing.B) {
 		}
 		lat = append(lat, time.Since(done))
 	}
-	slices.Sort(lat)
-	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) }
-	bm.ReportMetric(q(0.5), "p50-µs")
-	bm.ReportMetric(q(0.99), "p99-µs")
-	bm.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
+	reportLatencies(bm, lat)
 }
 
 // BenchmarkCrossReplicaStalenessObjectWrite is BenchmarkCrossReplicaStaleness for a write of
@@ -277,6 +273,11 @@ func BenchmarkCrossReplicaStalenessObjectWrite(bm *testing.B) {
 		}
 		lat = append(lat, time.Since(done))
 	}
+	reportLatencies(bm, lat)
+}
+
+// reportLatencies reports the p50, p99 and max of lat in microseconds.
+func reportLatencies(bm *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
 	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) }
 	bm.ReportMetric(q(0.5), "p50-µs")

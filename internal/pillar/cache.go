@@ -185,12 +185,16 @@ func (c *Cache) clear() {
 	c.bytes = 0
 }
 
-func (c *Cache) setSubscribed(on bool) {
+func (c *Cache) setSubscribed(on bool) { c.restart(&c.subscribed, on) }
+
+// restart sets a subscription flag and starts the cache empty: what was cached before may
+// predate invalidations the lost subscription never delivered.
+func (c *Cache) restart(flag *atomic.Bool, on bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	c.clear()
-	c.subscribed.Store(on)
+	flag.Store(on)
 }
 
 // serving reports whether every source of invalidations the cache relies on is subscribed.
@@ -214,23 +218,11 @@ func (c *Cache) Ready() error {
 // they commit and stamp, in the change log, the renders each change can alter (migration
 // 0036), instead of notifying "<schema>.pillars". From now on the cache serves only while
 // that feed is subscribed too (FeedSubscribed), and starts empty each time it subscribes.
-func (c *Cache) UseChangeFeed() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.gen++
-	c.clear()
-	c.feedUsed.Store(true)
-}
+func (c *Cache) UseChangeFeed() { c.restart(&c.feedUsed, true) }
 
 // FeedSubscribed is the change feed's subscription state: lost (the poller's session that
 // LISTENs for announcements is gone: changes are then seen only at its next poll) or back.
-func (c *Cache) FeedSubscribed(on bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.gen++
-	c.clear()
-	c.feedOn.Store(on)
-}
+func (c *Cache) FeedSubscribed(on bool) { c.restart(&c.feedOn, on) }
 
 // FeedScopes drops the renders the change feed names (the render_scope of changes the
 // poller read), as InvalidateScopes does for a notification.

@@ -71,6 +71,19 @@ func (r *replica) port(t *testing.T) string {
 	return string(b)
 }
 
+// servedFromCache waits until r renders web01's port as want from its cache (once the
+// notifications of earlier writes have arrived, a render is a hit).
+func (r *replica) servedFromCache(t *testing.T, want string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		require.Equal(t, want, r.port(t))
+		hits, _ := r.cache.Stats()
+		require.Equal(t, want, r.port(t))
+		hits2, _ := r.cache.Stats()
+		return hits2 == hits+1
+	}, 5*time.Second, 10*time.Millisecond, "renders are served from the cache")
+}
+
 // seedAcme creates, through r, org acme, its node web01 (no labels) and its group web
 // selecting role=web.
 func seedAcme(t *testing.T, r *replica) {
@@ -97,13 +110,7 @@ func TestCacheInvalidatedAcrossReplicas(t *testing.T) {
 	require.NoError(t, err)
 
 	// Once the notifications of the setup writes have arrived, renders come from the cache.
-	require.Eventually(t, func() bool {
-		require.Equal(t, "1", a.port(t))
-		hits, _ := a.cache.Stats()
-		require.Equal(t, "1", a.port(t))
-		hits2, _ := a.cache.Stats()
-		return hits2 == hits+1
-	}, 5*time.Second, 10*time.Millisecond, "renders are served from the cache")
+	a.servedFromCache(t, "1")
 
 	visible := func(want string, change func()) {
 		t.Helper()
@@ -186,13 +193,7 @@ func TestCacheInvalidatedByPlainSQL(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = b.svc.Put(ctx, pillar.Target{Kind: "group", Org: "acme", Group: "zz"}, "app", obj(t, `{"port": 4}`), "", "t")
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		require.Equal(t, "1", a.port(t))
-		hits, _ := a.cache.Stats()
-		require.Equal(t, "1", a.port(t))
-		hits2, _ := a.cache.Stats()
-		return hits2 == hits+1
-	}, 5*time.Second, 10*time.Millisecond, "renders are served from the cache")
+	a.servedFromCache(t, "1")
 
 	sql := func(want, text string) {
 		t.Helper()
@@ -337,13 +338,7 @@ func TestCacheInvalidatedFromTheChangeLog(t *testing.T) {
 	a1, a2 := newReplicaPolling(t, url, time.Hour), newReplicaPolling(t, url, 100*time.Millisecond)
 	b.db.FlushAnnouncements(ctx)
 	for _, a := range []*replica{a1, a2} {
-		require.Eventually(t, func() bool {
-			require.Equal(t, "1", a.port(t))
-			hits, _ := a.cache.Stats()
-			require.Equal(t, "1", a.port(t))
-			hits2, _ := a.cache.Stats()
-			return hits2 == hits+1
-		}, 5*time.Second, 10*time.Millisecond, "renders are served from the cache")
+		a.servedFromCache(t, "1")
 	}
 
 	// The node gains the label its group selects; B "dies" before announcing it.
