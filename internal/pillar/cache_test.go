@@ -71,6 +71,17 @@ func (r *replica) port(t *testing.T) string {
 	return string(b)
 }
 
+// drained waits until b has sent its announcements and r's change poller has read every
+// change in the log, so no invalidation of an earlier object write is still on its way to r.
+func (r *replica) drained(t *testing.T, b *replica) {
+	t.Helper()
+	ctx := context.Background()
+	b.db.FlushAnnouncements(ctx)
+	var newest int64
+	require.NoError(t, b.db.QueryRow(ctx, &db.Query{Name: "newest", Text: `SELECT coalesce(max(resource_version), 0) FROM {{schema}}.changes`}).Scan(&newest))
+	require.Eventually(t, func() bool { return r.hub.Head() >= newest }, 10*time.Second, 5*time.Millisecond, "the change poller reads the log up to %d", newest)
+}
+
 // servedFromCache waits until r renders web01's port as want from its cache (once the
 // notifications of earlier writes have arrived, a render is a hit).
 func (r *replica) servedFromCache(t *testing.T, want string) {
@@ -288,7 +299,10 @@ func TestCacheInvalidationIsScoped(t *testing.T) {
 		// can notify more than once) and would drop renders this step expects kept. A write to
 		// the sentinel node's own row notifies only node:sentinel; notifications reach A in
 		// commit order on one session, so once A's render of the sentinel shows it, every
-		// earlier one has been handled.
+		// earlier one has been handled. Writes of objects reach A by a second way too, B's
+		// announcements and A's change poller (migration 0036): B has sent every one and A's
+		// poller has read every change first.
+		a.drained(t, b)
 		render("sentinel")
 		require.Eventually(t, func() bool { return cached("sentinel") }, 5*time.Second, 5*time.Millisecond)
 		_, _, err := b.svc.Put(ctx, pillar.Target{Kind: "node", Node: "sentinel"}, "s", obj(t, fmt.Sprintf(`{"step":%d}`, i)), "", "t")
