@@ -97,13 +97,8 @@ func (s *Service) OnWrite(f func(scopes ...string)) { s.onWrite = append(s.onWri
 func (s *Service) wrote(refs ...Ref) {
 	var scopes []string
 	for _, r := range refs {
-		switch r.Kind {
-		case KindNode:
-			scopes = append(scopes, "node:"+r.Name)
-		case KindOrg:
-			scopes = append(scopes, "org:"+r.Name)
-		case KindGroup:
-			scopes = append(scopes, "org:"+r.Org)
+		if scope := r.renderScope(); scope != "" {
+			scopes = append(scopes, scope)
 		}
 	}
 	if len(scopes) == 0 {
@@ -397,22 +392,32 @@ func renderScope(obj, prev *api.Object) *string {
 	if o == nil {
 		o = prev
 	}
-	var scope string
-	switch o.Kind {
-	case KindNode:
-		scope = "node:" + o.Metadata.Name
-	case KindOrg:
-		scope = "org:" + o.Metadata.Name
-	case KindGroup:
-		scope = "org:" + o.Metadata.Org
-	default:
+	scope := Ref{Kind: o.Kind, Org: o.Metadata.Org, Name: o.Metadata.Name}.renderScope()
+	if scope == "" {
 		return nil
 	}
-	if obj != nil && prev != nil && sameJSON(obj.Spec, prev.Spec) &&
-		(o.Kind != KindNode || maps.Equal(obj.Metadata.Labels, prev.Metadata.Labels)) {
+	// A node's labels are compared first: they are what most writes change, and comparing
+	// specs decodes both when their bytes differ.
+	if obj != nil && prev != nil && (o.Kind != KindNode || maps.Equal(obj.Metadata.Labels, prev.Metadata.Labels)) &&
+		sameJSON(obj.Spec, prev.Spec) {
 		return nil
 	}
 	return &scope
+}
+
+// renderScope is the cache scope of the renders an object named r can alter: node:<name>
+// for a node, org:<name> for an org and org:<org> for a group (every node of the org), ""
+// for objects of other kinds, which no render reads.
+func (r Ref) renderScope() string {
+	switch r.Kind {
+	case KindNode:
+		return "node:" + r.Name
+	case KindOrg:
+		return "org:" + r.Name
+	case KindGroup:
+		return "org:" + r.Org
+	}
+	return ""
 }
 
 // sameJSON reports whether a and b are the same JSON value (a spec as sent and as jsonb gave

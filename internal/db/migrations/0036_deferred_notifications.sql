@@ -9,7 +9,10 @@
 -- strata's active backends waiting on it at 16 clients).
 --
 -- A transaction that sets strata.notify to 'deferred' (strata's own writes of objects,
--- db.Tx.DeferNotifications) now makes those triggers send nothing. Its writer announces it
+-- db.Tx.DeferNotifications) now makes those triggers send nothing: each is created again with
+-- a WHEN condition on the setting (their functions are unchanged, and are not even called for
+-- such a transaction; PostgreSQL allows a WHEN on a statement trigger that refers to no
+-- column). Its writer announces it
 -- after COMMIT instead (one coalesced NOTIFY "<schema>.changes" per replica, sent with
 -- synchronous_commit off), and the change rows it stamps carry what renders each change can
 -- alter (render_scope: node:<name>, org:<name>, or NULL for none): every replica's change
@@ -25,64 +28,33 @@
 -- migration is compatible since 36 only.
 ALTER TABLE {{schema}}.changes ADD COLUMN render_scope text;
 
-CREATE OR REPLACE FUNCTION {{schema}}.notify_changes() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-	IF current_setting('strata.notify', true) = 'deferred' THEN
-		RETURN NULL;
-	END IF;
-	PERFORM pg_notify(TG_TABLE_SCHEMA || '.changes', '');
-	RETURN NULL;
-END;
-$$;
+DROP TRIGGER changes_notify ON {{schema}}.changes;
+CREATE TRIGGER changes_notify AFTER INSERT ON {{schema}}.changes
+	FOR EACH STATEMENT WHEN (current_setting('strata.notify', true) IS DISTINCT FROM 'deferred')
+	EXECUTE FUNCTION {{schema}}.notify_changes();
 
-CREATE OR REPLACE FUNCTION {{schema}}.notify_pillars_resources() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-	scopes text[];
-BEGIN
-	IF current_setting('strata.notify', true) = 'deferred' THEN
-		RETURN NULL;
-	END IF;
-	IF TG_OP = 'INSERT' THEN
-		SELECT array_agg({{schema}}.pillar_scope(c.kind, c.org, c.name)) INTO scopes FROM new_rows c;
-	ELSIF TG_OP = 'DELETE' THEN
-		SELECT array_agg({{schema}}.pillar_scope(c.kind, c.org, c.name)) INTO scopes FROM old_rows c;
-	ELSE
-		SELECT array_agg(s) INTO scopes FROM (
-			SELECT {{schema}}.pillar_scope(n.kind, n.org, n.name)
-			FROM new_rows n LEFT JOIN old_rows o ON o.id = n.id
-			WHERE o.id IS NULL OR (n.kind, n.org, n.name) IS DISTINCT FROM (o.kind, o.org, o.name)
-			   OR n.spec IS DISTINCT FROM o.spec
-			UNION ALL
-			SELECT {{schema}}.pillar_scope(o.kind, o.org, o.name)
-			FROM old_rows o LEFT JOIN new_rows n ON n.id = o.id
-			WHERE n.id IS NULL OR (n.kind, n.org, n.name) IS DISTINCT FROM (o.kind, o.org, o.name)
-			   OR n.spec IS DISTINCT FROM o.spec) AS t(s);
-	END IF;
-	PERFORM {{schema}}.notify_pillar_scopes(TG_TABLE_SCHEMA || '.pillars', scopes);
-	RETURN NULL;
-END;
-$$;
+DROP TRIGGER resources_notify_ins ON {{schema}}.resources;
+DROP TRIGGER resources_notify_upd ON {{schema}}.resources;
+DROP TRIGGER resources_notify_del ON {{schema}}.resources;
+CREATE TRIGGER resources_notify_ins AFTER INSERT ON {{schema}}.resources REFERENCING NEW TABLE AS new_rows
+	FOR EACH STATEMENT WHEN (current_setting('strata.notify', true) IS DISTINCT FROM 'deferred')
+	EXECUTE FUNCTION {{schema}}.notify_pillars_resources();
+CREATE TRIGGER resources_notify_upd AFTER UPDATE ON {{schema}}.resources REFERENCING NEW TABLE AS new_rows OLD TABLE AS old_rows
+	FOR EACH STATEMENT WHEN (current_setting('strata.notify', true) IS DISTINCT FROM 'deferred')
+	EXECUTE FUNCTION {{schema}}.notify_pillars_resources();
+CREATE TRIGGER resources_notify_del AFTER DELETE ON {{schema}}.resources REFERENCING OLD TABLE AS old_rows
+	FOR EACH STATEMENT WHEN (current_setting('strata.notify', true) IS DISTINCT FROM 'deferred')
+	EXECUTE FUNCTION {{schema}}.notify_pillars_resources();
 
-CREATE OR REPLACE FUNCTION {{schema}}.notify_pillars_labels() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-	scopes text[];
-BEGIN
-	IF current_setting('strata.notify', true) = 'deferred' THEN
-		RETURN NULL;
-	END IF;
-	IF TG_OP = 'DELETE' THEN
-		SELECT array_agg('node:' || r.name) INTO scopes FROM old_rows c JOIN {{schema}}.resources r ON r.id = c.resource_id AND r.kind = 'Node';
-	ELSIF TG_OP = 'INSERT' THEN
-		SELECT array_agg('node:' || r.name) INTO scopes FROM new_rows c JOIN {{schema}}.resources r ON r.id = c.resource_id AND r.kind = 'Node';
-	ELSE
-		SELECT array_agg('node:' || r.name) INTO scopes
-		FROM (SELECT resource_id FROM new_rows UNION SELECT resource_id FROM old_rows) c
-		JOIN {{schema}}.resources r ON r.id = c.resource_id AND r.kind = 'Node';
-	END IF;
-	PERFORM {{schema}}.notify_pillar_scopes(TG_TABLE_SCHEMA || '.pillars', scopes);
-	RETURN NULL;
-END;
-$$;
+DROP TRIGGER labels_notify_ins ON {{schema}}.labels;
+DROP TRIGGER labels_notify_upd ON {{schema}}.labels;
+DROP TRIGGER labels_notify_del ON {{schema}}.labels;
+CREATE TRIGGER labels_notify_ins AFTER INSERT ON {{schema}}.labels REFERENCING NEW TABLE AS new_rows
+	FOR EACH STATEMENT WHEN (current_setting('strata.notify', true) IS DISTINCT FROM 'deferred')
+	EXECUTE FUNCTION {{schema}}.notify_pillars_labels();
+CREATE TRIGGER labels_notify_upd AFTER UPDATE ON {{schema}}.labels REFERENCING NEW TABLE AS new_rows OLD TABLE AS old_rows
+	FOR EACH STATEMENT WHEN (current_setting('strata.notify', true) IS DISTINCT FROM 'deferred')
+	EXECUTE FUNCTION {{schema}}.notify_pillars_labels();
+CREATE TRIGGER labels_notify_del AFTER DELETE ON {{schema}}.labels REFERENCING OLD TABLE AS old_rows
+	FOR EACH STATEMENT WHEN (current_setting('strata.notify', true) IS DISTINCT FROM 'deferred')
+	EXECUTE FUNCTION {{schema}}.notify_pillars_labels();
