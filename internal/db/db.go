@@ -370,6 +370,51 @@ type Tx struct {
 	beforeCommit []func(context.Context) error
 	// announce holds what is announced after COMMIT, by channel (DeferNotifications, Announce).
 	announce map[string]map[string]bool
+	// owned is set for a transaction InTx opened (its function's return commits it); joined
+	// counts the functions running in it that joined it (WithTx) instead.
+	owned  bool
+	joined int
+	// atCommit holds the steps SendWithCommit left for the COMMIT's round trip.
+	atCommit []Step
+}
+
+// Owned reports whether the function running in t is the one whose return commits it: false
+// in a function that joined an outer transaction (WithTx) and in a ReadTx, which is never
+// committed. SendWithCommit holds steps only in an owned transaction.
+func (t *Tx) Owned() bool { return t.owned && t.joined == 0 }
+
+// SendWithCommit holds steps to go out in the round trip of the transaction's COMMIT, in
+// front of it, so that a write whose results nobody needs before the transaction ends costs
+// no round trip of its own (a label PATCH: the lock and read, then the write, its stamp and
+// COMMIT; docs/benchmarks.md). A statement the transaction sends before its COMMIT takes the
+// held steps in front of itself instead (in its own round trip when it is a Pipeline), so
+// they always run in the order they were given. Their Scans run when their results arrive.
+// An error among them fails whatever carried them; at COMMIT the transaction then rolls back,
+// and a connection lost in that round trip leaves the outcome unknown, as for any COMMIT.
+//
+// A step held for COMMIT cannot be retried inside the transaction: a statement that must not
+// commit when it finds nothing to do (a stamp whose version was taken) has to fail instead,
+// and the caller retries the whole transaction.
+//
+// When the transaction is not the caller's to commit (Owned is false) it sends steps at
+// once, as Pipeline does, and returns their error.
+func (t *Tx) SendWithCommit(ctx context.Context, steps ...Step) error {
+	if !t.Owned() {
+		return t.Pipeline(ctx, steps...)
+	}
+	t.atCommit = append(t.atCommit, steps...)
+	return nil
+}
+
+// sendHeld sends the steps SendWithCommit holds, ahead of a statement that is about to go
+// out on its own.
+func (t *Tx) sendHeld(ctx context.Context) error {
+	if len(t.atCommit) == 0 {
+		return nil
+	}
+	held := t.atCommit
+	t.atCommit = nil
+	return sendPipeline(ctx, t.tx, t.schema, held)
 }
 
 // BeforeCommit registers fn to run in the transaction after its function has returned nil,
@@ -425,16 +470,25 @@ func (t *Tx) Schema() string { return t.schema }
 
 // Exec runs a statement in the transaction.
 func (t *Tx) Exec(ctx context.Context, q *Query, args ...any) (int64, error) {
+	if err := t.sendHeld(ctx); err != nil {
+		return 0, err
+	}
 	return exec(ctx, t.tx, t.schema, q, args)
 }
 
 // Query runs a query in the transaction.
 func (t *Tx) Query(ctx context.Context, q *Query, args ...any) (Rows, error) {
+	if err := t.sendHeld(ctx); err != nil {
+		return nil, err
+	}
 	return query(ctx, t.tx, t.schema, q, args)
 }
 
 // QueryRow runs a single-row query in the transaction.
 func (t *Tx) QueryRow(ctx context.Context, q *Query, args ...any) Row {
+	if err := t.sendHeld(ctx); err != nil {
+		return errRow{err}
+	}
 	return queryRow(ctx, t.tx, t.schema, q, args)
 }
 
@@ -466,7 +520,7 @@ func (d *DB) LockingReadTx(ctx context.Context, fn func(tx *Tx) error) error {
 // inTx is InTx and LockingReadTx; atCommit interprets the COMMIT's error.
 func (d *DB) inTx(ctx context.Context, fn func(tx *Tx) error, atCommit func(error) error) (err error) {
 	if outer, ok := ctx.Value(txSlot{}).(*Tx); ok && outer != nil && outer.db == d {
-		return fn(outer)
+		return outer.join(fn)
 	}
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
@@ -490,7 +544,7 @@ func (d *DB) inTx(ctx context.Context, fn func(tx *Tx) error, atCommit func(erro
 			rollback()
 		}
 	}()
-	tx := &Tx{tx: ltx, schema: d.schema, key: d.key, db: d}
+	tx := &Tx{tx: ltx, schema: d.schema, key: d.key, db: d, owned: true}
 	if err := fn(tx); err != nil {
 		return err
 	}
@@ -499,7 +553,8 @@ func (d *DB) inTx(ctx context.Context, fn func(tx *Tx) error, atCommit func(erro
 			return err
 		}
 	}
-	err = atCommit(ltx.commit(ctx))
+	err = atCommit(ltx.commit(ctx, tx.batch(tx.atCommit)))
+	tx.atCommit = nil
 	if len(tx.announce) > 0 && ltx.begun && ctx.Value(withoutAnnouncement{}) == nil {
 		// Also after a failed COMMIT: its outcome may be unknown, and a wake-up too many
 		// costs a poll.
@@ -517,7 +572,7 @@ func (d *DB) inTx(ctx context.Context, fn func(tx *Tx) error, atCommit func(erro
 // larger operation sees that operation's own writes.
 func (d *DB) ReadTx(ctx context.Context, fn func(tx *Tx) error) error {
 	if outer, ok := ctx.Value(txSlot{}).(*Tx); ok && outer != nil && outer.db == d {
-		return fn(outer)
+		return outer.join(fn)
 	}
 	ptx, err := d.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -579,6 +634,10 @@ func (d *DB) ReadPipeline(ctx context.Context, steps ...Step) error {
 // need each other's results: a write that is several statements costs one round trip instead
 // of one per statement. The first error stops the pipeline and is returned.
 func (t *Tx) Pipeline(ctx context.Context, steps ...Step) error {
+	if len(t.atCommit) > 0 {
+		steps = append(t.atCommit, steps...)
+		t.atCommit = nil
+	}
 	return sendPipeline(ctx, t.tx, t.schema, steps)
 }
 
@@ -588,6 +647,25 @@ type batchSender interface {
 }
 
 func sendPipeline(ctx context.Context, to batchSender, schema string, steps []Step) error {
+	return interpretError(to.SendBatch(ctx, batchOf(schema, steps)).Close())
+}
+
+// batch is steps as a pgx batch in t's schema (nil for none).
+func (t *Tx) batch(steps []Step) *pgx.Batch {
+	if len(steps) == 0 {
+		return nil
+	}
+	return batchOf(t.schema, steps)
+}
+
+// join runs fn, a function that joined t (WithTx) rather than opened it.
+func (t *Tx) join(fn func(tx *Tx) error) error {
+	t.joined++
+	defer func() { t.joined-- }()
+	return fn(t)
+}
+
+func batchOf(schema string, steps []Step) *pgx.Batch {
 	b := &pgx.Batch{}
 	for _, s := range steps {
 		qq := b.Queue(s.Query.render(schema), params(s.Args)...)
@@ -598,5 +676,5 @@ func sendPipeline(ctx context.Context, to batchSender, schema string, steps []St
 			qq.Exec(func(pgconn.CommandTag) error { return nil })
 		}
 	}
-	return interpretError(to.SendBatch(ctx, b).Close())
+	return b
 }

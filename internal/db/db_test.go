@@ -245,3 +245,71 @@ func TestInTxJoinsOuterTransaction(t *testing.T) {
 	}))
 	require.Equal(t, 1, count())
 }
+
+// TestSendWithCommit: steps held for the COMMIT go out in its round trip and their Scans run
+// once it is answered; a statement sent before the COMMIT takes them in front of itself, so
+// they run in order; an error among them at COMMIT rolls the whole transaction back; and a
+// function that joined an outer transaction, which it does not commit, sends them at once.
+func TestSendWithCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := pgtest.NewDB(t)
+	_, err := d.Exec(ctx, &db.Query{Name: "t", Text: `CREATE TABLE strata.t_held (x int PRIMARY KEY)`})
+	require.NoError(t, err)
+	insert := &db.Query{Name: "ins", Text: `INSERT INTO strata.t_held VALUES ($1) RETURNING x`}
+	count := &db.Query{Name: "n", Text: `SELECT count(*) FROM strata.t_held`}
+	rows := func() int {
+		var n int
+		require.NoError(t, d.QueryRow(ctx, count).Scan(&n))
+		return n
+	}
+	held := func(x int, got *int) db.Step {
+		return db.Step{Query: insert, Args: []any{x}, Scan: func(r db.Row) error { return r.Scan(got) }}
+	}
+
+	// Alone: BEGIN, the held insert and COMMIT in one round trip.
+	cctx, trips := db.CountRoundTrips(ctx)
+	var got int
+	require.NoError(t, d.InTx(cctx, func(tx *db.Tx) error {
+		require.True(t, tx.Owned())
+		require.NoError(t, tx.SendWithCommit(cctx, held(1, &got)))
+		require.Zero(t, got, "nothing is sent before the COMMIT")
+		return nil
+	}))
+	require.Equal(t, 1, got, "the Scan ran with the COMMIT's answer")
+	require.Equal(t, 1, trips.Count(), "one round trip:\n%s", trips)
+	require.Equal(t, 1, rows())
+
+	// A statement sent later carries the held steps in front of itself.
+	require.NoError(t, d.InTx(ctx, func(tx *db.Tx) error {
+		require.NoError(t, tx.SendWithCommit(ctx, held(2, &got)))
+		var n int
+		require.NoError(t, tx.QueryRow(ctx, count).Scan(&n))
+		require.Equal(t, 2, n, "the held insert ran before the count")
+		require.Equal(t, 2, got)
+		return nil
+	}))
+
+	// An error among the held steps at COMMIT rolls everything back.
+	err = d.InTx(ctx, func(tx *db.Tx) error {
+		if _, err := tx.Exec(ctx, &db.Query{Name: "ins3", Text: `INSERT INTO strata.t_held VALUES (3)`}); err != nil {
+			return err
+		}
+		return tx.SendWithCommit(ctx, held(4, &got), held(1, &got)) // 1 exists
+	})
+	require.ErrorIs(t, err, db.ErrConflict)
+	require.Equal(t, 2, rows(), "neither 3 nor 4 committed")
+	require.Zero(t, d.PoolStats().Acquired, "no connection is left checked out")
+
+	// Joined: not this function's COMMIT, so the steps go out at once.
+	require.NoError(t, d.InTx(ctx, func(tx *db.Tx) error {
+		return d.InTx(db.WithTx(ctx, tx), func(tx2 *db.Tx) error {
+			require.False(t, tx2.Owned())
+			got = 0
+			require.NoError(t, tx2.SendWithCommit(ctx, held(5, &got)))
+			require.Equal(t, 5, got, "sent at once")
+			return nil
+		})
+	}))
+	require.Equal(t, 3, rows())
+}

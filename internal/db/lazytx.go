@@ -81,16 +81,32 @@ func (l *lazyTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 }
 
 // commit ends the transaction, as pgx's Tx.Commit does: a COMMIT answered ROLLBACK (the
-// transaction had failed) is pgx.ErrTxCommitRollback. Nothing sent, nothing to commit.
-func (l *lazyTx) commit(ctx context.Context) error {
-	if !l.begun {
+// transaction had failed) is pgx.ErrTxCommitRollback. Nothing sent, nothing to commit. held,
+// when not nil, is what Tx.SendWithCommit held: its statements go in front of the COMMIT,
+// in its round trip (and after a BEGIN when nothing else was sent).
+func (l *lazyTx) commit(ctx context.Context, held *pgx.Batch) error {
+	if held == nil {
+		if !l.begun {
+			return nil
+		}
+		tag, err := l.conn.Exec(ctx, "commit")
+		if err != nil {
+			return err
+		}
+		if tag.String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
+		}
 		return nil
 	}
-	tag, err := l.conn.Exec(ctx, "commit")
-	if err != nil {
+	var rolledBack bool
+	held.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
+		rolledBack = tag.String() == "ROLLBACK"
+		return nil
+	})
+	if err := l.SendBatch(ctx, held).Close(); err != nil {
 		return err
 	}
-	if tag.String() == "ROLLBACK" {
+	if rolledBack {
 		return pgx.ErrTxCommitRollback
 	}
 	return nil

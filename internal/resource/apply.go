@@ -116,7 +116,8 @@ func applyOne(ctx context.Context, tx *db.Tx, k *Kind, it ApplyItem) (string, er
 	case err != nil:
 		return "", err
 	case !sameObject(cur, obj):
-		if _, err := updateTx(ctx, tx, k, id, cur, obj); err != nil {
+		var out api.Object
+		if err := updateTx(ctx, tx, k, id, cur, obj, &out, false); err != nil {
 			return "", err
 		}
 		result = "updated"

@@ -52,8 +52,10 @@ type Kind struct {
 	// References are the spec members that name objects of other kinds, each with the
 	// scope a writer needs on the named object when a write sets or changes it (checkReferences).
 	References []Reference
-	// AfterWrite runs in the same transaction once the row is written (id is its row id),
-	// for consequences such as dropping memberships a move made invalid.
+	// AfterWrite runs in the same transaction once the row's write is sent or held for the
+	// COMMIT (id is its row id; a statement it sends goes out after the write), for
+	// consequences such as dropping memberships a move made invalid. obj may lack its new
+	// resourceVersion and timestamps: an update's stamp can be answered only with the COMMIT.
 	AfterWrite func(ctx context.Context, tx *db.Tx, id int64, obj api.Object, prev *api.Object) error
 	// Renamable kinds can be renamed in place (POST …/{name}/rename): everything hanging off
 	// the row (labels, annotations, memberships, pillars) follows it. Nodes are, since a

@@ -102,6 +102,30 @@ u AS (
 )
 SELECT resource_version, created_at, updated_at FROM u;
 
+-- name: ResourceStampAtCommit
+-- ResourceStamp for a write whose statements go out with its COMMIT (db.Tx.SendWithCommit):
+-- the change row's insert has no ON CONFLICT, so a number a reader settled first fails the
+-- statement (a unique violation on changes_pkey) and with it the transaction, which must not
+-- commit its other writes without their change; the caller runs the write again
+-- (resource.versionTaken). Same parameters and result as ResourceStamp.
+WITH v AS MATERIALIZED (SELECT nextval('{{schema}}.resource_version_seq') AS rv),
+c AS (
+	INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels, actor, remote_addr, request_id, prev_org, render_scope)
+	SELECT v.rv, r.kind, r.org, r.name, $2,
+	       jsonb_set(jsonb_set(jsonb_set($3::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)),
+	                 '{metadata,createdAt}', to_jsonb(r.created_at)), '{metadata,updatedAt}', to_jsonb(now())),
+	       $6::jsonb, $8, $9, $10, $11::text, $12::text
+	FROM v, {{schema}}.resources r
+	WHERE r.id = $1
+	RETURNING resource_version
+),
+u AS (
+	UPDATE {{schema}}.resources r SET spec = $4, schema_revision = $5, status = $7::jsonb, resource_version = c.resource_version, updated_at = now()
+	FROM c WHERE r.id = $1
+	RETURNING r.resource_version, r.created_at, r.updated_at
+)
+SELECT resource_version, created_at, updated_at FROM u;
+
 -- name: ResourceStampDeleted
 -- The deleted object carries the deletion's resourceVersion, as Kubernetes' DELETED events do,
 -- so a watcher can resume from it. No row when a reader settled the drawn number first (see

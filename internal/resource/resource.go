@@ -510,6 +510,19 @@ func LockOrg(ctx context.Context, tx *db.Tx, name string) (int64, error) {
 // so writers of one resource queue on that lock instead of deadlocking on key rows, and the
 // per-resource caps that normalize checked on the whole new set still hold at commit.
 func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, obj api.Object, prev *api.Object, orgMember string) (api.Object, error) {
+	var out api.Object
+	err := stampObject(ctx, tx, id, changeType, obj, prev, orgMember, &out, false)
+	return out, err
+}
+
+// stampObject is writeAndStamp writing into *out. With atCommit, in a transaction its caller
+// commits (db.Tx.Owned), the statements go out with the transaction's COMMIT, in its round
+// trip (db.Tx.SendWithCommit), and *out gets its resourceVersion and timestamps only when
+// their results arrive: at COMMIT, or in front of the next statement the transaction sends.
+// A version a reader settled first (versions.go) then fails the transaction with
+// errVersionTaken-shaped conflict (versionTaken), and the caller runs it again; without
+// atCommit the stamp draws again inside the transaction, as a joined transaction needs.
+func stampObject(ctx context.Context, tx *db.Tx, id int64, changeType string, obj api.Object, prev *api.Object, orgMember string, out *api.Object, atCommit bool) error {
 	var oldLabels, oldAnnos map[string]string
 	if prev != nil {
 		oldLabels, oldAnnos = prev.Metadata.Labels, prev.Metadata.Annotations
@@ -539,12 +552,8 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 	obj.Metadata.UID = uidOf(id)
 	body, err := json.Marshal(obj)
 	if err != nil {
-		return obj, err
+		return err
 	}
-	var (
-		rv               int64
-		created, updated time.Time
-	)
 	var schemaRev *int
 	if obj.Metadata.SchemaRevision > 0 {
 		schemaRev = &obj.Metadata.SchemaRevision
@@ -554,7 +563,7 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 	var prevLabels []byte
 	if prev != nil {
 		if prevLabels, err = json.Marshal(nonNilLabels(oldLabels)); err != nil {
-			return obj, err
+			return err
 		}
 	}
 	// The org before the change likewise, so an org watch (?org=) can tell a node that moved
@@ -572,13 +581,31 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 	scope := renderScope(&obj, prev)
 	announceScope(tx, scope)
 	stampArgs := []any{id, changeType, body, []byte(obj.Spec), schemaRev, prevLabels, status, who.Actor, who.RemoteAddr, who.RequestID, prevOrg, scope}
+	*out = obj
 	taken := false
-	steps = append(steps, db.Step{Query: q.Get("ResourceStamp"), Args: stampArgs,
+	stamped := func(rv int64, created, updated time.Time) {
+		out.Metadata.ResourceVersion = strconv.FormatInt(rv, 10)
+		created, updated = created.UTC(), updated.UTC()
+		out.Metadata.CreatedAt, out.Metadata.UpdatedAt = &created, &updated
+	}
+	atCommit = atCommit && tx.Owned()
+	stamp := "ResourceStamp"
+	if atCommit {
+		stamp = "ResourceStampAtCommit"
+	}
+	steps = append(steps, db.Step{Query: q.Get(stamp), Args: stampArgs,
 		Scan: func(r db.Row) error {
+			var (
+				rv               int64
+				created, updated time.Time
+			)
 			err := r.Scan(&rv, &created, &updated)
 			if errors.Is(err, db.ErrNotFound) {
 				taken = true // a reader settled the drawn number first: draw again below
 				return nil
+			}
+			if err == nil {
+				stamped(rv, created, updated)
 			}
 			return err
 		}})
@@ -589,26 +616,44 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 	if !renaming(ctx) {
 		rec, err := auth.AuditStep(ctx, auth.AuditEntry{Actor: who.Actor, Action: action, Target: objectTarget(obj)})
 		if err != nil {
-			return obj, err
+			return err
 		}
 		steps = append(steps, rec)
 	}
+	if atCommit {
+		return tx.SendWithCommit(ctx, steps...)
+	}
 	if err := tx.Pipeline(ctx, steps...); err != nil {
-		return obj, fmt.Errorf("write and stamp: %w", err)
+		return fmt.Errorf("write and stamp: %w", err)
 	}
 	for try := 0; taken; try++ {
 		if try == maxStampTries {
-			return obj, fault.New(fault.KindUnavailable, "could not draw a resourceVersion in %d tries; retry the write", maxStampTries)
+			return errVersionsTaken
 		}
+		var (
+			rv               int64
+			created, updated time.Time
+		)
 		err := tx.QueryRow(ctx, q.Get("ResourceStamp"), stampArgs...).Scan(&rv, &created, &updated)
 		if taken = errors.Is(err, db.ErrNotFound); !taken && err != nil {
-			return obj, fmt.Errorf("stamp: %w", err)
+			return fmt.Errorf("stamp: %w", err)
+		}
+		if !taken {
+			stamped(rv, created, updated)
 		}
 	}
-	obj.Metadata.ResourceVersion = strconv.FormatInt(rv, 10)
-	created, updated = created.UTC(), updated.UTC()
-	obj.Metadata.CreatedAt, obj.Metadata.UpdatedAt = &created, &updated
-	return obj, nil
+	return nil
+}
+
+// errVersionsTaken is the answer to a write that drew maxStampTries versions a reader had
+// settled first.
+var errVersionsTaken = fault.New(fault.KindUnavailable, "could not draw a resourceVersion in %d tries; retry the write", maxStampTries)
+
+// versionTaken reports whether err is a write's transaction failing because its stamp, sent
+// with COMMIT (ResourceStampAtCommit), drew a version a reader had settled first: the change
+// row's insert met the reader's GAP row. Nothing of the write committed; it runs again.
+func versionTaken(err error) bool {
+	return errors.Is(err, db.ErrConflict) && db.ConstraintOf(err) == "changes_pkey"
 }
 
 // Get reads one object.
@@ -956,7 +1001,9 @@ func getByID(ctx context.Context, tx *db.Tx, ids []int64) ([]stored, error) {
 }
 
 // update runs one replace or patch: lock the row, compute the new object from the stored
-// one, let the kind check it, write the difference and stamp the change.
+// one, let the kind check it, write the difference and stamp the change. The write, its stamp
+// and its audit record go out with the COMMIT (stampObject's atCommit), so a label PATCH is
+// two round trips: the kind's key and the locked read, then the write and COMMIT.
 func (s *Service) update(ctx context.Context, ref Ref, expected string, next func(cur api.Object) (api.Object, error)) (api.Object, error) {
 	k, err := s.kindOf(ctx, ref)
 	if err != nil {
@@ -964,67 +1011,74 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 	}
 	var out api.Object
 	defer s.wrote(ref)
-	err = inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
-		id, cur, err := lockForWrite(ctx, tx, k, ref, expected)
-		if err != nil {
-			return err
+	for try := 1; ; try++ {
+		err = inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
+			id, cur, err := lockForWrite(ctx, tx, k, ref, expected)
+			if err != nil {
+				return err
+			}
+			// The request applies to the object as clients read it (aliases mapped, tombstoned
+			// fields hidden, defaults filled in), as Kubernetes applies a patch to the defaulted
+			// object, so a patch never trips over a field its sender cannot see.
+			shown := cur
+			if k.Present != nil {
+				shown.Spec = k.Present(ctx, tx, cur.Spec)
+			}
+			obj, err := next(shown)
+			if err != nil {
+				return err
+			}
+			obj.Metadata.ResourceVersion = ""
+			if err := normalize(k, ref, &obj); err != nil {
+				return err
+			}
+			return updateTx(ctx, tx, k, id, cur, obj, &out, true)
+		})
+		if !versionTaken(err) {
+			return out, err
 		}
-		// The request applies to the object as clients read it (aliases mapped, tombstoned
-		// fields hidden, defaults filled in), as Kubernetes applies a patch to the defaulted
-		// object, so a patch never trips over a field its sender cannot see.
-		shown := cur
-		if k.Present != nil {
-			shown.Spec = k.Present(ctx, tx, cur.Spec)
+		if try == maxStampTries {
+			return api.Object{}, errVersionsTaken
 		}
-		obj, err := next(shown)
-		if err != nil {
-			return err
-		}
-		obj.Metadata.ResourceVersion = ""
-		if err := normalize(k, ref, &obj); err != nil {
-			return err
-		}
-		out, err = updateTx(ctx, tx, k, id, cur, obj)
-		return err
-	})
-	return out, err
+	}
 }
 
-// updateTx writes a normalized obj over cur, the stored object whose row (id) tx has locked.
-func updateTx(ctx context.Context, tx *db.Tx, k *Kind, id int64, cur, obj api.Object) (api.Object, error) {
+// updateTx writes a normalized obj over cur, the stored object whose row (id) tx has locked,
+// into *out (stampObject: with atCommit, its version and timestamps arrive with the COMMIT).
+func updateTx(ctx context.Context, tx *db.Tx, k *Kind, id int64, cur, obj api.Object, out *api.Object, atCommit bool) error {
 	obj.Status = cur.Status // the server's to write: a status sent with a write is ignored
 	if obj.Metadata.UID != "" && obj.Metadata.UID != cur.Metadata.UID {
-		return obj, fault.Invalid("/metadata/uid", "uid %q is not this object's (%s): it cannot be changed", fault.Truncate(obj.Metadata.UID, 40), cur.Metadata.UID)
+		return fault.Invalid("/metadata/uid", "uid %q is not this object's (%s): it cannot be changed", fault.Truncate(obj.Metadata.UID, 40), cur.Metadata.UID)
 	}
 	if err := checkReferences(ctx, k, obj, &cur); err != nil {
-		return obj, err
+		return err
 	}
 	if k.Prepare != nil {
 		if err := k.Prepare(ctx, tx, &obj, &cur); err != nil {
-			return obj, err
+			return err
 		}
 	}
 	if err := admit(ctx, tx, k, &obj, &cur); err != nil {
-		return obj, err
+		return err
 	}
 	if sameObject(cur, obj) {
 		// Nothing would change: as Kubernetes does, answer the stored object without a
 		// write, so no new resourceVersion, no change event for watchers and no render
 		// invalidation. Compared with what is stored, after defaults and normalization, so
 		// a write that would persist a new default or drop tombstoned data still writes.
-		return cur, nil
+		*out = cur
+		return nil
 	}
-	out, err := writeAndStamp(ctx, tx, id, "MODIFIED", obj, &cur, k.OrgMember)
-	if err != nil {
-		return out, err
+	if err := stampObject(ctx, tx, id, "MODIFIED", obj, &cur, k.OrgMember, out, atCommit); err != nil {
+		return err
 	}
 	out.Metadata.CreatedAt = cur.Metadata.CreatedAt
 	if k.AfterWrite != nil {
-		if err := k.AfterWrite(ctx, tx, id, out, &cur); err != nil {
-			return out, err
+		if err := k.AfterWrite(ctx, tx, id, *out, &cur); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // Replace overwrites an existing object (PUT): spec, labels and annotations all become the
@@ -1138,7 +1192,7 @@ func stampDeleted(ctx context.Context, tx *db.Tx, last api.Object) error {
 		}
 		// A reader settled the drawn number first: draw again.
 	}
-	return fault.New(fault.KindUnavailable, "could not draw a resourceVersion in %d tries; retry the write", maxStampTries)
+	return errVersionsTaken
 }
 
 // uidOf is the UID of the object in row id: stable for the row's life (renames keep the

@@ -189,21 +189,37 @@ func TestStampDrawsAgainWhenSettled(t *testing.T) {
 	require.Equal(t, strconv.FormatInt(taken+1, 10), o.Metadata.ResourceVersion, "the write drew the next number")
 	require.Equal(t, "GAP ", typeAt(taken))
 	require.Equal(t, "ADDED x", typeAt(taken+1))
+	added := taken + 1
 	got, err := b.svc.Get(ctx, org("x"))
 	require.NoError(t, err)
 	require.Equal(t, o.Metadata.ResourceVersion, got.Metadata.ResourceVersion)
+
+	// A PATCH sends its stamp with its COMMIT: the taken number fails its transaction, and
+	// the whole write runs again, once — its label is written with the second version only.
+	taken = settleNext()
+	p, err := b.svc.Patch(ctx, org("x"), []byte(`{"metadata": {"labels": {"tier": "gold"}}}`))
+	require.NoError(t, err)
+	require.Equal(t, strconv.FormatInt(taken+1, 10), p.Metadata.ResourceVersion, "the PATCH drew the next number")
+	require.Equal(t, "GAP ", typeAt(taken))
+	require.Equal(t, "MODIFIED x", typeAt(taken+1))
+	modified := taken + 1
+	got, err = b.svc.Get(ctx, org("x"))
+	require.NoError(t, err)
+	require.Equal(t, p.Metadata.ResourceVersion, got.Metadata.ResourceVersion)
+	require.Equal(t, map[string]string{"tier": "gold"}, got.Metadata.Labels)
+	require.Equal(t, p.Metadata.UpdatedAt, got.Metadata.UpdatedAt)
 
 	taken = settleNext()
 	require.NoError(t, b.svc.Delete(ctx, org("x"), "", false))
 	require.Equal(t, "GAP ", typeAt(taken))
 	require.Equal(t, "DELETED x", typeAt(taken+1))
 
-	// A watch over all of it sees the two changes, not the GAP rows.
+	// A watch over all of it sees the three changes, not the GAP rows.
 	h := startHub(t, b, nil)
 	sub, err := h.Subscribe(ctx, resource.KindOrg, "", 0)
 	require.NoError(t, err)
 	defer sub.Close()
-	require.Equal(t, []logRow{{taken - 1, "ADDED", "x"}, {taken + 1, "DELETED", "x"}}, collect(t, sub, 2))
+	require.Equal(t, []logRow{{added, "ADDED", "x"}, {modified, "MODIFIED", "x"}, {taken + 1, "DELETED", "x"}}, collect(t, sub, 3))
 }
 
 // TestWatchChainsAcrossReplicasEqualTheLog: writers on two replicas (two services with pools
