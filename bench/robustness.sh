@@ -27,6 +27,7 @@ cd "$(dirname "$0")/.."
 duration=${1:?usage: bash bench/robustness.sh DURATION [SEED]}
 seed=${2:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 out=${OUT:-$(mktemp -d /tmp/strata-robustness-XXXXXX)}
+mkdir -p "$out" # OUT may name a directory that does not exist yet
 replicas=${REPLICAS:-4}
 clients=${CLIENTS:-256}
 extra=false
