@@ -461,3 +461,53 @@ func TestResolveDeleteClaimedByAnAcknowledgedDelete(t *testing.T) {
 	require.Equal(t, Unknown, unknown.Outcome)
 	require.Empty(t, CheckLinearizable(out, timeout).Violations)
 }
+
+// TestResolveObjectWritesByAuditLog: an object write with a request id is settled by the audit
+// log, which every committed object write writes in its own transaction: a write it does not
+// name never took effect (dropped, even a conditional delete whose precondition's version was
+// deleted — by someone else — and a put whose marker a retry left nowhere else); an audited
+// conditional delete is the DELETED change after the version it named, even when another
+// unknown delete named the same version; an audited unconditional delete took effect, at a
+// time the model places. The resolved history checks as linearizable; the control, the same
+// history with the audited unconditional delete dropped as if unaudited, does not: the read
+// that saw the object gone has no deletion to follow.
+func TestResolveObjectWritesByAuditLog(t *testing.T) {
+	t.Parallel()
+	history := func(auditLoose bool) ([]*Op, *Op, *Op, Truth) {
+		var x h
+		x.add(Op{Client: 0, Family: "object", Key: objKey, Kind: "create", Marker: "m1", RequestID: "rb-c1", Call: 0, Return: 10, Outcome: OK, Status: 201, RV: 5})
+		named := x.add(Op{Client: 1, Family: "object", Key: objKey, Kind: "delete", PrecondRV: 5, RequestID: "rb-d1", Call: 20, Outcome: Unknown})
+		x.add(Op{Client: 2, Family: "object", Key: objKey, Kind: "delete", PrecondRV: 5, RequestID: "rb-d2", Call: 21, Outcome: Unknown})
+		x.add(Op{Client: 3, Family: "object", Key: objKey, Kind: "create", Marker: "m2", RequestID: "rb-c2", Call: 40, Return: 50, Outcome: OK, Status: 201, RV: 9})
+		loose := x.add(Op{Client: 4, Family: "object", Key: objKey, Kind: "delete", RequestID: "rb-d3", Call: 60, Outcome: Unknown})
+		x.add(Op{Client: 5, Family: "object", Key: objKey, Kind: "put", Marker: "lost", RequestID: "rb-p1", Call: 61, Outcome: Unknown})
+		x.add(Op{Client: 6, Family: "object", Key: objKey, Kind: "get", Call: 80, Return: 90, Outcome: Failed, Status: 404})
+		audited := map[string]bool{"rb-c1": true, "rb-d1": true, "rb-c2": true}
+		if auditLoose {
+			audited["rb-d3"] = true
+		}
+		truth := Truth{Changes: []Change{
+			{RV: 5, Kind: "Org", Name: "r-1", Type: "ADDED", Marker: "m1"},
+			{RV: 6, Kind: "Org", Name: "r-1", Type: "DELETED", Marker: "m1"},
+			{RV: 9, Kind: "Org", Name: "r-1", Type: "ADDED", Marker: "m2"},
+			{RV: 12, Kind: "Org", Name: "r-1", Type: "DELETED", Marker: "m2"},
+		}, Audited: audited}
+		return x.ops, named, loose, truth
+	}
+
+	ops, named, loose, truth := history(true)
+	out, resolved, dropped := Resolve(ops, truth)
+	require.Equal(t, 2, resolved)
+	require.Equal(t, 2, dropped, "the unaudited delete and put")
+	require.Len(t, out, 5)
+	require.Equal(t, OK, named.Outcome)
+	require.Equal(t, int64(6), named.RV)
+	require.Equal(t, OK, loose.Outcome)
+	require.Equal(t, Never, loose.Return, "a resolved write keeps its unknown return")
+	require.Empty(t, CheckLinearizable(out, timeout).Violations)
+
+	ops, _, loose, truth = history(false)
+	out, _, _ = Resolve(ops, truth)
+	require.NotContains(t, out, loose)
+	require.NotEmpty(t, CheckLinearizable(out, timeout).Violations, "the control: without the audited delete, the 404 is impossible")
+}

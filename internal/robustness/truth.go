@@ -45,10 +45,14 @@ type Truth struct {
 // Resolve settles unknown outcomes from the database's log before checking (research
 // §3.3): a write whose marker is in the log becomes OK at the version the log gives (its
 // return time stays Never: it may have taken effect any time after its call); a write absent
-// from the drained log never happened and is dropped, and so is a read that got no answer. A delete is found as the DELETED
-// change that followed the version its precondition named, when only one delete could have
-// made it. What the log cannot tell (unconditional deletes, state writes, pg clients) stays
-// Unknown, and the model forks on it. Known answers are never changed.
+// from the drained log never happened and is dropped, and so is a read that got no answer.
+// An object write whose request id (X-Request-Id) the audit log does not name never
+// committed and is dropped; a delete it names committed: a conditional one at the DELETED
+// change that followed the version its precondition named, an unconditional one at a time
+// the model places. Without a request id, a delete is found as the DELETED change that
+// followed the version its precondition named, when only one delete could have made it.
+// What the logs cannot tell (state writes, pg clients) stays Unknown, and the model forks on
+// it. Known answers are never changed.
 func Resolve(ops []*Op, truth Truth) (out []*Op, resolved, dropped int) {
 	byMarker := map[string]Change{}
 	prevRV := map[int64]int64{} // DELETED change rv → the key's change before it
@@ -153,6 +157,24 @@ func Resolve(ops []*Op, truth Truth) (out []*Op, resolved, dropped int) {
 			continue
 		}
 		switch {
+		case op.Family == "object" && op.RequestID != "" && !truth.Audited[op.RequestID]:
+			// Every object write that commits writes its audit record (object.create,
+			// object.update, object.delete, with the request's X-Request-Id) in its own
+			// transaction, so a write the audit log does not name never took effect, whatever
+			// else the log shows: a DELETED change after its precondition is another delete's.
+			dropped++
+			continue
+		case op.Family == "object" && op.Kind == "delete" && op.RequestID != "":
+			// Audited: this delete committed. A conditional one deleted the version it named,
+			// so its change is the DELETED change right after that version; an unconditional
+			// one took effect at some point after its call, which the model places.
+			if op.PrecondRV == 0 {
+				op.Outcome, op.Resolved = OK, "resolved: audit log"
+				resolved++
+			} else if rv, ok := deletedAfter[fmt.Sprintf("%s@%d", op.Key, op.PrecondRV)]; ok {
+				op.Outcome, op.RV, op.Resolved = OK, rv, fmt.Sprintf("resolved: audit log, changes log DELETED rv %d", rv)
+				resolved++
+			}
 		case op.Family == "object" && op.Kind != "delete":
 			if c, ok := byMarker[op.Marker]; ok && c.Key() == op.Key {
 				op.Outcome, op.RV, op.Resolved = OK, c.RV, fmt.Sprintf("resolved: changes log rv %d", c.RV)
