@@ -109,7 +109,8 @@ func applyOne(ctx context.Context, tx *db.Tx, k *Kind, it ApplyItem) (string, er
 	result := "unchanged"
 	switch {
 	case fault.KindOf(err) == fault.KindNotFound:
-		if _, id, err = createTx(ctx, tx, k, ref, obj); err != nil {
+		var out api.Object
+		if id, err = createTx(ctx, tx, k, ref, obj, &out, false); err != nil {
 			return "", err
 		}
 		result = "created"

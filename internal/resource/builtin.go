@@ -334,7 +334,7 @@ func orgBeforeDelete(ctx context.Context, s *Service, tx *db.Tx, id int64, org a
 		return err
 	}
 	for _, d := range deps {
-		if err := deleteLocked(ctx, tx, d.id, d.obj); err != nil {
+		if err := deleteLocked(ctx, tx, d.id, d.obj, false); err != nil {
 			return err
 		}
 	}

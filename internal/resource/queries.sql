@@ -136,6 +136,15 @@ SELECT v.rv, $1, $2, $3, 'DELETED', jsonb_set($4::jsonb, '{metadata,resourceVers
 ON CONFLICT (resource_version) DO NOTHING
 RETURNING resource_version;
 
+-- name: ResourceStampDeletedAtCommit
+-- ResourceStampDeleted for a deletion that goes out with its COMMIT (see ResourceStampAtCommit):
+-- a number a reader settled first fails the statement, and the transaction, instead of
+-- inserting nothing.
+WITH v AS MATERIALIZED (SELECT nextval('{{schema}}.resource_version_seq') AS rv)
+INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels, actor, remote_addr, request_id, render_scope)
+SELECT v.rv, $1, $2, $3, 'DELETED', jsonb_set($4::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)), $5::jsonb, $6, $7, $8, $9::text FROM v
+RETURNING resource_version;
+
 -- name: ResourceGet
 SELECT r.name, r.org, r.spec, r.resource_version, r.created_at, r.updated_at,
        coalesce((SELECT jsonb_object_agg(CASE WHEN l.key_prefix = '' THEN l.key_name ELSE l.key_prefix || '/' || l.key_name END, l.value)

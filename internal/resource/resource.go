@@ -341,14 +341,23 @@ func (s *Service) Create(ctx context.Context, ref Ref, obj api.Object) (api.Obje
 		return api.Object{}, err
 	}
 	defer s.wrote(ref)
-	err = inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
-		obj, _, err = createTx(ctx, tx, k, ref, obj)
-		return err
-	})
+	var out api.Object
+	for try := 1; ; try++ {
+		err = inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
+			_, err := createTx(ctx, tx, k, ref, obj, &out, true)
+			return err
+		})
+		if !versionTaken(err) {
+			break
+		}
+		if try == maxStampTries {
+			return api.Object{}, errVersionsTaken
+		}
+	}
 	if err != nil {
 		return api.Object{}, err
 	}
-	return obj, nil
+	return out, nil
 }
 
 // writeTx runs fn, which writes objects, in a transaction that announces itself after it
@@ -450,45 +459,46 @@ func inTxWarning(ctx context.Context, d *db.DB, fn func(ctx context.Context, tx 
 	return err
 }
 
-// createTx inserts a normalized object in tx and returns it as stored, with its row id.
-func createTx(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, obj api.Object) (api.Object, int64, error) {
+// createTx inserts a normalized object in tx, writes it as stored into *out (stampObject:
+// with atCommit, its version and timestamps arrive with the COMMIT) and returns its row id.
+func createTx(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, obj api.Object, out *api.Object, atCommit bool) (int64, error) {
 	if k.Scope == ScopeOrg {
 		if _, err := LockOrg(ctx, tx, ref.Org); err != nil {
-			return obj, 0, err
+			return 0, err
 		}
 	}
 	if err := checkReferences(ctx, k, obj, nil); err != nil {
-		return obj, 0, err
+		return 0, err
 	}
 	obj.Status = nil // the server's to write (a kind's Prepare may set it)
 	if obj.Metadata.UID != "" {
-		return obj, 0, fault.Invalid("/metadata/uid", "uid is the server's: a new object gets one, a create cannot set it")
+		return 0, fault.Invalid("/metadata/uid", "uid is the server's: a new object gets one, a create cannot set it")
 	}
 	if k.Prepare != nil {
 		if err := k.Prepare(ctx, tx, &obj, nil); err != nil {
-			return obj, 0, err
+			return 0, err
 		}
 	}
 	if err := admit(ctx, tx, k, &obj, nil); err != nil {
-		return obj, 0, err
+		return 0, err
 	}
 	var id int64
 	err := tx.QueryRow(ctx, q.Get("ResourceInsert"), ref.Kind, ref.Org, ref.Name).Scan(&id)
 	if errors.Is(err, db.ErrConflict) {
-		return obj, 0, fault.Conflict("%s %q already exists", ref.Kind, ref.Name)
+		return 0, fault.Conflict("%s %q already exists", ref.Kind, ref.Name)
 	}
 	if err != nil {
-		return obj, 0, err
+		return 0, err
 	}
-	if obj, err = writeAndStamp(ctx, tx, id, "ADDED", obj, nil, ""); err != nil {
-		return obj, 0, err
+	if err := stampObject(ctx, tx, id, "ADDED", obj, nil, "", out, atCommit); err != nil {
+		return 0, err
 	}
 	if k.AfterWrite != nil {
-		if err := k.AfterWrite(ctx, tx, id, obj, nil); err != nil {
-			return obj, 0, err
+		if err := k.AfterWrite(ctx, tx, id, *out, nil); err != nil {
+			return 0, err
 		}
 	}
-	return obj, id, nil
+	return id, nil
 }
 
 // LockOrg locks the org called name FOR SHARE until the transaction ends and returns its row
@@ -1138,61 +1148,102 @@ func (s *Service) Delete(ctx context.Context, ref Ref, expected string, cascade 
 		return err
 	}
 	defer s.wrote(ref)
-	return s.writeTx(ctx, func(tx *db.Tx) error {
-		id, last, err := lockForWrite(ctx, tx, nil, ref, expected)
-		if err != nil {
-			return err
-		}
-		if err := checkHeld(ctx, k, last, "deleting"); err != nil {
-			return err
-		}
-		if k.BeforeDelete != nil {
-			if err := k.BeforeDelete(ctx, s, tx, id, last, cascade); err != nil {
+	for try := 1; ; try++ {
+		err := s.writeTx(ctx, func(tx *db.Tx) error {
+			id, last, err := lockForWrite(ctx, tx, nil, ref, expected)
+			if err != nil {
 				return err
 			}
+			if err := checkHeld(ctx, k, last, "deleting"); err != nil {
+				return err
+			}
+			if k.BeforeDelete != nil {
+				if err := k.BeforeDelete(ctx, s, tx, id, last, cascade); err != nil {
+					return err
+				}
+			}
+			return deleteLocked(ctx, tx, id, last, true)
+		})
+		if !versionTaken(err) {
+			return err
 		}
-		return deleteLocked(ctx, tx, id, last)
-	})
+		if try == maxStampTries {
+			return errVersionsTaken
+		}
+	}
 }
 
 // deleteLocked deletes row id, whose row lock the transaction holds, and records the
-// deletion with the object as it was last.
-func deleteLocked(ctx context.Context, tx *db.Tx, id int64, last api.Object) error {
-	if _, err := tx.Exec(ctx, q.Get("ResourceDelete"), id); err != nil {
+// deletion with the object as it was last. With atCommit, in a transaction its caller
+// commits, the deletion, its audit record and its stamp go out with the COMMIT
+// (db.Tx.SendWithCommit), and a version a reader settled first fails the transaction
+// (ResourceStampDeletedAtCommit, versionTaken) for the caller to run again, as for an update.
+func deleteLocked(ctx context.Context, tx *db.Tx, id int64, last api.Object, atCommit bool) error {
+	del := db.Step{Query: q.Get("ResourceDelete"), Args: []any{id}}
+	if atCommit && tx.Owned() {
+		steps, _, err := deletionSteps(ctx, tx, last, "ResourceStampDeletedAtCommit")
+		if err != nil {
+			return err
+		}
+		return tx.SendWithCommit(ctx, append([]db.Step{del}, steps...)...)
+	}
+	if err := tx.Pipeline(ctx, del); err != nil {
 		return err
 	}
 	return stampDeleted(ctx, tx, last)
 }
 
 // stampDeleted records last's deletion in the changes log (and the audit log, unless the
-// deletion is the old name's half of a rename).
+// deletion is the old name's half of a rename), drawing again inside the transaction when a
+// reader settled the number it drew.
 func stampDeleted(ctx context.Context, tx *db.Tx, last api.Object) error {
-	last.Metadata.ResourceVersion = ""
-	body, err := json.Marshal(last)
+	steps, stamp, err := deletionSteps(ctx, tx, last, "ResourceStampDeleted")
 	if err != nil {
 		return err
 	}
-	prevLabels, err := json.Marshal(nonNilLabels(last.Metadata.Labels))
-	if err != nil {
-		return err
-	}
-	who := writer(ctx)
-	if !renaming(ctx) {
-		if err := auth.RecordAudit(ctx, tx, auth.AuditEntry{Actor: who.Actor, Action: "object.delete", Target: objectTarget(last)}); err != nil {
+	if len(steps) > 1 {
+		if err := tx.Pipeline(ctx, steps[:len(steps)-1]...); err != nil {
 			return err
 		}
 	}
-	scope := renderScope(nil, &last)
-	announceScope(tx, scope)
 	for range maxStampTries {
 		var rv int64
-		err := tx.QueryRow(ctx, q.Get("ResourceStampDeleted"), last.Kind, last.Metadata.Org, last.Metadata.Name, body, prevLabels, who.Actor, who.RemoteAddr, who.RequestID, scope).Scan(&rv)
+		err := tx.QueryRow(ctx, stamp.Query, stamp.Args...).Scan(&rv)
 		if !errors.Is(err, db.ErrNotFound) {
 			return err
 		}
 		// A reader settled the drawn number first: draw again.
 	}
 	return errVersionsTaken
+}
+
+// deletionSteps are the statements that record last's deletion: its audit record (unless
+// the deletion is the old name's half of a rename) and, last, its stamp (stampQuery, which
+// is also returned alone).
+func deletionSteps(ctx context.Context, tx *db.Tx, last api.Object, stampQuery string) ([]db.Step, db.Step, error) {
+	last.Metadata.ResourceVersion = ""
+	body, err := json.Marshal(last)
+	if err != nil {
+		return nil, db.Step{}, err
+	}
+	prevLabels, err := json.Marshal(nonNilLabels(last.Metadata.Labels))
+	if err != nil {
+		return nil, db.Step{}, err
+	}
+	who := writer(ctx)
+	var steps []db.Step
+	if !renaming(ctx) {
+		rec, err := auth.AuditStep(ctx, auth.AuditEntry{Actor: who.Actor, Action: "object.delete", Target: objectTarget(last)})
+		if err != nil {
+			return nil, db.Step{}, err
+		}
+		steps = append(steps, rec)
+	}
+	scope := renderScope(nil, &last)
+	announceScope(tx, scope)
+	stamp := db.Step{Query: q.Get(stampQuery), Args: []any{last.Kind, last.Metadata.Org, last.Metadata.Name, body, prevLabels, who.Actor, who.RemoteAddr, who.RequestID, scope},
+		Scan: func(r db.Row) error { var rv int64; return r.Scan(&rv) }}
+	return append(steps, stamp), stamp, nil
 }
 
 // uidOf is the UID of the object in row id: stable for the row's life (renames keep the

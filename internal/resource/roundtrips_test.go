@@ -59,3 +59,33 @@ func TestPatchRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// A delete of an object whose kind has nothing to do before it (no BeforeDelete: a user
+// kind's) is two round trips: BEGIN and the locked read; then the deletion, its audit record,
+// its stamp and COMMIT (db.Tx.SendWithCommit). It was five: BEGIN and the read, the DELETE,
+// the audit record, the stamp, COMMIT.
+func TestDeleteRoundTrips(t *testing.T) {
+	t.Parallel()
+	d := pgtest.NewDB(t)
+	kinds := kind.NewService(d)
+	res := resource.NewService(d)
+	res.UseSchemas(kinds)
+	ctx := auth.WithAuditActor(context.Background(), auth.AuditActor{Actor: "test"})
+	_, err := res.Create(ctx, org("acme"), api.Object{})
+	require.NoError(t, err)
+	_, err = kinds.Register(ctx, auth.AuditActor{Actor: "test"}, "Widget", api.KindRequest{Scope: "org",
+		Schema: json.RawMessage(`{"type": "object"}`)}, false)
+	require.NoError(t, err)
+	for i := range 3 {
+		w := resource.Ref{Kind: "Widget", Org: "acme", Name: fmt.Sprintf("w%d", i)}
+		_, err := res.Create(ctx, w, api.Object{Spec: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+		cctx, trips := db.CountRoundTrips(ctx)
+		require.NoError(t, res.Delete(cctx, w, "", false))
+		_, err = res.Get(ctx, w)
+		require.Error(t, err, "deleted")
+		if i > 0 { // the first may prepare statements
+			require.LessOrEqual(t, trips.Count(), 2, "a delete went in these round trips:\n%s", trips)
+		}
+	}
+}
