@@ -24,18 +24,9 @@ import (
 // statements.
 func TestPatchRoundTrips(t *testing.T) {
 	t.Parallel()
-	d := pgtest.NewDB(t)
-	kinds := kind.NewService(d)
-	res := resource.NewService(d)
-	res.UseSchemas(kinds)
-	ctx := auth.WithAuditActor(context.Background(), auth.AuditActor{Actor: "test"})
-	_, err := res.Create(ctx, org("acme"), api.Object{})
-	require.NoError(t, err)
+	res, ctx := withWidgets(t)
 	node := resource.Ref{Kind: resource.KindNode, Name: "web01"}
-	_, err = res.Create(ctx, node, api.Object{Spec: json.RawMessage(`{"org": "acme"}`)})
-	require.NoError(t, err)
-	_, err = kinds.Register(ctx, auth.AuditActor{Actor: "test"}, "Widget", api.KindRequest{Scope: "org",
-		Schema: json.RawMessage(`{"type": "object", "properties": {"size": {"type": "integer"}}}`)}, false)
+	_, err := res.Create(ctx, node, api.Object{Spec: json.RawMessage(`{"org": "acme"}`)})
 	require.NoError(t, err)
 	widget := resource.Ref{Kind: "Widget", Org: "acme", Name: "w1"}
 	_, err = res.Create(ctx, widget, api.Object{Spec: json.RawMessage(`{"size": 1}`)})
@@ -66,16 +57,7 @@ func TestPatchRoundTrips(t *testing.T) {
 // the audit record, the stamp, COMMIT.
 func TestDeleteRoundTrips(t *testing.T) {
 	t.Parallel()
-	d := pgtest.NewDB(t)
-	kinds := kind.NewService(d)
-	res := resource.NewService(d)
-	res.UseSchemas(kinds)
-	ctx := auth.WithAuditActor(context.Background(), auth.AuditActor{Actor: "test"})
-	_, err := res.Create(ctx, org("acme"), api.Object{})
-	require.NoError(t, err)
-	_, err = kinds.Register(ctx, auth.AuditActor{Actor: "test"}, "Widget", api.KindRequest{Scope: "org",
-		Schema: json.RawMessage(`{"type": "object"}`)}, false)
-	require.NoError(t, err)
+	res, ctx := withWidgets(t)
 	for i := range 3 {
 		w := resource.Ref{Kind: "Widget", Org: "acme", Name: fmt.Sprintf("w%d", i)}
 		_, err := res.Create(ctx, w, api.Object{Spec: json.RawMessage(`{}`)})
@@ -88,4 +70,20 @@ func TestDeleteRoundTrips(t *testing.T) {
 			require.LessOrEqual(t, trips.Count(), 2, "a delete went in these round trips:\n%s", trips)
 		}
 	}
+}
+
+// withWidgets is a service with the schema registry wired as the server wires it, an org
+// acme and a user kind Widget (org-scoped, with a schema), and a context with an audit actor.
+func withWidgets(t *testing.T) (*resource.Service, context.Context) {
+	d := pgtest.NewDB(t)
+	kinds := kind.NewService(d)
+	res := resource.NewService(d)
+	res.UseSchemas(kinds)
+	ctx := auth.WithAuditActor(context.Background(), auth.AuditActor{Actor: "test"})
+	_, err := res.Create(ctx, org("acme"), api.Object{})
+	require.NoError(t, err)
+	_, err = kinds.Register(ctx, auth.AuditActor{Actor: "test"}, "Widget", api.KindRequest{Scope: "org",
+		Schema: json.RawMessage(`{"type": "object", "properties": {"size": {"type": "integer"}}}`)}, false)
+	require.NoError(t, err)
+	return res, ctx
 }
