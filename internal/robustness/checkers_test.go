@@ -511,3 +511,58 @@ func TestResolveObjectWritesByAuditLog(t *testing.T) {
 	require.NotContains(t, out, loose)
 	require.NotEmpty(t, CheckLinearizable(out, timeout).Violations, "the control: without the audited delete, the 404 is impossible")
 }
+
+// TestResolvePinsWritesToTheirPredecessor: a write that succeeded at a version the log holds
+// with its marker is pinned to the key's version before it (PrevRV), which its real order
+// satisfies, so a correct history still checks; and a history whose answers disagree with the
+// log (the put answered version 7, the log holds it at 8) fails, which without the pin it
+// would not.
+func TestResolvePinsWritesToTheirPredecessor(t *testing.T) {
+	t.Parallel()
+	history := func(putLoggedAt int64) ([]*Op, *Op, *Op) {
+		var x h
+		x.add(Op{Client: 0, Family: "object", Key: objKey, Kind: "create", Marker: "m1", RequestID: "rb-1", Call: 0, Return: 10, Outcome: OK, Status: 201, RV: 5})
+		put := x.add(Op{Client: 1, Family: "object", Key: objKey, Kind: "put", Marker: "m2", RequestID: "rb-2", Call: 20, Return: 30, Outcome: OK, Status: 200, RV: 7})
+		lost := x.add(Op{Client: 2, Family: "object", Key: objKey, Kind: "patch", Marker: "m3", RequestID: "rb-3", Call: 15, Outcome: Unknown})
+		x.add(Op{Client: 3, Family: "object", Key: objKey, Kind: "get", Call: 40, Return: 50, Outcome: OK, Status: 200, Exists: true, RV: 9, ReadMarker: "m3"})
+		truth := Truth{Changes: []Change{
+			{RV: 5, Kind: "Org", Name: "r-1", Type: "ADDED", Marker: "m1"},
+			{RV: putLoggedAt, Kind: "Org", Name: "r-1", Type: "MODIFIED", Marker: "m2"},
+			{RV: 9, Kind: "Org", Name: "r-1", Type: "MODIFIED", Marker: "m3"},
+		}, Audited: map[string]bool{"rb-1": true, "rb-2": true, "rb-3": true}}
+		out, _, _ := Resolve(x.ops, truth)
+		return out, put, lost
+	}
+
+	out, put, lost := history(7)
+	require.Equal(t, int64(5), put.PrevRV)
+	require.Equal(t, OK, lost.Outcome)
+	require.Equal(t, int64(7), lost.PrevRV, "the resolved patch replaced the put's version")
+	require.Empty(t, CheckLinearizable(out, timeout).Violations)
+
+	out, put, _ = history(8)
+	require.Zero(t, put.PrevRV, "the put's answer is not in the log: nothing to pin it by")
+	require.NotEmpty(t, CheckLinearizable(out, timeout).Violations, "the patch replaced version 8, which no write of the history made")
+	for _, op := range out {
+		op.PrevRV = 0
+	}
+	require.Empty(t, CheckLinearizable(out, timeout).Violations, "the control: without the pins the mismatch passes")
+}
+
+// TestLockRefusedByAReleasingKeeper: a LOCK refused with 423 naming "strata-replica" (another
+// replica's keeper still held the key, its lock row already gone: an UNLOCK committed on a
+// replica paused before its keeper let go) is possible while no lock is held; the control, the
+// same refusal naming an ordinary holder, is not — there was none.
+func TestLockRefusedByAReleasingKeeper(t *testing.T) {
+	t.Parallel()
+	history := func(holder string) []*Op {
+		var x h
+		x.add(Op{Client: 0, Family: "lock", Key: lockKey, Kind: "lock", LockID: "L1", Call: 0, Return: 10, Outcome: OK, Status: 200})
+		x.add(Op{Client: 0, Family: "lock", Key: lockKey, Kind: "unlock", LockID: "L1", Call: 20, Return: 30, Outcome: OK, Status: 200})
+		x.add(Op{Client: 1, Family: "lock", Key: lockKey, Kind: "lock", LockID: "L2", Call: 40, Return: 4000, Outcome: Failed, Status: 423, Holder: holder})
+		x.add(Op{Client: 1, Family: "lock", Key: lockKey, Kind: "lock", LockID: "L3", Call: 4100, Return: 4200, Outcome: OK, Status: 200})
+		return x.ops
+	}
+	require.Empty(t, CheckLinearizable(history("strata-replica"), timeout).Violations)
+	requireViolation(t, CheckLinearizable(history("L1"), timeout).Violations, "linearizability")
+}

@@ -90,6 +90,14 @@ type Op struct {
 	Granted    bool   `json:"granted,omitempty"` // pglock, pgunlock: what PostgreSQL answered
 	Err        string `json:"err,omitempty"`
 	Resolved   string `json:"resolved,omitempty"` // how Resolve settled an unknown outcome
+	// PrevRV is, for an object write that succeeded at a version the ground truth holds with
+	// the write's own marker, the key's version just before it when the key existed then
+	// (Resolve): the write took effect on that version and on no other.
+	PrevRV int64 `json:"prevRV,omitempty"`
+	// Holder is, for a refused LOCK (423), the ID of the LockInfo the answer named: "strata-replica"
+	// says no lock row was in the way, only another replica's keeper still holding the key
+	// (an UNLOCK it committed but has not let go, docs/terraform.md).
+	Holder string `json:"holder,omitempty"`
 }
 
 // IsWrite says whether the operation can change its key's state.

@@ -129,6 +129,9 @@ func objectStep(state, input, _ interface{}) []interface{} {
 		if op.RV != 0 && op.RV <= s.Floor {
 			return nil // a new version must be above every earlier one of the key
 		}
+		if op.PrevRV != 0 && s.RV != unknownRV && (!s.Exists || s.RV != op.PrevRV) {
+			return nil // the ground truth says which version this write replaced
+		}
 		n, ok := objectApply(s, op)
 		if !ok {
 			return nil
@@ -249,6 +252,10 @@ type lockState struct {
 	Serial int64
 }
 
+// keeperHolder is the LockInfo ID of the 423 a LOCK answers when the workspace's key stays
+// held by another strata replica's keeper after its lock row is gone (tfstate.Lock).
+const keeperHolder = "strata-replica"
+
 func lockStep(state, input, _ interface{}) []interface{} {
 	s := state.(lockState)
 	op := input.(*Op)
@@ -327,6 +334,12 @@ func lockStep(state, input, _ interface{}) []interface{} {
 		}
 		return one(applied)
 	case Failed:
+		if op.Kind == "lock" && op.Status == 423 && op.Holder == keeperHolder {
+			// Another replica's keeper held the key with no lock row: around every LOCK
+			// and UNLOCK it briefly does, and for as long as its replica is paused. Like
+			// a pg client's refusal, always possible; exclusion is about grants.
+			return one(s)
+		}
 		if op.Status == 409 || op.Status == 423 {
 			if can {
 				return nil // refused although the lock allowed it

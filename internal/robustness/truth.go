@@ -60,8 +60,22 @@ func Resolve(ops []*Op, truth Truth) (out []*Op, resolved, dropped int) {
 	last := map[string]int64{}
 	changes := append([]Change(nil), truth.Changes...)
 	sort.Slice(changes, func(i, j int) bool { return changes[i].RV < changes[j].RV })
+	type written struct {
+		key, marker string
+		prev        int64 // the key's version before, 0 when it did not exist
+	}
+	writtenAt := map[int64]written{} // rv of an ADDED or MODIFIED change → what it replaced
+	exists := map[string]bool{}
 	for _, c := range changes {
 		k := c.Key()
+		if c.Type != "DELETED" {
+			w := written{key: k, marker: c.Marker}
+			if exists[k] {
+				w.prev = last[k]
+			}
+			writtenAt[c.RV] = w
+		}
+		exists[k] = c.Type != "DELETED"
 		if c.Type == "DELETED" {
 			prevRV[c.RV] = last[k]
 			deletedAfter[fmt.Sprintf("%s@%d", k, last[k])] = c.RV
@@ -215,6 +229,18 @@ func Resolve(ops []*Op, truth Truth) (out []*Op, resolved, dropped int) {
 			continue
 		}
 		out = append(out, op)
+	}
+	// Every object write that succeeded at a version the log holds with its own marker took
+	// effect on the key's version before that one: telling the model so pins it there, which
+	// is sound (the real order is one such) and spares Porcupine placing the writes whose
+	// return time is "never" (resolved ones) anywhere after their call.
+	for _, op := range out {
+		if op.Family != "object" || op.Outcome != OK || !op.IsWrite() || op.Kind == "delete" || op.RV == 0 || op.Marker == "" {
+			continue
+		}
+		if w, ok := writtenAt[op.RV]; ok && w.key == op.Key && w.marker == op.Marker && w.prev != 0 {
+			op.PrevRV = w.prev
+		}
 	}
 	return out, resolved, dropped
 }

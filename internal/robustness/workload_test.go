@@ -506,6 +506,12 @@ func (p *phase) lockClient(ctx context.Context, replica, ws int) {
 		case "write":
 			a = p.do(ctx, replica, "POST", path+"?ID="+url.QueryEscape(id), op.RequestID, stateBody(serial), nil)
 		}
+		if kind == "lock" && a.status == 423 {
+			var holder struct{ ID string }
+			if json.Unmarshal(a.body, &holder) == nil {
+				op.Holder = holder.ID
+			}
+		}
 		p.finish(op, a)
 		if op.Outcome == Unknown {
 			client = p.rec.NewClient()
