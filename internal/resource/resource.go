@@ -342,18 +342,12 @@ func (s *Service) Create(ctx context.Context, ref Ref, obj api.Object) (api.Obje
 	}
 	defer s.wrote(ref)
 	var out api.Object
-	for try := 1; ; try++ {
-		err = inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
+	err = againIfTaken(func() error {
+		return inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
 			_, err := createTx(ctx, tx, k, ref, obj, &out, true)
 			return err
 		})
-		if !versionTaken(err) {
-			break
-		}
-		if try == maxStampTries {
-			return api.Object{}, errVersionsTaken
-		}
-	}
+	})
 	if err != nil {
 		return api.Object{}, err
 	}
@@ -529,8 +523,8 @@ func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, 
 // commits (db.Tx.Owned), the statements go out with the transaction's COMMIT, in its round
 // trip (db.Tx.SendWithCommit), and *out gets its resourceVersion and timestamps only when
 // their results arrive: at COMMIT, or in front of the next statement the transaction sends.
-// A version a reader settled first (versions.go) then fails the transaction with
-// errVersionTaken-shaped conflict (versionTaken), and the caller runs it again; without
+// A version a reader settled first (versions.go) then fails the transaction (versionTaken),
+// and the caller runs it again (againIfTaken); without
 // atCommit the stamp draws again inside the transaction, as a joined transaction needs.
 func stampObject(ctx context.Context, tx *db.Tx, id int64, changeType string, obj api.Object, prev *api.Object, orgMember string, out *api.Object, atCommit bool) error {
 	var oldLabels, oldAnnos map[string]string
@@ -664,6 +658,18 @@ var errVersionsTaken = fault.New(fault.KindUnavailable, "could not draw a resour
 // row's insert met the reader's GAP row. Nothing of the write committed; it runs again.
 func versionTaken(err error) bool {
 	return errors.Is(err, db.ErrConflict) && db.ConstraintOf(err) == "changes_pkey"
+}
+
+// againIfTaken runs write, a whole write transaction whose stamp goes out with its COMMIT,
+// again while it fails only because its version was taken (versionTaken), at most
+// maxStampTries times.
+func againIfTaken(write func() error) error {
+	for range maxStampTries {
+		if err := write(); !versionTaken(err) {
+			return err
+		}
+	}
+	return errVersionsTaken
 }
 
 // Get reads one object.
@@ -1021,8 +1027,8 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 	}
 	var out api.Object
 	defer s.wrote(ref)
-	for try := 1; ; try++ {
-		err = inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
+	err = againIfTaken(func() error {
+		return inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
 			id, cur, err := lockForWrite(ctx, tx, k, ref, expected)
 			if err != nil {
 				return err
@@ -1044,13 +1050,8 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 			}
 			return updateTx(ctx, tx, k, id, cur, obj, &out, true)
 		})
-		if !versionTaken(err) {
-			return out, err
-		}
-		if try == maxStampTries {
-			return api.Object{}, errVersionsTaken
-		}
-	}
+	})
+	return out, err
 }
 
 // updateTx writes a normalized obj over cur, the stored object whose row (id) tx has locked,
@@ -1148,8 +1149,8 @@ func (s *Service) Delete(ctx context.Context, ref Ref, expected string, cascade 
 		return err
 	}
 	defer s.wrote(ref)
-	for try := 1; ; try++ {
-		err := s.writeTx(ctx, func(tx *db.Tx) error {
+	return againIfTaken(func() error {
+		return s.writeTx(ctx, func(tx *db.Tx) error {
 			id, last, err := lockForWrite(ctx, tx, nil, ref, expected)
 			if err != nil {
 				return err
@@ -1164,13 +1165,7 @@ func (s *Service) Delete(ctx context.Context, ref Ref, expected string, cascade 
 			}
 			return deleteLocked(ctx, tx, id, last, true)
 		})
-		if !versionTaken(err) {
-			return err
-		}
-		if try == maxStampTries {
-			return errVersionsTaken
-		}
-	}
+	})
 }
 
 // deleteLocked deletes row id, whose row lock the transaction holds, and records the
@@ -1187,22 +1182,20 @@ func deleteLocked(ctx context.Context, tx *db.Tx, id int64, last api.Object, atC
 		}
 		return tx.SendWithCommit(ctx, append([]db.Step{del}, steps...)...)
 	}
-	if err := tx.Pipeline(ctx, del); err != nil {
-		return err
-	}
-	return stampDeleted(ctx, tx, last)
+	return stampDeleted(ctx, tx, last, del)
 }
 
 // stampDeleted records last's deletion in the changes log (and the audit log, unless the
-// deletion is the old name's half of a rename), drawing again inside the transaction when a
-// reader settled the number it drew.
-func stampDeleted(ctx context.Context, tx *db.Tx, last api.Object) error {
+// deletion is the old name's half of a rename), after the statements before (pipelined with
+// the audit record), drawing again inside the transaction when a reader settled the number
+// it drew.
+func stampDeleted(ctx context.Context, tx *db.Tx, last api.Object, before ...db.Step) error {
 	steps, stamp, err := deletionSteps(ctx, tx, last, "ResourceStampDeleted")
 	if err != nil {
 		return err
 	}
-	if len(steps) > 1 {
-		if err := tx.Pipeline(ctx, steps[:len(steps)-1]...); err != nil {
+	if first := append(before, steps[:len(steps)-1]...); len(first) > 0 {
+		if err := tx.Pipeline(ctx, first...); err != nil {
 			return err
 		}
 	}
