@@ -97,7 +97,8 @@ runs)
 		wal_after=$(psql -At -c "SELECT pg_current_wal_lsn() - '0/0'")
 		kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
 		waits=$(sort "$work/waits" | uniq -c | sort -rn | head -5 | awk -v t="$(wc -l <"$work/waits")" '{printf "%s %.0f%%, ", $2, 100 * $1 / t}')
-		echo "run $r: $out | CPU per PATCH: PostgreSQL $(echo "scale=3; ($pg_after - $pg_before) / $n" | bc) ms, strata $(echo "scale=3; ($strata_after - $strata_before) / $n" | bc) ms | WAL bytes per PATCH $(echo "($wal_after - $wal_before) / $n" | bc) | backends: ${waits%, }"
+		based=$(curl -sf "$server/metrics" | awk '/^strata_list_index_based_writes_total/ {b = $2} /^strata_list_index_stale_bases_total/ {s = $2} END {printf "%d from the index copy, %d overtaken", b, s}')
+		echo "run $r: $out | CPU per PATCH: PostgreSQL $(echo "scale=3; ($pg_after - $pg_before) / $n" | bc) ms, strata $(echo "scale=3; ($strata_after - $strata_before) / $n" | bc) ms | WAL bytes per PATCH $(echo "($wal_after - $wal_before) / $n" | bc) | backends: ${waits%, } | writes so far: $based"
 	done
 	;;
 select)

@@ -39,7 +39,15 @@ var (
 	// ErrReadOnly means the database refuses writes: default_transaction_read_only, a hot
 	// standby, or a transaction_read_only session. Reads still work.
 	ErrReadOnly = errors.New("database is read-only")
+	// ErrStale means a statement found that what its writer read outside the row lock has
+	// changed since (SQLSTATE ST409, raised by unchanged_since_read, migration 0037): the
+	// transaction rolled back, and the writer runs the write again from a read under the lock.
+	// It never reaches a client.
+	ErrStale = errors.New("read is stale")
 )
+
+// codeStale is the SQLSTATE of unchanged_since_read's error.
+const codeStale = "ST409"
 
 // Error carries the category, the constraint it came from when there is one, and the
 // driver's own error (for logs, never for clients).
@@ -184,6 +192,8 @@ func classify(code string) error {
 		return ErrPermission
 	case pgerrcode.ReadOnlySQLTransaction:
 		return ErrReadOnly
+	case codeStale:
+		return ErrStale
 	case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow,
 		pgerrcode.TooManyConnections, pgerrcode.ConnectionException, pgerrcode.ConnectionFailure,
 		pgerrcode.DiskFull, pgerrcode.InsufficientResources, pgerrcode.OutOfMemory,
@@ -229,6 +239,10 @@ func (e *Error) Fault() *fault.Error {
 		}
 	case e.Kind == ErrLockNotAvailable:
 		return fault.Unavailable(fault.ReasonUnavailable, e, "the database could not complete the request because of concurrent activity; try again")
+	case e.Kind == ErrStale:
+		// Writers run again on ErrStale; one that reaches a request means the object kept
+		// changing under it, which the client resolves like any conflict.
+		return &fault.Error{Kind: fault.KindConflict, Detail: "the object changed while this write was being made; read it again and retry", Err: e}
 	}
 	return nil
 }

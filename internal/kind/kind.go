@@ -332,6 +332,36 @@ func (s *Service) HoldSteps(tx *db.Tx, kind string) ([]db.Step, func() error) {
 	}
 }
 
+// HoldCached is HoldSteps without the read: for a write that sends all its statements with
+// its COMMIT (resource: a write from the list index's copy of the object), it admits under
+// the revision this replica remembers for kind, keeps it for the rest of tx as HoldSteps'
+// done would, and returns the statements that take the key shared and then fail the
+// transaction (KindStillCurrent: db.ErrStale) unless that revision is still current, for
+// the caller to send first. ok is false when nothing is remembered (the caller then takes
+// the key with a read, HoldSteps) or tx holds the key already (nothing to send).
+func (s *Service) HoldCached(tx *db.Tx, kind string) (steps []db.Step, ok bool) {
+	if _, held := tx.Recall(admitKey{kind}); held {
+		return nil, false
+	}
+	s.mu.Lock()
+	c, known := s.current[kind]
+	s.mu.Unlock()
+	if !known {
+		return nil, false
+	}
+	if _, err := tx.Memo(admitKey{kind}, func() (any, error) { return c, nil }); err != nil {
+		return nil, false
+	}
+	steps = []db.Step{
+		{Query: q.Get("KindLockShared"), Args: []any{s.db.Schema(), kind}, Scan: func(r db.Row) error { var v any; return r.Scan(&v) }},
+		{Query: q.Get("KindStillCurrent"), Args: []any{kind, c.rev}, Scan: func(r db.Row) error { var v any; return r.Scan(&v) }},
+	}
+	if s.skipWriteLock {
+		steps = steps[1:]
+	}
+	return steps, true
+}
+
 // lockedCurrent takes kind's key shared in tx and reads its current revision, once per
 // transaction: the key stays held to the end of the transaction, so the revision read under
 // it stays current, and a batch of writes of one kind locks and reads once.

@@ -4,6 +4,12 @@
 -- revision in the same statement could read the revision a registration is replacing.
 SELECT pg_advisory_xact_lock_shared(hashtextextended($1 || '/kind/' || $2, 0));
 
+-- name: KindStillCurrent
+-- For a write that admitted its object under the revision this replica remembers (HoldCached)
+-- and sends this after KindLockShared, in its COMMIT's round trip: fails the transaction
+-- (unchanged_since_read, db.ErrStale) unless that revision is still the kind's current one.
+SELECT {{schema}}.unchanged_since_read(EXISTS (SELECT 1 FROM {{schema}}.kinds k WHERE k.name = $1 AND k.current_revision = $2));
+
 -- name: KindLockExclusive
 -- Taken by a registration: writers of the kind wait until it commits, and it waits for the
 -- writers already past their shared lock.

@@ -110,7 +110,7 @@ func applyOne(ctx context.Context, tx *db.Tx, k *Kind, it ApplyItem) (string, er
 	switch {
 	case fault.KindOf(err) == fault.KindNotFound:
 		var out api.Object
-		if id, err = createTx(ctx, tx, k, ref, obj, &out, false); err != nil {
+		if id, err = createTx(ctx, tx, k, ref, obj, &out, stampNow); err != nil {
 			return "", err
 		}
 		result = "created"
@@ -118,7 +118,7 @@ func applyOne(ctx context.Context, tx *db.Tx, k *Kind, it ApplyItem) (string, er
 		return "", err
 	case !sameObject(cur, obj):
 		var out api.Object
-		if err := updateTx(ctx, tx, k, id, cur, obj, &out, false); err != nil {
+		if err := updateTx(ctx, tx, k, id, cur, obj, &out, stampNow); err != nil {
 			return "", err
 		}
 		result = "updated"

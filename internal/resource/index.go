@@ -101,6 +101,12 @@ type Index struct {
 	served   atomic.Int64
 	fallback [4]atomic.Int64 // by fallbackReasons
 	rebuilds atomic.Int64
+
+	// basedWrites counts updates computed from the index's copy of their object
+	// (Service.updateFromIndex) that committed; staleBases those whose copy had been
+	// overtaken, which the locked path wrote instead.
+	basedWrites atomic.Int64
+	staleBases  atomic.Int64
 }
 
 // ixState is one built index: the objects of every (kind, org) and the version through which
@@ -151,11 +157,15 @@ type IndexStats struct {
 	Served   int64            // lists answered from memory
 	Fallback map[string]int64 // lists answered by the database, by reason
 	Rebuilds int64            // loads of the index (the first one included)
+	// BasedWrites are updates written from the index's copy of their object in one round
+	// trip; StaleBases those whose copy was overtaken and that the locked path wrote instead.
+	BasedWrites, StaleBases int64
 }
 
 // Stats reports the index's counters.
 func (ix *Index) Stats() IndexStats {
-	st := IndexStats{Served: ix.served.Load(), Rebuilds: ix.rebuilds.Load(), Fallback: map[string]int64{}}
+	st := IndexStats{Served: ix.served.Load(), Rebuilds: ix.rebuilds.Load(), Fallback: map[string]int64{},
+		BasedWrites: ix.basedWrites.Load(), StaleBases: ix.staleBases.Load()}
 	for i, r := range fallbackReasons {
 		st.Fallback[r] = ix.fallback[i].Load()
 	}
@@ -165,6 +175,27 @@ func (ix *Index) Stats() IndexStats {
 	}
 	ix.mu.RUnlock()
 	return st
+}
+
+// object returns the index's copy of one object as stored, when the index is live and holds
+// it: the base of a write that starts without a read (Service.updateFromIndex). The copy may
+// be behind the database, which the write's stamp checks; its maps are shared with the
+// index and must not be changed.
+func (ix *Index) object(kind, org, name string) (api.Object, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.live == nil {
+		return api.Object{}, false
+	}
+	set := ix.live.sets[kind+"\x00"+org]
+	if set == nil {
+		return api.Object{}, false
+	}
+	e := set.byName[name]
+	if e == nil {
+		return api.Object{}, false
+	}
+	return e.obj, true
 }
 
 func (ix *Index) countFallback(reason string) {

@@ -77,6 +77,12 @@ type Kind struct {
 	// its row, and done, to call once that pipeline has run (package kind, HoldSteps). Nil:
 	// no schema, nothing to hold.
 	HoldSteps func(tx *db.Tx) ([]db.Step, func() error)
+	// HoldCached is HoldSteps for a write that sends everything with its COMMIT (a write
+	// from the list index's copy, updateFromIndex): it admits under the revision the replica
+	// remembers and returns the statements that take the key and fail the transaction
+	// (db.ErrStale) unless that revision is still current (package kind, HoldCached). ok is
+	// false when nothing is remembered. Nil: no schema, nothing to hold.
+	HoldCached func(tx *db.Tx) (steps []db.Step, ok bool)
 }
 
 // Schemas is the kind registry as the resource path sees it (implemented by package kind):
@@ -85,6 +91,7 @@ type Schemas interface {
 	Admit(ctx context.Context, tx *db.Tx, kind string, spec, prev json.RawMessage) (json.RawMessage, int, []string, error)
 	Present(ctx context.Context, qr db.Querier, kind string, spec json.RawMessage) json.RawMessage
 	HoldSteps(tx *db.Tx, kind string) ([]db.Step, func() error)
+	HoldCached(tx *db.Tx, kind string) ([]db.Step, bool)
 	// UserKind returns a user-defined kind's scope ("org" or "global"); 404 when unknown.
 	UserKind(ctx context.Context, name string) (string, error)
 }
@@ -103,6 +110,7 @@ func withSchemas(k *Kind, sc Schemas) *Kind {
 		return sc.Present(ctx, qr, name, spec)
 	}
 	c.HoldSteps = func(tx *db.Tx) ([]db.Step, func() error) { return sc.HoldSteps(tx, name) }
+	c.HoldCached = func(tx *db.Tx) ([]db.Step, bool) { return sc.HoldCached(tx, name) }
 	return &c
 }
 

@@ -126,6 +126,35 @@ u AS (
 )
 SELECT resource_version, created_at, updated_at FROM u;
 
+-- name: ResourceStampIfUnchanged
+-- ResourceStampAtCommit for a write computed from an unlocked read (a copy of the object in
+-- the list index, Service.updateFromIndex), sent with its COMMIT before its other writes: the
+-- row is updated only while it still carries $13, the version the writer read, and the
+-- UPDATE's row lock then holds it to the end of the transaction, so the writes behind it
+-- apply to exactly the object the writer read. When the row has moved on or is gone (an
+-- UPDATE that waited re-checks the newest row version), the statement fails
+-- (unchanged_since_read, migration 0037: db.ErrStale) and the transaction with it; the change
+-- row inserted before it goes too. The caller then writes under the row lock instead. Same
+-- parameters (and $13) and result as ResourceStamp.
+WITH v AS MATERIALIZED (SELECT nextval('{{schema}}.resource_version_seq') AS rv),
+c AS (
+	INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels, actor, remote_addr, request_id, prev_org, render_scope)
+	SELECT v.rv, r.kind, r.org, r.name, $2,
+	       jsonb_set(jsonb_set(jsonb_set($3::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)),
+	                 '{metadata,createdAt}', to_jsonb(r.created_at)), '{metadata,updatedAt}', to_jsonb(now())),
+	       $6::jsonb, $8, $9, $10, $11::text, $12::text
+	FROM v, {{schema}}.resources r
+	WHERE r.id = $1
+	RETURNING resource_version
+),
+u AS (
+	UPDATE {{schema}}.resources r SET spec = $4, schema_revision = $5, status = $7::jsonb, resource_version = c.resource_version, updated_at = now()
+	FROM c WHERE r.id = $1 AND r.resource_version = $13
+	RETURNING r.resource_version, r.created_at, r.updated_at
+)
+SELECT max(resource_version), max(created_at), max(updated_at) FROM u
+HAVING {{schema}}.unchanged_since_read(count(*) = 1);
+
 -- name: ResourceStampDeleted
 -- The deleted object carries the deletion's resourceVersion, as Kubernetes' DELETED events do,
 -- so a watcher can resume from it. No row when a reader settled the drawn number first (see

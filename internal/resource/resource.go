@@ -80,8 +80,12 @@ type Service struct {
 	resolved atomic.Int64
 	// exposeGaps turns off waiting for versions in flight, for tests' controls only.
 	exposeGaps bool
-	// index, when set (Hub.ServeLists), answers lists from memory (index.go).
+	// index, when set (Hub.ServeLists), answers lists from memory (index.go) and is the
+	// base of updates (updateFromIndex).
 	index *Index
+	// trustStaleBases skips the check that an update's base is still the stored object, for
+	// the control of the stale-copy test only.
+	trustStaleBases bool
 }
 
 // OnWrite registers f to run after every write transaction of this service has ended,
@@ -344,7 +348,7 @@ func (s *Service) Create(ctx context.Context, ref Ref, obj api.Object) (api.Obje
 	var out api.Object
 	err = againIfTaken(func() error {
 		return inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
-			_, err := createTx(ctx, tx, k, ref, obj, &out, true)
+			_, err := createTx(ctx, tx, k, ref, obj, &out, stampAtCommit)
 			return err
 		})
 	})
@@ -454,8 +458,8 @@ func inTxWarning(ctx context.Context, d *db.DB, fn func(ctx context.Context, tx 
 }
 
 // createTx inserts a normalized object in tx, writes it as stored into *out (stampObject:
-// with atCommit, its version and timestamps arrive with the COMMIT) and returns its row id.
-func createTx(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, obj api.Object, out *api.Object, atCommit bool) (int64, error) {
+// with stampAtCommit, its version and timestamps arrive with the COMMIT) and returns its row id.
+func createTx(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, obj api.Object, out *api.Object, mode stampMode) (int64, error) {
 	if k.Scope == ScopeOrg {
 		if _, err := LockOrg(ctx, tx, ref.Org); err != nil {
 			return 0, err
@@ -484,7 +488,7 @@ func createTx(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, obj api.Object, 
 	if err != nil {
 		return 0, err
 	}
-	if err := stampObject(ctx, tx, id, "ADDED", obj, nil, "", out, atCommit); err != nil {
+	if err := stampObject(ctx, tx, id, "ADDED", obj, nil, "", out, mode); err != nil {
 		return 0, err
 	}
 	if k.AfterWrite != nil {
@@ -515,18 +519,32 @@ func LockOrg(ctx context.Context, tx *db.Tx, name string) (int64, error) {
 // per-resource caps that normalize checked on the whole new set still hold at commit.
 func writeAndStamp(ctx context.Context, tx *db.Tx, id int64, changeType string, obj api.Object, prev *api.Object, orgMember string) (api.Object, error) {
 	var out api.Object
-	err := stampObject(ctx, tx, id, changeType, obj, prev, orgMember, &out, false)
+	err := stampObject(ctx, tx, id, changeType, obj, prev, orgMember, &out, stampNow)
 	return out, err
 }
 
-// stampObject is writeAndStamp writing into *out. With atCommit, in a transaction its caller
-// commits (db.Tx.Owned), the statements go out with the transaction's COMMIT, in its round
-// trip (db.Tx.SendWithCommit), and *out gets its resourceVersion and timestamps only when
-// their results arrive: at COMMIT, or in front of the next statement the transaction sends.
-// A version a reader settled first (versions.go) then fails the transaction (versionTaken),
-// and the caller runs it again (againIfTaken); without
-// atCommit the stamp draws again inside the transaction, as a joined transaction needs.
-func stampObject(ctx context.Context, tx *db.Tx, id int64, changeType string, obj api.Object, prev *api.Object, orgMember string, out *api.Object, atCommit bool) error {
+// stampMode says when a write's statements go out and what its stamp checks (stampObject).
+type stampMode int
+
+const (
+	// stampNow sends the statements at once; a version a reader settled first is drawn
+	// again inside the transaction, as a transaction the writer does not own needs.
+	stampNow stampMode = iota
+	// stampAtCommit holds them for the COMMIT's round trip (db.Tx.SendWithCommit); a taken
+	// version fails the transaction (versionTaken) and the caller runs it again.
+	stampAtCommit
+	// stampIfUnchanged is stampAtCommit for a write computed from an unlocked read (prev
+	// from the list index): the stamp goes first and updates the row only while it still
+	// carries prev's version (ResourceStampIfUnchanged), taking the row lock before any key
+	// row, as the locked path does; otherwise the transaction fails with db.ErrStale.
+	stampIfUnchanged
+)
+
+// stampObject is writeAndStamp writing into *out, its statements sent as mode says. With
+// stampAtCommit or stampIfUnchanged, in a transaction its caller commits (db.Tx.Owned), *out
+// gets its resourceVersion and timestamps only when their results arrive: at COMMIT, or in
+// front of the next statement the transaction sends.
+func stampObject(ctx context.Context, tx *db.Tx, id int64, changeType string, obj api.Object, prev *api.Object, orgMember string, out *api.Object, mode stampMode) error {
 	var oldLabels, oldAnnos map[string]string
 	if prev != nil {
 		oldLabels, oldAnnos = prev.Metadata.Labels, prev.Metadata.Annotations
@@ -592,12 +610,25 @@ func stampObject(ctx context.Context, tx *db.Tx, id int64, changeType string, ob
 		created, updated = created.UTC(), updated.UTC()
 		out.Metadata.CreatedAt, out.Metadata.UpdatedAt = &created, &updated
 	}
-	atCommit = atCommit && tx.Owned()
+	if mode == stampIfUnchanged {
+		if !tx.Owned() || prev == nil {
+			return fmt.Errorf("stampIfUnchanged needs a transaction its caller commits and the object read")
+		}
+		prevRV, err := strconv.ParseInt(prev.Metadata.ResourceVersion, 10, 64)
+		if err != nil {
+			return fmt.Errorf("the object read has no resourceVersion: %w", err)
+		}
+		stampArgs = append(stampArgs, prevRV)
+	}
+	atCommit := mode != stampNow && tx.Owned()
 	stamp := "ResourceStamp"
-	if atCommit {
+	switch {
+	case mode == stampIfUnchanged:
+		stamp = "ResourceStampIfUnchanged"
+	case atCommit:
 		stamp = "ResourceStampAtCommit"
 	}
-	steps = append(steps, db.Step{Query: q.Get(stamp), Args: stampArgs,
+	stampStep := db.Step{Query: q.Get(stamp), Args: stampArgs,
 		Scan: func(r db.Row) error {
 			var (
 				rv               int64
@@ -612,7 +643,12 @@ func stampObject(ctx context.Context, tx *db.Tx, id int64, changeType string, ob
 				stamped(rv, created, updated)
 			}
 			return err
-		}})
+		}}
+	if mode == stampIfUnchanged {
+		steps = append([]db.Step{stampStep}, steps...)
+	} else {
+		steps = append(steps, stampStep)
+	}
 	action := "object.update"
 	if changeType == "ADDED" {
 		action = "object.create"
@@ -1016,10 +1052,15 @@ func getByID(ctx context.Context, tx *db.Tx, ids []int64) ([]stored, error) {
 	return out, rows.Err()
 }
 
-// update runs one replace or patch: lock the row, compute the new object from the stored
-// one, let the kind check it, write the difference and stamp the change. The write, its stamp
-// and its audit record go out with the COMMIT (stampObject's atCommit), so a label PATCH is
-// two round trips: the kind's key and the locked read, then the write and COMMIT.
+// update runs one replace or patch: compute the new object from the stored one, let the kind
+// check it, write the difference and stamp the change.
+//
+// When the replica's list index holds the object, the write starts from that copy without
+// reading the database, and everything — the kind's key, the stamp, the labels, the audit
+// record — goes out with the COMMIT in one round trip; the stamp writes only while the row
+// still carries the copy's version (updateFromIndex). Otherwise, or when the copy was
+// overtaken, the row is locked and read first, and the write, its stamp and its audit
+// record go out with the COMMIT (stampAtCommit): two round trips.
 func (s *Service) update(ctx context.Context, ref Ref, expected string, next func(cur api.Object) (api.Object, error)) (api.Object, error) {
 	k, err := s.kindOf(ctx, ref)
 	if err != nil {
@@ -1028,6 +1069,16 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 	var out api.Object
 	defer s.wrote(ref)
 	err = againIfTaken(func() error {
+		if base, ok := s.indexedBase(ref, expected); ok {
+			err := s.updateFromIndex(ctx, k, ref, base, next, &out)
+			if !errors.Is(err, errStaleBase) && !errors.Is(err, db.ErrStale) {
+				if err == nil {
+					s.index.basedWrites.Add(1)
+				}
+				return err
+			}
+			s.index.staleBases.Add(1)
+		}
 		return inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
 			id, cur, err := lockForWrite(ctx, tx, k, ref, expected)
 			if err != nil {
@@ -1048,15 +1099,103 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 			if err := normalize(k, ref, &obj); err != nil {
 				return err
 			}
-			return updateTx(ctx, tx, k, id, cur, obj, &out, true)
+			return updateTx(ctx, tx, k, id, cur, obj, &out, stampAtCommit)
 		})
 	})
 	return out, err
 }
 
-// updateTx writes a normalized obj over cur, the stored object whose row (id) tx has locked,
-// into *out (stampObject: with atCommit, its version and timestamps arrive with the COMMIT).
-func updateTx(ctx context.Context, tx *db.Tx, k *Kind, id int64, cur, obj api.Object, out *api.Object, atCommit bool) error {
+// errStaleBase stops a write from the list index's copy (updateFromIndex) before its COMMIT:
+// the locked path writes instead.
+var errStaleBase = errors.New("the write cannot start from the list index's copy")
+
+// indexedBase returns the list index's copy of ref's object as the base of an update, when
+// the index holds one that can be (an expected resourceVersion other than the copy's leaves
+// the answer, 409 or not, to the locked read).
+func (s *Service) indexedBase(ref Ref, expected string) (api.Object, bool) {
+	if s.index == nil {
+		return api.Object{}, false
+	}
+	base, ok := s.index.object(ref.Kind, ref.Org, ref.Name)
+	if !ok || (expected != "" && expected != base.Metadata.ResourceVersion) {
+		return api.Object{}, false
+	}
+	return base, true
+}
+
+// updateFromIndex is update from base, the list index's copy of the object, which may be
+// behind the database: the kind's key and revision check (Kind.HoldCached), the stamp, the
+// labels, the audit record and COMMIT go out in one round trip, the stamp first, and the
+// stamp writes only while the row still carries base's version (stampIfUnchanged), holding
+// the row lock to COMMIT from there, so the write applies to exactly the object it was
+// computed from, as under the locked read. It returns errStaleBase or db.ErrStale, with
+// nothing written, when the locked path has to decide instead: the copy (or the remembered
+// revision) was overtaken, the write would change nothing (which only the current object
+// can tell), or anything failed before the COMMIT (the answer, an error too, must come from
+// the current object). A COMMIT that failed otherwise is the answer, as it may have committed.
+func (s *Service) updateFromIndex(ctx context.Context, k *Kind, ref Ref, base api.Object, next func(cur api.Object) (api.Object, error), out *api.Object) error {
+	id, ok := idOfUID(base.Metadata.UID)
+	if !ok {
+		return errStaleBase
+	}
+	base.Metadata.Labels, base.Metadata.Annotations = maps.Clone(base.Metadata.Labels), maps.Clone(base.Metadata.Annotations)
+	return inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
+		if !tx.Owned() {
+			return errStaleBase
+		}
+		if err := s.writeFromBase(ctx, tx, k, ref, id, base, next, out); err != nil {
+			return fmt.Errorf("%w: %w", errStaleBase, err)
+		}
+		return nil
+	})
+}
+
+// writeFromBase is the body of updateFromIndex's transaction.
+func (s *Service) writeFromBase(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, id int64, cur api.Object, next func(cur api.Object) (api.Object, error), out *api.Object) error {
+	if k.HoldCached != nil {
+		hold, ok := k.HoldCached(tx)
+		if !ok {
+			return errStaleBase
+		}
+		if err := tx.SendWithCommit(ctx, hold...); err != nil {
+			return err
+		}
+	}
+	shown := cur
+	if k.Present != nil {
+		shown.Spec = k.Present(ctx, tx, cur.Spec)
+	}
+	obj, err := next(shown)
+	if err != nil {
+		return err
+	}
+	obj.Metadata.ResourceVersion = ""
+	if err := normalize(k, ref, &obj); err != nil {
+		return err
+	}
+	if sameObject(cur, obj) {
+		return errStaleBase // a write that changes nothing answers the current object
+	}
+	mode := stampIfUnchanged
+	if s.trustStaleBases || sabotage.Active("stalebase") {
+		mode = stampAtCommit
+	}
+	return updateTx(ctx, tx, k, id, cur, obj, out, mode)
+}
+
+// idOfUID is uidOf's inverse.
+func idOfUID(uid string) (int64, bool) {
+	if !strings.HasPrefix(uid, "u") {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(uid[1:], 36, 64)
+	return id, err == nil && id > 0
+}
+
+// updateTx writes a normalized obj over cur, the stored object whose row (id) tx has locked
+// (or, with stampIfUnchanged, the copy the stamp checks), into *out (stampObject: with
+// stampAtCommit and stampIfUnchanged, its version and timestamps arrive with the COMMIT).
+func updateTx(ctx context.Context, tx *db.Tx, k *Kind, id int64, cur, obj api.Object, out *api.Object, mode stampMode) error {
 	obj.Status = cur.Status // the server's to write: a status sent with a write is ignored
 	if obj.Metadata.UID != "" && obj.Metadata.UID != cur.Metadata.UID {
 		return fault.Invalid("/metadata/uid", "uid %q is not this object's (%s): it cannot be changed", fault.Truncate(obj.Metadata.UID, 40), cur.Metadata.UID)
@@ -1080,7 +1219,7 @@ func updateTx(ctx context.Context, tx *db.Tx, k *Kind, id int64, cur, obj api.Ob
 		*out = cur
 		return nil
 	}
-	if err := stampObject(ctx, tx, id, "MODIFIED", obj, &cur, k.OrgMember, out, atCommit); err != nil {
+	if err := stampObject(ctx, tx, id, "MODIFIED", obj, &cur, k.OrgMember, out, mode); err != nil {
 		return err
 	}
 	out.Metadata.CreatedAt = cur.Metadata.CreatedAt

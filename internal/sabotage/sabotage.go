@@ -18,6 +18,9 @@
 //   - "cachedrop": pillar.Service.wrote does not drop the replica's cached renders after
 //     its own write, and the cache applies each NOTIFY 100 ms late (as under load), so
 //     read-your-writes rests on a notification that arrives after the answer.
+//   - "stalebase": a replace or patch written from the list index's copy of its object
+//     (resource.Service.updateFromIndex) does not check that the copy is still the stored
+//     object, so a write from an overtaken copy overwrites what it never saw.
 //
 // A sabotaged binary reads the switches from the environment variable STRATA_SABOTAGE, a
 // comma-separated list of their names.

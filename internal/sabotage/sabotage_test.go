@@ -13,7 +13,7 @@ import (
 // sabotage on, so a production binary can never be broken by a stray STRATA_SABOTAGE.
 func TestNormalBuildsCannotBeSabotaged(t *testing.T) {
 	t.Setenv("STRATA_SABOTAGE", "precondition")
-	for _, name := range []string{"precondition", "dropwatch", "earlyunlock", "memberstatus", "filterwatch", "cachedrop"} {
+	for _, name := range []string{"precondition", "dropwatch", "earlyunlock", "memberstatus", "filterwatch", "cachedrop", "stalebase"} {
 		require.False(t, Active(name))
 	}
 	// And the package's tagged file is what a sabotage build compiles in its place.

@@ -212,6 +212,10 @@ func registerListIndexMetrics(reg *prometheus.Registry, ix *resource.Index) {
 			func() float64 { return float64(ix.Stats().Head) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_list_index_loads_total", Help: "Loads of this replica's list index from the database (at start, and after a 410, a new history epoch or the byte bound)."},
 			func() float64 { return float64(ix.Stats().Rebuilds) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_list_index_based_writes_total", Help: "Replaces and patches this replica wrote from its list index's copy of the object, in one round trip, without reading the database first."},
+			func() float64 { return float64(ix.Stats().BasedWrites) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_list_index_stale_bases_total", Help: "Replaces and patches whose list index copy had been overtaken (or that failed or changed nothing), written again under the row lock."},
+			func() float64 { return float64(ix.Stats().StaleBases) }),
 		&listFallbackCollector{ix: ix},
 	)
 }
