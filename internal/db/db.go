@@ -383,6 +383,20 @@ type Tx struct {
 // committed. SendWithCommit holds steps only in an owned transaction.
 func (t *Tx) Owned() bool { return t.owned && t.joined == 0 }
 
+// Sent reports whether t has sent anything to the server yet: false for a transaction InTx
+// opened whose statements so far are all held for its COMMIT (SendWithCommit), so that the
+// first of them will be its first statement.
+func (t *Tx) Sent() bool {
+	if l, ok := t.tx.(*lazyTx); ok {
+		return l.begun
+	}
+	return true
+}
+
+// Holding reports whether steps SendWithCommit held are still waiting to go out; their
+// Scans have run once it is false.
+func (t *Tx) Holding() bool { return len(t.atCommit) > 0 }
+
 // SendWithCommit holds steps to go out in the round trip of the transaction's COMMIT, in
 // front of it, so that a write whose results nobody needs before the transaction ends costs
 // no round trip of its own (a label PATCH: the lock and read, then the write, its stamp and

@@ -49,27 +49,42 @@ DELETE FROM {{schema}}.resources WHERE id = $1;
 -- name: LabelsUpsert
 -- The keys arrive deduplicated and sorted by (prefix, name). ON CONFLICT makes concurrent
 -- writers converge on the one row the unique constraint allows instead of duplicating a key.
+-- With $5 it writes only in a transaction that has written already (afterWrite, below).
 INSERT INTO {{schema}}.labels (resource_id, key_prefix, key_name, value)
 SELECT $1, p, n, v FROM unnest($2::text[], $3::text[], $4::text[]) AS t(p, n, v)
+WHERE NOT $5::boolean OR pg_current_xact_id_if_assigned() IS NOT NULL
 ON CONFLICT (resource_id, key_prefix, key_name) DO UPDATE SET value = excluded.value
 WHERE {{schema}}.labels.value IS DISTINCT FROM excluded.value;
 
 -- name: LabelsDelete
--- Idempotent: deleting a key that is already gone is not an error (CC #4944).
+-- Idempotent: deleting a key that is already gone is not an error (CC #4944). With $4 it
+-- deletes only in a transaction that has written already (afterWrite, below).
 DELETE FROM {{schema}}.labels l
 USING unnest($2::text[], $3::text[]) AS t(p, n)
-WHERE l.resource_id = $1 AND l.key_prefix = t.p AND l.key_name = t.n;
+WHERE l.resource_id = $1 AND l.key_prefix = t.p AND l.key_name = t.n
+  AND (NOT $4::boolean OR pg_current_xact_id_if_assigned() IS NOT NULL);
 
 -- name: AnnotationsUpsert
 INSERT INTO {{schema}}.annotations (resource_id, key_prefix, key_name, value)
 SELECT $1, p, n, v FROM unnest($2::text[], $3::text[], $4::text[]) AS t(p, n, v)
+WHERE NOT $5::boolean OR pg_current_xact_id_if_assigned() IS NOT NULL
 ON CONFLICT (resource_id, key_prefix, key_name) DO UPDATE SET value = excluded.value
 WHERE {{schema}}.annotations.value IS DISTINCT FROM excluded.value;
 
 -- name: AnnotationsDelete
 DELETE FROM {{schema}}.annotations a
 USING unnest($2::text[], $3::text[]) AS t(p, n)
-WHERE a.resource_id = $1 AND a.key_prefix = t.p AND a.key_name = t.n;
+WHERE a.resource_id = $1 AND a.key_prefix = t.p AND a.key_name = t.n
+  AND (NOT $4::boolean OR pg_current_xact_id_if_assigned() IS NOT NULL);
+
+-- afterWrite: the label and annotation statements above, given true as their last
+-- parameter, write only when the transaction has an id, that is, when an earlier statement
+-- of it wrote. They follow a stamp that writes only while its row still carries the version
+-- the writer read (ResourceStampIfUnchanged) in the COMMIT's pipeline, in a transaction that
+-- sent nothing before it: the stamp is its first write, so they write exactly when the
+-- stamp did, and a stamp that found its row overtaken leaves a transaction with nothing to
+-- commit — no error, which would make the driver prepare every statement of the pipeline
+-- again (pgx drops them from its statement cache on any error in a batch).
 
 -- name: ResourceStamp
 -- Records the change under a version drawn from the plain sequence, then writes the spec and
@@ -127,33 +142,33 @@ u AS (
 SELECT resource_version, created_at, updated_at FROM u;
 
 -- name: ResourceStampIfUnchanged
--- ResourceStampAtCommit for a write computed from an unlocked read (a copy of the object in
--- the list index, Service.updateFromIndex), sent with its COMMIT before its other writes: the
--- row is updated only while it still carries $13, the version the writer read, and the
--- UPDATE's row lock then holds it to the end of the transaction, so the writes behind it
--- apply to exactly the object the writer read. When the row has moved on or is gone (an
--- UPDATE that waited re-checks the newest row version), the statement fails
--- (unchanged_since_read, migration 0037: db.ErrStale) and the transaction with it; the change
--- row inserted before it goes too. The caller then writes under the row lock instead. Same
--- parameters (and $13) and result as ResourceStamp.
-WITH v AS MATERIALIZED (SELECT nextval('{{schema}}.resource_version_seq') AS rv),
+-- ResourceStamp for a write computed from an unlocked read (a copy of the object in the list
+-- index, Service.updateFromIndex), sent first in its COMMIT's pipeline: the row is updated
+-- only while it still carries $13, the version the writer read, and the UPDATE's row lock
+-- then holds it to the end of the transaction, so the writes behind it apply to exactly the
+-- object the writer read. An UPDATE that waited for the lock re-checks the newest row
+-- version. When the row has moved on or is gone, nothing is written, no version is drawn and
+-- no row is returned, and the label, annotation and audit statements behind it write nothing
+-- either (afterWrite): the caller writes under the row lock instead. The version is drawn
+-- by the UPDATE, so the change row follows it; a number a reader settled first fails the
+-- statement (changes_pkey, as ResourceStampAtCommit). Same parameters (and $13) and result
+-- as ResourceStamp.
+WITH u AS (
+	UPDATE {{schema}}.resources r
+	SET spec = $4, schema_revision = $5, status = $7::jsonb,
+	    resource_version = nextval('{{schema}}.resource_version_seq'), updated_at = now()
+	WHERE r.id = $1 AND r.resource_version = $13
+	RETURNING r.kind, r.org, r.name, r.resource_version, r.created_at, r.updated_at
+),
 c AS (
 	INSERT INTO {{schema}}.changes (resource_version, kind, org, name, type, object, prev_labels, actor, remote_addr, request_id, prev_org, render_scope)
-	SELECT v.rv, r.kind, r.org, r.name, $2,
-	       jsonb_set(jsonb_set(jsonb_set($3::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)),
-	                 '{metadata,createdAt}', to_jsonb(r.created_at)), '{metadata,updatedAt}', to_jsonb(now())),
+	SELECT u.resource_version, u.kind, u.org, u.name, $2,
+	       jsonb_set(jsonb_set(jsonb_set($3::jsonb, '{metadata,resourceVersion}', to_jsonb(u.resource_version::text)),
+	                 '{metadata,createdAt}', to_jsonb(u.created_at)), '{metadata,updatedAt}', to_jsonb(u.updated_at)),
 	       $6::jsonb, $8, $9, $10, $11::text, $12::text
-	FROM v, {{schema}}.resources r
-	WHERE r.id = $1
-	RETURNING resource_version
-),
-u AS (
-	UPDATE {{schema}}.resources r SET spec = $4, schema_revision = $5, status = $7::jsonb, resource_version = c.resource_version, updated_at = now()
-	FROM c WHERE r.id = $1 AND r.resource_version = $13
-	RETURNING r.resource_version, r.created_at, r.updated_at
+	FROM u
 )
-SELECT max(resource_version), max(created_at), max(updated_at) FROM u
-HAVING {{schema}}.unchanged_since_read(count(*) = 1);
+SELECT resource_version, created_at, updated_at FROM u;
 
 -- name: ResourceStampDeleted
 -- The deleted object carries the deletion's resourceVersion, as Kubernetes' DELETED events do,

@@ -534,9 +534,11 @@ const (
 	// version fails the transaction (versionTaken) and the caller runs it again.
 	stampAtCommit
 	// stampIfUnchanged is stampAtCommit for a write computed from an unlocked read (prev
-	// from the list index): the stamp goes first and updates the row only while it still
-	// carries prev's version (ResourceStampIfUnchanged), taking the row lock before any key
-	// row, as the locked path does; otherwise the transaction fails with db.ErrStale.
+	// from the list index), in a transaction that has sent nothing yet: the stamp goes first
+	// and updates the row only while it still carries prev's version
+	// (ResourceStampIfUnchanged), taking the row lock before any key row, as the locked path
+	// does; otherwise it, and everything behind it, writes nothing, and *out gets no
+	// resourceVersion.
 	stampIfUnchanged
 )
 
@@ -550,7 +552,14 @@ func stampObject(ctx context.Context, tx *db.Tx, id int64, changeType string, ob
 		oldLabels, oldAnnos = prev.Metadata.Labels, prev.Metadata.Annotations
 	}
 	// The writes and the stamp go out in one round trip (db.Pipeline): none needs another's
-	// result, and the stamp, which draws the version, runs last.
+	// result, and the stamp, which draws the version, runs last — or first, with
+	// stampIfUnchanged, whose stamp may write nothing: the statements behind it then write
+	// nothing either (afterWrite, queries.sql), which holds only when the stamp is the
+	// transaction's first write, so the transaction must not have sent anything yet.
+	ifUnchanged := mode == stampIfUnchanged
+	if ifUnchanged && (!tx.Owned() || tx.Sent() || prev == nil) {
+		return errStaleBase
+	}
 	var steps []db.Step
 	for _, m := range []struct {
 		upsert, del string
@@ -562,11 +571,11 @@ func stampObject(ctx context.Context, tx *db.Tx, id int64, changeType string, ob
 		set, gone := metadata.Diff(m.old, m.new)
 		if len(set) > 0 {
 			p, n, v := metadata.Split(set)
-			steps = append(steps, db.Step{Query: q.Get(m.upsert), Args: []any{id, p, n, v}})
+			steps = append(steps, db.Step{Query: q.Get(m.upsert), Args: []any{id, p, n, v, ifUnchanged}})
 		}
 		if len(gone) > 0 {
 			p, n, _ := metadata.Split(gone)
-			steps = append(steps, db.Step{Query: q.Get(m.del), Args: []any{id, p, n}})
+			steps = append(steps, db.Step{Query: q.Get(m.del), Args: []any{id, p, n, ifUnchanged}})
 		}
 	}
 	obj.Metadata.ResourceVersion = ""
@@ -610,10 +619,7 @@ func stampObject(ctx context.Context, tx *db.Tx, id int64, changeType string, ob
 		created, updated = created.UTC(), updated.UTC()
 		out.Metadata.CreatedAt, out.Metadata.UpdatedAt = &created, &updated
 	}
-	if mode == stampIfUnchanged {
-		if !tx.Owned() || prev == nil {
-			return fmt.Errorf("stampIfUnchanged needs a transaction its caller commits and the object read")
-		}
+	if ifUnchanged {
 		prevRV, err := strconv.ParseInt(prev.Metadata.ResourceVersion, 10, 64)
 		if err != nil {
 			return fmt.Errorf("the object read has no resourceVersion: %w", err)
@@ -623,7 +629,7 @@ func stampObject(ctx context.Context, tx *db.Tx, id int64, changeType string, ob
 	atCommit := mode != stampNow && tx.Owned()
 	stamp := "ResourceStamp"
 	switch {
-	case mode == stampIfUnchanged:
+	case ifUnchanged:
 		stamp = "ResourceStampIfUnchanged"
 	case atCommit:
 		stamp = "ResourceStampAtCommit"
@@ -635,6 +641,9 @@ func stampObject(ctx context.Context, tx *db.Tx, id int64, changeType string, ob
 				created, updated time.Time
 			)
 			err := r.Scan(&rv, &created, &updated)
+			if errors.Is(err, db.ErrNotFound) && ifUnchanged {
+				return nil // overtaken: nothing written, out keeps no resourceVersion
+			}
 			if errors.Is(err, db.ErrNotFound) {
 				taken = true // a reader settled the drawn number first: draw again below
 				return nil
@@ -644,7 +653,7 @@ func stampObject(ctx context.Context, tx *db.Tx, id int64, changeType string, ob
 			}
 			return err
 		}}
-	if mode == stampIfUnchanged {
+	if ifUnchanged {
 		steps = append([]db.Step{stampStep}, steps...)
 	} else {
 		steps = append(steps, stampStep)
@@ -654,7 +663,7 @@ func stampObject(ctx context.Context, tx *db.Tx, id int64, changeType string, ob
 		action = "object.create"
 	}
 	if !renaming(ctx) {
-		rec, err := auth.AuditStep(ctx, auth.AuditEntry{Actor: who.Actor, Action: action, Target: objectTarget(obj)})
+		rec, err := auth.AuditStep(ctx, auth.AuditEntry{Actor: who.Actor, Action: action, Target: objectTarget(obj), OnlyAfterWrite: ifUnchanged})
 		if err != nil {
 			return err
 		}
@@ -1128,26 +1137,43 @@ func (s *Service) indexedBase(ref Ref, expected string) (api.Object, bool) {
 // labels, the audit record and COMMIT go out in one round trip, the stamp first, and the
 // stamp writes only while the row still carries base's version (stampIfUnchanged), holding
 // the row lock to COMMIT from there, so the write applies to exactly the object it was
-// computed from, as under the locked read. It returns errStaleBase or db.ErrStale, with
-// nothing written, when the locked path has to decide instead: the copy (or the remembered
-// revision) was overtaken, the write would change nothing (which only the current object
-// can tell), or anything failed before the COMMIT (the answer, an error too, must come from
-// the current object). A COMMIT that failed otherwise is the answer, as it may have committed.
+// computed from, as under the locked read; when the row has moved on, the stamp and
+// everything behind it write nothing and the COMMIT commits nothing, without an error. It
+// returns errStaleBase or db.ErrStale, with nothing written, when the locked path has to
+// decide instead: the copy (or the remembered revision: db.ErrStale) was overtaken, the
+// write would change nothing (which only the current object can tell), or anything failed
+// before the COMMIT (the answer, an error too, must come from the current object). A COMMIT
+// that failed otherwise is the answer, as it may have committed.
 func (s *Service) updateFromIndex(ctx context.Context, k *Kind, ref Ref, base api.Object, next func(cur api.Object) (api.Object, error), out *api.Object) error {
 	id, ok := idOfUID(base.Metadata.UID)
 	if !ok {
 		return errStaleBase
 	}
 	base.Metadata.Labels, base.Metadata.Annotations = maps.Clone(base.Metadata.Labels), maps.Clone(base.Metadata.Annotations)
-	return inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
+	// A stamped write has a version above base's; an overtaken stamp leaves out without
+	// one, and a write that turned out to change nothing (after the kind's defaults) answers
+	// base's, which only the locked read can confirm.
+	stamped := func() bool {
+		return out.Metadata.ResourceVersion != "" && out.Metadata.ResourceVersion != base.Metadata.ResourceVersion
+	}
+	err := inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
 		if !tx.Owned() {
 			return errStaleBase
 		}
 		if err := s.writeFromBase(ctx, tx, k, ref, id, base, next, out); err != nil {
 			return fmt.Errorf("%w: %w", errStaleBase, err)
 		}
+		if !tx.Holding() && !stamped() {
+			// A statement of the kind's (AfterWrite) carried the stamp, which wrote nothing:
+			// roll back what that statement did.
+			return errStaleBase
+		}
 		return nil
 	})
+	if err == nil && !stamped() {
+		return errStaleBase // committed nothing
+	}
+	return err
 }
 
 // writeFromBase is the body of updateFromIndex's transaction.
