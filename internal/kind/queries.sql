@@ -8,7 +8,9 @@ SELECT pg_advisory_xact_lock_shared(hashtextextended($1 || '/kind/' || $2, 0));
 -- For a write that admitted its object under the revision this replica remembers (HoldCached)
 -- and sends this after KindLockShared, in its COMMIT's round trip: fails the transaction
 -- (unchanged_since_read, db.ErrStale) unless that revision is still the kind's current one.
-SELECT {{schema}}.unchanged_since_read(EXISTS (SELECT 1 FROM {{schema}}.kinds k WHERE k.name = $1 AND k.current_revision = $2));
+-- The function runs only to fail: CASE evaluates it only when the revision moved on.
+SELECT CASE WHEN EXISTS (SELECT 1 FROM {{schema}}.kinds k WHERE k.name = $1 AND k.current_revision = $2) THEN true
+            ELSE {{schema}}.unchanged_since_read(false) END;
 
 -- name: KindLockExclusive
 -- Taken by a registration: writers of the kind wait until it commits, and it waits for the

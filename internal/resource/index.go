@@ -28,6 +28,7 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -101,6 +102,14 @@ type Index struct {
 	served   atomic.Int64
 	fallback [4]atomic.Int64 // by fallbackReasons
 	rebuilds atomic.Int64
+
+	// written holds the objects this replica wrote lately, as written, with their versions:
+	// the base of the next update of one when it is newer than the index's copy, since the
+	// poller applies a write some milliseconds after it committed, and a client writing one
+	// object twice in a row would otherwise start its second write from the copy before its
+	// first. Never read by lists, whose consistency rests on the poller alone.
+	writtenMu sync.Mutex
+	written   map[string]writtenObject
 
 	// basedWrites counts updates computed from the index's copy of their object
 	// (Service.updateFromIndex) that committed; staleBases those whose copy had been
@@ -177,25 +186,93 @@ func (ix *Index) Stats() IndexStats {
 	return st
 }
 
-// object returns the index's copy of one object as stored, when the index is live and holds
-// it: the base of a write that starts without a read (Service.updateFromIndex). The copy may
-// be behind the database, which the write's stamp checks; its maps are shared with the
-// index and must not be changed.
+// writtenObject is an object this replica wrote, as written, and its version.
+type writtenObject struct {
+	obj api.Object
+	rv  int64
+}
+
+// maxWritten bounds Index.written: past it, the entries the poller has applied are dropped,
+// and all of them if that is not enough.
+const maxWritten = 4096
+
+// object returns the newest copy of one object this replica has, when the index is live:
+// the index's, or the one this replica wrote last when the poller has not applied that write
+// yet. It is the base of a write that starts without a read (Service.updateFromIndex). The
+// copy may be behind the database, which the write's stamp checks; its maps are shared and
+// must not be changed.
 func (ix *Index) object(kind, org, name string) (api.Object, bool) {
+	key := kind + "\x00" + org
 	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.live == nil {
+	live := ix.live
+	var e *ixEntry
+	if live != nil {
+		if set := live.sets[key]; set != nil {
+			e = set.byName[name]
+		}
+	}
+	ix.mu.RUnlock()
+	if live == nil {
 		return api.Object{}, false
 	}
-	set := ix.live.sets[kind+"\x00"+org]
-	if set == nil {
-		return api.Object{}, false
+	ix.writtenMu.Lock()
+	w, ok := ix.written[key+"\x00"+name]
+	ix.writtenMu.Unlock()
+	if ok && (e == nil || w.rv > versionOf(e.obj)) {
+		return w.obj, true
 	}
-	e := set.byName[name]
 	if e == nil {
 		return api.Object{}, false
 	}
 	return e.obj, true
+}
+
+// wrote keeps obj, which this replica has just written (created, replaced or patched), as
+// the base of the next update of it (object).
+func (ix *Index) wrote(obj api.Object) {
+	rv := versionOf(obj)
+	if rv == 0 {
+		return
+	}
+	obj.Metadata.Labels, obj.Metadata.Annotations = maps.Clone(obj.Metadata.Labels), maps.Clone(obj.Metadata.Annotations)
+	ix.mu.RLock()
+	var head int64
+	if ix.live != nil {
+		head = ix.live.head
+	}
+	ix.mu.RUnlock()
+	ix.writtenMu.Lock()
+	defer ix.writtenMu.Unlock()
+	if ix.written == nil || len(ix.written) >= maxWritten {
+		for k, w := range ix.written {
+			if w.rv <= head {
+				delete(ix.written, k)
+			}
+		}
+		if len(ix.written) >= maxWritten {
+			clear(ix.written)
+		}
+		if ix.written == nil {
+			ix.written = map[string]writtenObject{}
+		}
+	}
+	key := obj.Kind + "\x00" + obj.Metadata.Org + "\x00" + obj.Metadata.Name
+	if old, ok := ix.written[key]; !ok || old.rv < rv {
+		ix.written[key] = writtenObject{obj: obj, rv: rv}
+	}
+}
+
+// deleted forgets what wrote kept of an object this replica has deleted.
+func (ix *Index) deleted(ref Ref) {
+	ix.writtenMu.Lock()
+	delete(ix.written, ref.Kind+"\x00"+ref.Org+"\x00"+ref.Name)
+	ix.writtenMu.Unlock()
+}
+
+// versionOf is obj's resourceVersion as a number (0 when it has none).
+func versionOf(obj api.Object) int64 {
+	rv, _ := strconv.ParseInt(obj.Metadata.ResourceVersion, 10, 64)
+	return rv
 }
 
 func (ix *Index) countFallback(reason string) {

@@ -355,6 +355,9 @@ func (s *Service) Create(ctx context.Context, ref Ref, obj api.Object) (api.Obje
 	if err != nil {
 		return api.Object{}, err
 	}
+	if s.index != nil {
+		s.index.wrote(out)
+	}
 	return out, nil
 }
 
@@ -1077,6 +1080,11 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 	}
 	var out api.Object
 	defer s.wrote(ref)
+	defer func() {
+		if err == nil && s.index != nil {
+			s.index.wrote(out)
+		}
+	}()
 	err = againIfTaken(func() error {
 		if base, ok := s.indexedBase(ref, expected); ok {
 			err := s.updateFromIndex(ctx, k, ref, base, next, &out)
@@ -1087,6 +1095,8 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 				return err
 			}
 			s.index.staleBases.Add(1)
+			s.index.deleted(ref) // what this replica wrote last, if it was the base, is old too
+			out = api.Object{}
 		}
 		return inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
 			id, cur, err := lockForWrite(ctx, tx, k, ref, expected)
@@ -1314,6 +1324,9 @@ func (s *Service) Delete(ctx context.Context, ref Ref, expected string, cascade 
 		return err
 	}
 	defer s.wrote(ref)
+	if s.index != nil {
+		defer s.index.deleted(ref)
+	}
 	return againIfTaken(func() error {
 		return s.writeTx(ctx, func(tx *db.Tx) error {
 			id, last, err := lockForWrite(ctx, tx, nil, ref, expected)
