@@ -634,10 +634,11 @@ type AuditEntry struct {
 	RequestID       string
 	ClientRequestID string
 	Detail          any
-	// OnlyAfterWrite writes the record only if the transaction has written by the time it
-	// runs: for the record of a write, sent behind it in one pipeline, that may find nothing
-	// to write (resource: a stamp whose copy of the object was overtaken).
-	OnlyAfterWrite bool
+	// OnlyIfWrote writes the record only if an earlier statement of the transaction set
+	// strata.wrote to 'yes' (set_config('strata.wrote', 'yes', true)): for the record of a
+	// write that may find nothing to write, sent behind it in one pipeline (resource: a stamp
+	// whose copy of the object was overtaken).
+	OnlyIfWrote bool
 }
 
 // RecordAudit writes e in the caller's transaction, so the record exists exactly when the
@@ -671,7 +672,7 @@ func AuditStep(ctx context.Context, e AuditEntry) (db.Step, error) {
 		}
 		detail = b
 	}
-	return db.Step{Query: q.Get("AuditInsert"), Args: []any{e.Actor, e.Action, e.Target, e.RemoteAddr, detail, e.RequestID, e.ClientRequestID, e.OnlyAfterWrite}}, nil
+	return db.Step{Query: q.Get("AuditInsert"), Args: []any{e.Actor, e.Action, e.Target, e.RemoteAddr, detail, e.RequestID, e.ClientRequestID, e.OnlyIfWrote}}, nil
 }
 
 // AuditCursor is a position in the audit log's follow order: (transaction id, record id),

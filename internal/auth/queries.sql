@@ -35,12 +35,12 @@ INSERT INTO {{schema}}.bootstrap (key, value) VALUES ($1, $2)
 ON CONFLICT (key) DO NOTHING;
 
 -- name: AuditInsert
--- With $8 the record is written only in a transaction that has written already (its id is
--- assigned): the record of a write that may turn out to write nothing, sent behind it in one
--- pipeline (AuditEntry.OnlyAfterWrite).
+-- With $8 the record is written only when an earlier statement of the transaction set
+-- strata.wrote to 'yes': the record of a write that may turn out to write nothing, sent behind
+-- it in one pipeline (AuditEntry.OnlyIfWrote).
 INSERT INTO {{schema}}.audit_log (actor, action, target, remote_addr, detail, request_id, client_request_id)
 SELECT $1, $2, $3, $4, $5, $6, $7
-WHERE NOT $8::boolean OR pg_current_xact_id_if_assigned() IS NOT NULL;
+WHERE NOT $8::boolean OR current_setting('strata.wrote', true) = 'yes';
 
 -- name: AuditList
 -- Every action: newest first along the primary key.

@@ -49,25 +49,25 @@ DELETE FROM {{schema}}.resources WHERE id = $1;
 -- name: LabelsUpsert
 -- The keys arrive deduplicated and sorted by (prefix, name). ON CONFLICT makes concurrent
 -- writers converge on the one row the unique constraint allows instead of duplicating a key.
--- With $5 it writes only in a transaction that has written already (afterWrite, below).
+-- With $5 it writes only behind a stamp that wrote (afterWrite, below).
 INSERT INTO {{schema}}.labels (resource_id, key_prefix, key_name, value)
 SELECT $1, p, n, v FROM unnest($2::text[], $3::text[], $4::text[]) AS t(p, n, v)
-WHERE NOT $5::boolean OR pg_current_xact_id_if_assigned() IS NOT NULL
+WHERE NOT $5::boolean OR current_setting('strata.wrote', true) = 'yes'
 ON CONFLICT (resource_id, key_prefix, key_name) DO UPDATE SET value = excluded.value
 WHERE {{schema}}.labels.value IS DISTINCT FROM excluded.value;
 
 -- name: LabelsDelete
 -- Idempotent: deleting a key that is already gone is not an error (CC #4944). With $4 it
--- deletes only in a transaction that has written already (afterWrite, below).
+-- deletes only behind a stamp that wrote (afterWrite, below).
 DELETE FROM {{schema}}.labels l
 USING unnest($2::text[], $3::text[]) AS t(p, n)
 WHERE l.resource_id = $1 AND l.key_prefix = t.p AND l.key_name = t.n
-  AND (NOT $4::boolean OR pg_current_xact_id_if_assigned() IS NOT NULL);
+  AND (NOT $4::boolean OR current_setting('strata.wrote', true) = 'yes');
 
 -- name: AnnotationsUpsert
 INSERT INTO {{schema}}.annotations (resource_id, key_prefix, key_name, value)
 SELECT $1, p, n, v FROM unnest($2::text[], $3::text[], $4::text[]) AS t(p, n, v)
-WHERE NOT $5::boolean OR pg_current_xact_id_if_assigned() IS NOT NULL
+WHERE NOT $5::boolean OR current_setting('strata.wrote', true) = 'yes'
 ON CONFLICT (resource_id, key_prefix, key_name) DO UPDATE SET value = excluded.value
 WHERE {{schema}}.annotations.value IS DISTINCT FROM excluded.value;
 
@@ -75,16 +75,17 @@ WHERE {{schema}}.annotations.value IS DISTINCT FROM excluded.value;
 DELETE FROM {{schema}}.annotations a
 USING unnest($2::text[], $3::text[]) AS t(p, n)
 WHERE a.resource_id = $1 AND a.key_prefix = t.p AND a.key_name = t.n
-  AND (NOT $4::boolean OR pg_current_xact_id_if_assigned() IS NOT NULL);
+  AND (NOT $4::boolean OR current_setting('strata.wrote', true) = 'yes');
 
 -- afterWrite: the label and annotation statements above, given true as their last
--- parameter, write only when the transaction has an id, that is, when an earlier statement
--- of it wrote. They follow a stamp that writes only while its row still carries the version
--- the writer read (ResourceStampIfUnchanged) in the COMMIT's pipeline, in a transaction that
--- sent nothing before it: the stamp is its first write, so they write exactly when the
--- stamp did, and a stamp that found its row overtaken leaves a transaction with nothing to
--- commit — no error, which would make the driver prepare every statement of the pipeline
--- again (pgx drops them from its statement cache on any error in a batch).
+-- parameter, write only when the transaction's strata.wrote is 'yes', which a stamp that may
+-- write nothing (ResourceStampIfUnchanged) sets when it wrote. They follow it in the COMMIT's
+-- pipeline, so they write exactly when it did, and a stamp that found its row overtaken
+-- leaves a transaction with nothing to commit — no error, which would make the driver
+-- prepare every statement of the pipeline again (pgx drops them from its statement cache on
+-- any error in a batch). Not "the transaction has an id": an UPDATE that waited for the row
+-- lock and then found the row moved on has taken one (heap_update, nextval), so a stale
+-- stamp's transaction can have an id.
 
 -- name: ResourceStamp
 -- Records the change under a version drawn from the plain sequence, then writes the spec and
@@ -149,7 +150,7 @@ SELECT resource_version, created_at, updated_at FROM u;
 -- object the writer read. An UPDATE that waited for the lock re-checks the newest row
 -- version. When the row has moved on or is gone, nothing is written, no version is drawn and
 -- no row is returned, and the label, annotation and audit statements behind it write nothing
--- either (afterWrite): the caller writes under the row lock instead. The version is drawn
+-- either (afterWrite: strata.wrote stays unset): the caller writes under the row lock instead. The version is drawn
 -- by the UPDATE, so the change row follows it; a number a reader settled first fails the
 -- statement (changes_pkey, as ResourceStampAtCommit). Same parameters (and $13) and result
 -- as ResourceStamp.
@@ -168,7 +169,7 @@ c AS (
 	       $6::jsonb, $8, $9, $10, $11::text, $12::text
 	FROM u
 )
-SELECT resource_version, created_at, updated_at FROM u;
+SELECT resource_version, created_at, updated_at, set_config('strata.wrote', 'yes', true) FROM u;
 
 -- name: ResourceStampDeleted
 -- The deleted object carries the deletion's resourceVersion, as Kubernetes' DELETED events do,

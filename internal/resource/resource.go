@@ -642,8 +642,13 @@ func stampObject(ctx context.Context, tx *db.Tx, id int64, changeType string, ob
 			var (
 				rv               int64
 				created, updated time.Time
+				wrote            string // ResourceStampIfUnchanged's set_config
 			)
-			err := r.Scan(&rv, &created, &updated)
+			dest := []any{&rv, &created, &updated}
+			if ifUnchanged {
+				dest = append(dest, &wrote)
+			}
+			err := r.Scan(dest...)
 			if errors.Is(err, db.ErrNotFound) && ifUnchanged {
 				return nil // overtaken: nothing written, out keeps no resourceVersion
 			}
@@ -666,7 +671,7 @@ func stampObject(ctx context.Context, tx *db.Tx, id int64, changeType string, ob
 		action = "object.create"
 	}
 	if !renaming(ctx) {
-		rec, err := auth.AuditStep(ctx, auth.AuditEntry{Actor: who.Actor, Action: action, Target: objectTarget(obj), OnlyAfterWrite: ifUnchanged})
+		rec, err := auth.AuditStep(ctx, auth.AuditEntry{Actor: who.Actor, Action: action, Target: objectTarget(obj), OnlyIfWrote: ifUnchanged})
 		if err != nil {
 			return err
 		}
