@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -186,4 +188,90 @@ func TestWriteFromTheIndexUnderAReplacedRevision(t *testing.T) {
 	got, err := b.res.Get(ctx, w)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"size": 1}`, string(got.Spec))
+}
+
+var basedWriteQueries = db.MustParseQueries(fstest.MapFS{"b.sql": {Data: []byte(`
+-- name: TestLockRow
+SELECT 1 FROM {{schema}}.resources WHERE id = $1 FOR UPDATE;
+
+-- name: TestBumpVersion
+-- A version without a change row: readers settle it as a gap once this transaction ends.
+UPDATE {{schema}}.resources SET resource_version = nextval('{{schema}}.resource_version_seq') WHERE id = $1;
+
+-- name: TestLockWaiters
+SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock';
+
+-- name: TestUpdateRecords
+SELECT count(*) FROM {{schema}}.audit_log WHERE action = 'object.update';
+
+-- name: TestChangeLabels
+SELECT object->'metadata'->'labels' FROM {{schema}}.changes WHERE resource_version = $1;
+`)}}, "b.sql")
+
+// TestStaleStampThatWaitedWritesNothing: a stamp from a copy that waits for the row lock of a
+// writer in flight, and finds the row moved on when that writer commits, writes nothing, and
+// neither do the label upsert and the audit record behind it, although the waiting UPDATE
+// gave its transaction an id; the write then runs under the row lock and its answer is a
+// change in the log, with one audit record. (Conditioning them on the transaction having an
+// id wrote the label without a change.)
+func TestStaleStampThatWaitedWritesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabaseURL(t)
+	a, b := withOrg(t, openReplica(t, url, nil)), openReplica(t, url, patient)
+	n, err := a.svc.Create(ctx, node("n"), api.Object{Spec: nodeSpec})
+	require.NoError(t, err)
+	id, err := strconv.ParseInt(n.Metadata.UID[1:], 36, 64)
+	require.NoError(t, err)
+	catchUp(t, ctx, b.svc, resource.KindNode, "")
+
+	locked, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- a.db.InTx(ctx, func(tx *db.Tx) error {
+			if _, err := tx.Exec(ctx, basedWriteQueries.Get("TestLockRow"), id); err != nil {
+				return err
+			}
+			close(locked)
+			<-release
+			_, err := tx.Exec(ctx, basedWriteQueries.Get("TestBumpVersion"), id)
+			return err
+		})
+	}()
+	<-locked
+	patched := make(chan error, 1)
+	var out api.Object
+	go func() {
+		var err error
+		out, err = b.svc.Patch(ctx, node("n"), []byte(`{"metadata": {"labels": {"b": "2"}}}`))
+		patched <- err
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var waiting int
+		require.NoError(t, a.db.QueryRow(ctx, basedWriteQueries.Get("TestLockWaiters")).Scan(&waiting))
+		if waiting > 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "b's stamp never waited for the row lock")
+	}
+	close(release)
+	require.NoError(t, <-done)
+	require.NoError(t, <-patched)
+	require.Equal(t, map[string]string{"b": "2"}, out.Metadata.Labels)
+	require.Equal(t, int64(1), b.ix.Stats().StaleBases, "the copy was overtaken while the stamp waited")
+	var records int
+	require.NoError(t, a.db.QueryRow(ctx, basedWriteQueries.Get("TestUpdateRecords")).Scan(&records))
+	require.Equal(t, 1, records, "one audit record for one PATCH")
+	// The answer is a change in the log: had the stale attempt written its label, the write
+	// under the lock would have found nothing to change and answered the bumped version,
+	// which has no change row.
+	var labels json.RawMessage
+	require.NoError(t, a.db.QueryRow(ctx, basedWriteQueries.Get("TestChangeLabels"), versionNumber(t, out)).Scan(&labels))
+	require.JSONEq(t, `{"b": "2"}`, string(labels))
+}
+
+func versionNumber(t *testing.T, o api.Object) int64 {
+	t.Helper()
+	rv, err := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
+	require.NoError(t, err)
+	return rv
 }
