@@ -21,6 +21,11 @@ package resource
 // Every kind is indexed: an object costs a few hundred bytes (measured in
 // TestIndexBytesPerObject), and the byte bound (MaxBytes) is what limits the index, not a
 // list of kinds.
+//
+// Writes. The index's copies (and the replica's own last writes not yet applied, Index.wrote)
+// are also the bases of replaces and patches, which then need no read before their COMMIT
+// (Service.updateFromIndex): a copy may be behind, so the write's stamp checks the row's
+// version and writes nothing when it moved on, and the write runs under the row lock instead.
 
 import (
 	"bytes"

@@ -16,7 +16,9 @@ import (
 	"github.com/stratahq/strata/internal/resource"
 )
 
-// A label PATCH is at most two round trips to PostgreSQL (issue 31): BEGIN, the kind's
+// A label PATCH that reads its object under the row lock — on a replica without a list index,
+// or when the copy it started from was overtaken (TestPatchFromTheIndexIsOneRoundTrip is the
+// other case) — is at most two round trips to PostgreSQL (issue 31): BEGIN, the kind's
 // shared key and revision and the locked read in one pipeline; the label upsert, the stamp,
 // the audit record and COMMIT in a second (db.Tx.SendWithCommit). Counted through the db seam with the schema
 // registry wired as the server wires it, for a node (a built-in kind with a Prepare and an
