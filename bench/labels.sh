@@ -8,9 +8,12 @@
 #   bash bench/labels.sh scale            # PATCH over HTTP at 1, 4, 16, 64 clients vs raw upsert+nextval at the same
 #                                         # concurrency, fsync on, and how many of strata's busy backends wait on an advisory lock;
 #                                         # CLIENTS="16" picks the concurrencies. Each line also gives the CPU time per PATCH of
-#                                         # PostgreSQL's processes and of strata (from /proc, utime + stime, before and after)
+#                                         # PostgreSQL's processes and of strata (from /proc, utime + stime, before and after),
+#                                         # and how many PATCHes so far were written from the list index's copy of their node
+#                                         # in one round trip and how many found that copy overtaken
 #   bash bench/labels.sh runs             # ROUNDS (default 3) runs of N (6400) PATCHes at C (16) clients, fsync on, on
-#                                         # 1,000 nodes, each with its CPU per PATCH; the first run is the warm-up. For
+#                                         # 1,000 nodes, each with its CPU per PATCH (and the writes from the index copy, as
+#                                         # scale); the first run is the warm-up. For
 #                                         # comparing two builds: run it from a worktree of each, alternating
 #
 # Results and their reading are in docs/benchmarks.md. Needs the PostgreSQL server binaries and
@@ -78,7 +81,8 @@ SQL
 		waits=$(awk -F'|' '{a += $1; w += $2; o += $3} END {if (a > 0) printf "%.0f%% of %d active samples waiting on an advisory lock, %.0f%% on the NOTIFY commit lock", 100 * w / a, a, 100 * o / a; else print "no samples"}' "$work/waits")
 		raw=$(pgbench -n -t $((n / c)) -c "$c" -j 2 -f "$work/raw.sql" "$pg" 2>/dev/null | grep -E '^tps' | sed 's/tps = \([0-9.]*\).*/\1/')
 		cpu="CPU per PATCH: PostgreSQL $(echo "scale=3; ($pg_after - $pg_before) / $n" | bc) ms, strata $(echo "scale=3; ($strata_after - $strata_before) / $n" | bc) ms (the sampler's queries included)"
-		echo "clients=$c strata: $out | $waits | $cpu | raw upsert+nextval tps=$raw"
+		based=$(curl -sf "$server/metrics" | awk '/^strata_list_index_based_writes_total/ {b = $2} /^strata_list_index_stale_bases_total/ {s = $2} END {printf "%d from the index copy, %d overtaken", b, s}')
+		echo "clients=$c strata: $out | $waits | $cpu | writes so far: $based | raw upsert+nextval tps=$raw"
 	done
 	;;
 runs)

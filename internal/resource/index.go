@@ -302,6 +302,11 @@ func (ix *Index) drop(reason string) {
 	ix.advanceLocked()
 	ix.mu.Unlock()
 	ix.pending.Store(nil)
+	// What this replica wrote may belong to a history the drop left behind (a restore, a
+	// failover): the stamp would refuse such a base, but it costs a round trip each.
+	ix.writtenMu.Lock()
+	clear(ix.written)
+	ix.writtenMu.Unlock()
 	ix.startBuild()
 }
 

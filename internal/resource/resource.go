@@ -1108,19 +1108,8 @@ func (s *Service) update(ctx context.Context, ref Ref, expected string, next fun
 			if err != nil {
 				return err
 			}
-			// The request applies to the object as clients read it (aliases mapped, tombstoned
-			// fields hidden, defaults filled in), as Kubernetes applies a patch to the defaulted
-			// object, so a patch never trips over a field its sender cannot see.
-			shown := cur
-			if k.Present != nil {
-				shown.Spec = k.Present(ctx, tx, cur.Spec)
-			}
-			obj, err := next(shown)
+			obj, err := nextObject(ctx, tx, k, ref, cur, next)
 			if err != nil {
-				return err
-			}
-			obj.Metadata.ResourceVersion = ""
-			if err := normalize(k, ref, &obj); err != nil {
 				return err
 			}
 			return updateTx(ctx, tx, k, id, cur, obj, &out, stampAtCommit)
@@ -1202,16 +1191,8 @@ func (s *Service) writeFromBase(ctx context.Context, tx *db.Tx, k *Kind, ref Ref
 			return err
 		}
 	}
-	shown := cur
-	if k.Present != nil {
-		shown.Spec = k.Present(ctx, tx, cur.Spec)
-	}
-	obj, err := next(shown)
+	obj, err := nextObject(ctx, tx, k, ref, cur, next)
 	if err != nil {
-		return err
-	}
-	obj.Metadata.ResourceVersion = ""
-	if err := normalize(k, ref, &obj); err != nil {
 		return err
 	}
 	if sameObject(cur, obj) {
@@ -1222,6 +1203,26 @@ func (s *Service) writeFromBase(ctx context.Context, tx *db.Tx, k *Kind, ref Ref
 		mode = stampAtCommit
 	}
 	return updateTx(ctx, tx, k, id, cur, obj, out, mode)
+}
+
+// nextObject computes an update's object from cur, the stored object, and normalizes it. The
+// request applies to the object as clients read it (aliases mapped, tombstoned fields
+// hidden, defaults filled in), as Kubernetes applies a patch to the defaulted object, so a
+// patch never trips over a field its sender cannot see.
+func nextObject(ctx context.Context, tx *db.Tx, k *Kind, ref Ref, cur api.Object, next func(cur api.Object) (api.Object, error)) (api.Object, error) {
+	shown := cur
+	if k.Present != nil {
+		shown.Spec = k.Present(ctx, tx, cur.Spec)
+	}
+	obj, err := next(shown)
+	if err != nil {
+		return api.Object{}, err
+	}
+	obj.Metadata.ResourceVersion = ""
+	if err := normalize(k, ref, &obj); err != nil {
+		return api.Object{}, err
+	}
+	return obj, nil
 }
 
 // idOfUID is uidOf's inverse.
