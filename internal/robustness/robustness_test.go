@@ -187,23 +187,7 @@ func faultName(f chaos.Fault) string {
 func runControls(t *testing.T, ctx context.Context, outDir string) {
 	bin, err := chaos.BuildStrata(ctx, t.TempDir(), "sabotage")
 	require.NoError(t, err)
-	logf, err := os.Create(filepath.Join(outDir, "controls-cluster.log"))
-	require.NoError(t, err)
-	defer logf.Close()
-	c, err := chaos.Start(ctx, chaos.Options{Replicas: 1, Binary: bin, Log: logf, Seed: *flagSeed,
-		Env: []string{"STRATA_SABOTAGE=precondition,dropwatch,earlyunlock,memberstatus,filterwatch,cachedrop"}, Args: []string{"--watch-bookmark-interval", "1s"}})
-	require.NoError(t, err)
-	defer c.Stop()
-	d, err := db.Open(ctx, db.Options{URL: c.DatabaseURL(), MaxConns: 4})
-	require.NoError(t, err)
-	defer d.Close()
-	sh := shortShape()
-	sh.warm, sh.hold, sh.after = 2500*time.Millisecond, 0, 0
-	var s phaseStats
-	ok := t.Run("sabotaged", func(t *testing.T) {
-		s = runPhaseExpectingViolations(t, ctx, c, d, sh, outDir)
-	})
-	require.True(t, ok)
+	s := runSabotaged(t, ctx, bin, outDir, "sabotaged", "precondition,dropwatch,earlyunlock,memberstatus,filterwatch,cachedrop")
 	found := map[string]bool{}
 	for _, v := range s.found {
 		switch {
@@ -236,23 +220,7 @@ func runControls(t *testing.T, ctx context.Context, outDir string) {
 // change whose object the stored rows do not match (lists, watch contents), two answers
 // with one version.
 func runStaleBaseControl(t *testing.T, ctx context.Context, bin, outDir string) {
-	logf, err := os.Create(filepath.Join(outDir, "controls-stalebase-cluster.log"))
-	require.NoError(t, err)
-	defer logf.Close()
-	c, err := chaos.Start(ctx, chaos.Options{Replicas: 1, Binary: bin, Log: logf, Seed: *flagSeed,
-		Env: []string{"STRATA_SABOTAGE=stalebase"}, Args: []string{"--watch-bookmark-interval", "1s"}})
-	require.NoError(t, err)
-	defer c.Stop()
-	d, err := db.Open(ctx, db.Options{URL: c.DatabaseURL(), MaxConns: 4})
-	require.NoError(t, err)
-	defer d.Close()
-	sh := shortShape()
-	sh.warm, sh.hold, sh.after = 2500*time.Millisecond, 0, 0
-	var s phaseStats
-	ok := t.Run("stalebase", func(t *testing.T) {
-		s = runPhaseExpectingViolations(t, ctx, c, d, sh, outDir)
-	})
-	require.True(t, ok)
+	s := runSabotaged(t, ctx, bin, outDir, "stalebase", "stalebase")
 	caught := false
 	var seen []string
 	for _, v := range s.found {
@@ -264,6 +232,30 @@ func runStaleBaseControl(t *testing.T, ctx context.Context, bin, outDir string) 
 		seen = append(seen, v.Check+" "+v.Key)
 	}
 	require.True(t, caught, "the object checks missed the stalebase sabotage; violations found: %q", seen)
+}
+
+// runSabotaged runs one short history, as subtest name, on a one-replica cluster of the
+// sabotaged build bin with the switches in sabotages on, and returns what its checkers found.
+func runSabotaged(t *testing.T, ctx context.Context, bin, outDir, name, sabotages string) phaseStats {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(outDir, "controls-"+name+"-cluster.log"))
+	require.NoError(t, err)
+	defer logf.Close()
+	c, err := chaos.Start(ctx, chaos.Options{Replicas: 1, Binary: bin, Log: logf, Seed: *flagSeed,
+		Env: []string{"STRATA_SABOTAGE=" + sabotages}, Args: []string{"--watch-bookmark-interval", "1s"}})
+	require.NoError(t, err)
+	defer c.Stop()
+	d, err := db.Open(ctx, db.Options{URL: c.DatabaseURL(), MaxConns: 4})
+	require.NoError(t, err)
+	defer d.Close()
+	sh := shortShape()
+	sh.warm, sh.hold, sh.after = 2500*time.Millisecond, 0, 0
+	var s phaseStats
+	ok := t.Run(name, func(t *testing.T) {
+		s = runPhaseExpectingViolations(t, ctx, c, d, sh, outDir)
+	})
+	require.True(t, ok)
+	return s
 }
 
 // runPhaseExpectingViolations is runPhase on a sabotaged cluster: it must find violations,
