@@ -1160,11 +1160,15 @@ func (s *Service) updateFromIndex(ctx context.Context, k *Kind, ref Ref, base ap
 	stamped := func() bool {
 		return out.Metadata.ResourceVersion != "" && out.Metadata.ResourceVersion != base.Metadata.ResourceVersion
 	}
-	err := inTxWarning(ctx, s.db, func(ctx context.Context, tx *db.Tx) error {
+	// As inTxWarning, but the warnings are the caller's only once the stamp is known to have
+	// written: the locked path that follows an overtaken copy gives its own.
+	wctx, take := CollectWarnings(ctx)
+	err := s.db.InTx(wctx, func(tx *db.Tx) error {
+		announceAfterCommit(tx, s.db)
 		if !tx.Owned() {
 			return errStaleBase
 		}
-		if err := s.writeFromBase(ctx, tx, k, ref, id, base, next, out); err != nil {
+		if err := s.writeFromBase(wctx, tx, k, ref, id, base, next, out); err != nil {
 			return fmt.Errorf("%w: %w", errStaleBase, err)
 		}
 		if !tx.Holding() && !stamped() {
@@ -1176,6 +1180,9 @@ func (s *Service) updateFromIndex(ctx context.Context, k *Kind, ref Ref, base ap
 	})
 	if err == nil && !stamped() {
 		return errStaleBase // committed nothing
+	}
+	if err == nil {
+		addWarnings(ctx, take())
 	}
 	return err
 }
