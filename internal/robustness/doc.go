@@ -22,7 +22,10 @@
 //     committed before the request on any replica; a Terraform workspace lock admits one
 //     holder across HTTP LOCK/UNLOCK and pg-backend clients' advisory keys, and a state
 //     write (POST ?ID=) succeeds only under its lock. Partitioning per key keeps the search
-//     small; a check that times out fails (Porcupine's Unknown is not a pass).
+//     small; a check that times out fails (Porcupine's Unknown is not a pass). The search
+//     is Porcupine's plus one rule (linearize.go): an operation that never changes the
+//     state is placed as soon as it fits, which keeps the refusals a paused replica
+//     leaves behind from multiplying the search.
 //   - Before checking, each Unknown write is resolved from the database's own log (Resolve:
 //     the changes log for objects, pillar_history for pillar rows, the audit log by the
 //     client's request id for locks), never from the streams under test: applied writes
@@ -45,6 +48,9 @@
 //
 // On a failure the checker prints the smallest sub-history of the failing key it can find
 // that is still not linearizable, and writes the full history as JSON lines to a file.
+//
+// A run keeps each history as files (Keep); CheckRecorded checks them again, and so does
+// the command internal/robustness/recheck.
 //
 // The live run (TestRobustness, build tag robustness) drives real strata replicas over one
 // PostgreSQL with the faults of package internal/robustness/chaos; controls build strata

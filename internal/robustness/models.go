@@ -379,3 +379,39 @@ var Models = map[string]porcupine.Model{
 	"lock":   LockModel,
 	"member": MemberModel,
 }
+
+// Filters says, for each family, which operations never change its model's state: at
+// every state their step gives that state back or nothing. The search linearizes them as
+// soon as they fit (linearize.go), so keep each one exact — an operation listed here that
+// changes some state makes the check unsound.
+var Filters = map[string]func(input interface{}) bool{
+	// objectStep: a refusal keeps the state or fits nowhere, and so does a read without
+	// an answer. A read that succeeded may learn a version an unresolved write left unknown.
+	"object": func(input interface{}) bool {
+		op := input.(*Op)
+		return op.Outcome == Failed || op.Kind == "get" && op.Outcome != OK
+	},
+	// pillarStep: a refused write, a render, a read without an answer. A read that
+	// succeeded may learn an ETag.
+	"pillar": func(input interface{}) bool {
+		op := input.(*Op)
+		return op.Kind == "put" && op.Outcome == Failed || op.Kind == "render" || op.Kind == "get" && op.Outcome != OK
+	},
+	// lockStep: a refused LOCK, UNLOCK or state write, and a pg client's lock that was not
+	// granted.
+	"lock": func(input interface{}) bool {
+		op := input.(*Op)
+		switch op.Kind {
+		case "lock", "unlock", "write":
+			return op.Outcome == Failed
+		case "pglock":
+			return op.Outcome == OK && !op.Granted
+		}
+		return false
+	},
+	// memberStep: every read, and a refused write.
+	"member": func(input interface{}) bool {
+		op := input.(*Op)
+		return op.Kind == "get" || op.Outcome == Failed
+	},
+}

@@ -4,7 +4,6 @@ package robustness
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 
@@ -406,12 +405,8 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 
 	ops := p.rec.Ops()
 	dir := filepath.Join(outDir, name)
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	require.NoError(t, WriteHistory(filepath.Join(dir, "history.jsonl"), ops))
-	writeJSON(t, filepath.Join(dir, "watch.json"), p.streams)
-	writeJSON(t, filepath.Join(dir, "lists.json"), p.pages)
-	writeJSON(t, filepath.Join(dir, "bulk.json"), p.bulk)
-	writeJSON(t, filepath.Join(dir, "truth.json"), truth)
+	rec := Recorded{Ops: ops, Streams: p.streams, Pages: p.pages, Bulk: p.bulk, Truth: truth}
+	require.NoError(t, Keep(dir, rec))
 
 	var s phaseStats
 	s.ops = len(ops)
@@ -420,8 +415,6 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 			s.unknown++
 		}
 	}
-	resolved, nres, ndrop := Resolve(ops, truth)
-	s.resolved, s.dropped = nres, ndrop
 	s.pages = len(p.pages)
 	for _, st := range p.streams {
 		for _, seg := range st.Segments {
@@ -429,15 +422,11 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 		}
 	}
 	checkStart := time.Now()
-	lin := CheckLinearizable(resolved, sh.checkTimeout)
+	checked := CheckRecorded(rec, sh.checkTimeout)
+	s.resolved, s.dropped = checked.Resolved, checked.Dropped
+	nres, ndrop, lin, cached := checked.Resolved, checked.Dropped, checked.Linearizability, checked.Cached
 	vs := append([]Violation(nil), p.statusBad...)
-	vs = append(vs, lin.Violations...)
-	vs = append(vs, CheckRVOrder(resolved)...)
-	vs = append(vs, CheckLists(p.pages, resolved, truth)...)
-	vs = append(vs, CheckWatches(p.streams, truth)...)
-	vs = append(vs, CheckBulk(p.bulk, truth)...)
-	cachedBad, cached := CheckCachedRenders(resolved)
-	vs = append(vs, cachedBad...)
+	vs = append(vs, checked.Violations...)
 	vs = append(vs, lagging...)
 	s.violations = len(vs)
 	s.found = vs
@@ -457,11 +446,4 @@ func record(t *testing.T, ctx context.Context, c *chaos.Cluster, d *db.DB, name 
 		t.Errorf("the full history of %s is in %s (history.jsonl, watch.json, lists.json, truth.json)", name, dir)
 	}
 	return s
-}
-
-func writeJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := json.Marshal(v)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(path, b, 0o644))
 }
