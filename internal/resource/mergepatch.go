@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/fault"
 	"github.com/stratahq/strata/internal/jsondepth"
 )
@@ -132,3 +133,100 @@ func mergeValue(target, patch any) any {
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// metadataPatch is a merge patch that only sets or removes labels and annotations, and may
+// carry the resourceVersion it expects: the label PATCH automation sends most. apply gives
+// the object mergePatchObject gives for it, from the maps directly, without encoding the
+// object to JSON, decoding it, merging, encoding and decoding again (a fifth of a label
+// PATCH's CPU in strata, docs/benchmarks.md). TestMetadataPatchIsAMergePatch holds the two
+// to the same result.
+type metadataPatch struct {
+	labels, annotations stringsPatch
+	resourceVersion     string
+}
+
+// stringsPatch is the merge patch of a map of strings: set (false: the patch does not name
+// the map), and then either null (remove the map) or the keys to set (a nil value removes
+// the key).
+type stringsPatch struct {
+	set, null bool
+	keys      map[string]*string
+}
+
+// parseMetadataPatch reads patch as a metadataPatch; false when it is anything else (then
+// mergePatchObject applies it, with its errors). It expects checkPatchMembers to have
+// passed.
+func parseMetadataPatch(patch []byte) (metadataPatch, bool) {
+	var mp metadataPatch
+	var top map[string]json.RawMessage
+	if json.Unmarshal(patch, &top) != nil || len(top) != 1 || top["metadata"] == nil {
+		return mp, false
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(top["metadata"], &meta) != nil || meta == nil {
+		return mp, false
+	}
+	for k, raw := range meta {
+		var ok bool
+		switch k {
+		case "labels":
+			mp.labels, ok = parseStringsPatch(raw)
+		case "annotations":
+			mp.annotations, ok = parseStringsPatch(raw)
+		case "resourceVersion":
+			var rv *string
+			ok = json.Unmarshal(raw, &rv) == nil
+			if rv != nil {
+				mp.resourceVersion = *rv
+			}
+		}
+		if !ok {
+			return mp, false
+		}
+	}
+	return mp, true
+}
+
+func parseStringsPatch(raw json.RawMessage) (stringsPatch, bool) {
+	p := stringsPatch{set: true}
+	if json.Unmarshal(raw, &p.keys) != nil {
+		return p, false
+	}
+	p.null = p.keys == nil
+	return p, true
+}
+
+// apply is mergePatchObject(cur, patch) for the patch mp was read from.
+func (mp metadataPatch) apply(cur api.Object) api.Object {
+	return api.Object{
+		Kind: cur.Kind,
+		Metadata: api.ObjectMeta{
+			Name:            cur.Metadata.Name,
+			Org:             cur.Metadata.Org,
+			ResourceVersion: mp.resourceVersion,
+			Labels:          mp.labels.apply(cur.Metadata.Labels),
+			Annotations:     mp.annotations.apply(cur.Metadata.Annotations),
+		},
+		Spec: cur.Spec,
+	}
+}
+
+// apply returns a new map (cur is left as it is: it may be the list index's copy).
+func (p stringsPatch) apply(cur map[string]string) map[string]string {
+	switch {
+	case !p.set:
+		return maps.Clone(cur)
+	case p.null:
+		return nil
+	}
+	out := make(map[string]string, len(cur)+len(p.keys))
+	maps.Copy(out, cur)
+	for k, v := range p.keys {
+		if v == nil {
+			delete(out, k)
+		} else {
+			out[k] = *v
+		}
+	}
+	return out
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stratahq/strata/api"
 	"github.com/stretchr/testify/require"
 )
 
@@ -73,4 +74,71 @@ func FuzzMergePatch(f *testing.F) {
 			t.Fatalf("not idempotent: %s then %s", once, twice)
 		}
 	})
+}
+
+// TestMetadataPatchIsAMergePatch holds the direct application of a labels-and-annotations
+// patch (metadataPatch) to the general path it skips (mergePatchObject): same object for
+// every patch it takes, cur left as it was, and every other patch left to the general path.
+func TestMetadataPatchIsAMergePatch(t *testing.T) {
+	t.Parallel()
+	curs := []api.Object{
+		{Kind: "Node", Metadata: api.ObjectMeta{Name: "n1", Org: "o", UID: "u1", ResourceVersion: "7",
+			Labels: map[string]string{"a": "1", "b": "2"}, Annotations: map[string]string{"x": "y"}},
+			Spec: json.RawMessage(`{"org": "o", "n": 12345678901234567890, "z": [1, {"k": null}]}`), Status: json.RawMessage(`{"s":1}`)},
+		{Kind: "Org", Metadata: api.ObjectMeta{Name: "o"}},
+		{Kind: "Widget", Metadata: api.ObjectMeta{Name: "w", Org: "o", Labels: map[string]string{}, Annotations: map[string]string{}}, Spec: json.RawMessage(`null`)},
+	}
+	direct := []string{
+		`{"metadata":{"labels":{"a":"9"}}}`,
+		`{"metadata":{"labels":{"a":null,"c":"3"}}}`,
+		`{"metadata":{"labels":null}}`,
+		`{"metadata":{"labels":{}}}`,
+		`{"metadata":{"labels":{"a":"1","a":"2"}}}`,
+		`{"metadata":{"annotations":{"x":null,"note":"ü \u00e9"},"labels":{"k":""}}}`,
+		`{"metadata":{"annotations":null}}`,
+		`{"metadata":{"resourceVersion":"7","labels":{"b":null}}}`,
+		`{"metadata":{"resourceVersion":null}}`,
+		`{"metadata":{}}`,
+		` { "metadata" : { "labels" : { "d" : "4" } } } `,
+	}
+	general := []string{
+		`{"metadata":{"labels":{"a":1}}}`,
+		`{"metadata":{"labels":{"a":{"b":"c"}}}}`,
+		`{"metadata":{"labels":["a"]}}`,
+		`{"metadata":{"resourceVersion":7}}`,
+		`{"metadata":{"name":"n1","labels":{"a":"2"}}}`,
+		`{"metadata":null}`,
+		`{"metadata":{"labels":{"a":"2"}},"spec":{"org":"p"}}`,
+		`{"kind":"Node","metadata":{"labels":{"a":"2"}}}`,
+		`{"spec":{"n":1}}`,
+	}
+	// As normalize, which every patched object goes through next, treats the spec.
+	canonical := func(o api.Object) api.Object {
+		if len(o.Spec) == 0 || string(o.Spec) == "null" {
+			o.Spec = json.RawMessage("{}")
+		}
+		s, err := canonicalSpec(o.Spec)
+		require.NoError(t, err)
+		o.Spec = s
+		return o
+	}
+	for _, cur := range curs {
+		for _, patch := range direct {
+			mp, ok := parseMetadataPatch([]byte(patch))
+			require.True(t, ok, patch)
+			before, err := json.Marshal(cur)
+			require.NoError(t, err)
+			want, err := mergePatchObject(cur, []byte(patch))
+			require.NoError(t, err, patch)
+			got := mp.apply(cur)
+			require.Equal(t, canonical(want), canonical(got), "%s on %s", patch, before)
+			after, err := json.Marshal(cur)
+			require.NoError(t, err)
+			require.JSONEq(t, string(before), string(after), "the patch changed cur's maps")
+		}
+	}
+	for _, patch := range general {
+		_, ok := parseMetadataPatch([]byte(patch))
+		require.False(t, ok, patch)
+	}
 }

@@ -1302,28 +1302,38 @@ func (s *Service) Patch(ctx context.Context, ref Ref, patch []byte) (api.Object,
 	if err := json.Unmarshal(patch, &pre); err != nil {
 		return api.Object{}, fault.Invalid("/metadata", "the merge patch's metadata must be an object: %v", err)
 	}
+	meta, direct := parseMetadataPatch(patch)
 	return s.update(ctx, ref, pre.Metadata.ResourceVersion, func(cur api.Object) (api.Object, error) {
-		doc, err := json.Marshal(map[string]any{
-			"kind":     cur.Kind,
-			"metadata": map[string]any{"name": cur.Metadata.Name, "org": cur.Metadata.Org, "labels": cur.Metadata.Labels, "annotations": cur.Metadata.Annotations},
-			"spec":     cur.Spec,
-		})
-		if err != nil {
-			return cur, err
+		if direct {
+			return meta.apply(cur), nil
 		}
-		merged, err := MergePatch(doc, patch)
-		if fault.KindOf(err) == fault.KindUnprocessable {
-			return cur, err // too deep: the 422 names the pointer
-		}
-		if err != nil {
-			return cur, fault.Invalid("", "%v", err)
-		}
-		var next api.Object
-		if err := json.NewDecoder(bytesReader(merged)).Decode(&next); err != nil {
-			return cur, fault.Invalid("/metadata", "the patched object is not valid: %v", err)
-		}
-		return next, nil
+		return mergePatchObject(cur, patch)
 	})
+}
+
+// mergePatchObject applies a merge patch to what a client may write of cur (kind, name, org,
+// labels, annotations, spec) through its JSON document: the general case of Patch.
+func mergePatchObject(cur api.Object, patch []byte) (api.Object, error) {
+	doc, err := json.Marshal(map[string]any{
+		"kind":     cur.Kind,
+		"metadata": map[string]any{"name": cur.Metadata.Name, "org": cur.Metadata.Org, "labels": cur.Metadata.Labels, "annotations": cur.Metadata.Annotations},
+		"spec":     cur.Spec,
+	})
+	if err != nil {
+		return cur, err
+	}
+	merged, err := MergePatch(doc, patch)
+	if fault.KindOf(err) == fault.KindUnprocessable {
+		return cur, err // too deep: the 422 names the pointer
+	}
+	if err != nil {
+		return cur, fault.Invalid("", "%v", err)
+	}
+	var next api.Object
+	if err := json.NewDecoder(bytesReader(merged)).Decode(&next); err != nil {
+		return cur, fault.Invalid("/metadata", "the patched object is not valid: %v", err)
+	}
+	return next, nil
 }
 
 // Delete removes an object (its labels and annotations cascade). A non-empty expected
