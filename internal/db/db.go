@@ -19,6 +19,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -74,6 +75,41 @@ type DB struct {
 	announcer announcer
 }
 
+// epochUnchecked marks a pooled connection (pgconn's CustomData) whose history epoch check
+// could not run when it connected: the function was not there yet (a database being
+// migrated), or the server was a standby (the check returns NULL) or read-only, where no
+// version can be drawn. Such a connection is checked again each time it is acquired, until a
+// check runs.
+//
+// It was once checked only when it connected: a new database's first connections predate its
+// migrations, and they could serve every write that followed, so the primary never recorded
+// its epoch; a promoted standby then took its own epoch for the database's first one and drew
+// the lost history's versions again (TestAsyncFailoverCannotForkHistory failed so under load;
+// TestEpochCheckedOnceTheFunctionExists is the deterministic case). What is left: a
+// connection to a standby whose check ran just before a promotion and whose transaction
+// begins just after it, in the same acquisition, draws a version before any check of the new
+// epoch — unless another connection checked first. A pool whose URL says
+// target_session_attrs=read-write (docs/operations.md) never connects to a standby at all.
+const epochUnchecked = "strata.epochUnchecked"
+
+// epochCheck runs the history epoch check on conn and records whether it ran. The
+// node_pillars login role may not run it at all (it draws no versions), which counts as run.
+func epochCheck(ctx context.Context, conn *pgx.Conn, epochSQL, schema string) error {
+	data := conn.PgConn().CustomData()
+	var ep *string
+	err := conn.QueryRow(ctx, epochSQL, schema).Scan(&ep)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil && ep != nil, errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InsufficientPrivilege:
+		delete(data, epochUnchecked)
+		return nil
+	case err == nil, epochCheckAbsent(err):
+		data[epochUnchecked] = true
+		return nil
+	}
+	return interpretError(err)
+}
+
 // Open connects a pool and checks that the server answers. It does not migrate.
 func Open(ctx context.Context, opts Options) (*DB, error) {
 	schema := opts.Schema
@@ -109,14 +145,20 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	// Every connection checks the database's history epoch before it is used (migration
 	// 0024): the first one on a promoted standby, a recovered or a restored cluster moves
 	// the versions past anything the lost history can have handed out, before any write.
+	// A connection whose check could not run is checked again each time it is acquired
+	// (epochCheck).
 	epochSQL := "SELECT " + pgx.Identifier{schema}.Sanitize() + ".history_epoch_check($1)"
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		var ep *string
-		err := conn.QueryRow(ctx, epochSQL, schema).Scan(&ep)
-		if err != nil && !epochCheckAbsent(err) {
-			return interpretError(err)
+		return epochCheck(ctx, conn, epochSQL, schema)
+	}
+	cfg.PrepareConn = func(ctx context.Context, conn *pgx.Conn) (bool, error) {
+		if _, unchecked := conn.PgConn().CustomData()[epochUnchecked]; !unchecked {
+			return true, nil
 		}
-		return nil
+		if err := epochCheck(ctx, conn, epochSQL, schema); err != nil {
+			return false, nil // a new connection instead, whose own check reports the error
+		}
+		return true, nil
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
