@@ -285,6 +285,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
+	tuneGC(ctx, logger)
 
 	// Reload requests (SIGHUP) are taken from the start, so one sent while the database is
 	// being opened does not stop the process; it is carried out once the replica serves.
