@@ -27,33 +27,38 @@ var patchMembers = map[string]map[string]bool{
 // 400 entry per member, as PUT refuses unknown fields: merged blindly, a typo such as
 // "metdata" would be dropped on decoding and the patch would silently do nothing. Members of
 // spec are the kind's to judge (its schema refuses unknown fields).
-func checkPatchMembers(patch []byte) error {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(patch, &top); err != nil {
-		return fault.Invalid("", "the merge patch must be a JSON object: %v", err)
+func checkPatchMembers(patch []byte) (patchMembersOf, error) {
+	var pm patchMembersOf
+	if err := json.Unmarshal(patch, &pm.top); err != nil {
+		return pm, fault.Invalid("", "the merge patch must be a JSON object: %v", err)
 	}
 	var fields []fault.FieldError
-	for _, k := range slices.Sorted(maps.Keys(top)) {
+	for _, k := range slices.Sorted(maps.Keys(pm.top)) {
 		if !patchMembers[""][k] {
 			fields = append(fields, fault.FieldError{Field: "/" + pointerToken(k), Message: "unknown field"})
 		}
 	}
-	var meta map[string]json.RawMessage
-	if raw, ok := top["metadata"]; ok && json.Unmarshal(raw, &meta) == nil {
-		for _, k := range slices.Sorted(maps.Keys(meta)) {
+	if raw, ok := pm.top["metadata"]; ok && json.Unmarshal(raw, &pm.meta) == nil {
+		for _, k := range slices.Sorted(maps.Keys(pm.meta)) {
 			if !patchMembers["metadata"][k] {
 				fields = append(fields, fault.FieldError{Field: "/metadata/" + pointerToken(k), Message: "unknown field"})
 			}
 		}
 	}
 	if len(fields) == 0 {
-		return nil
+		return pm, nil
 	}
 	names := make([]string, len(fields))
 	for i, f := range fields {
 		names[i] = f.Field
 	}
-	return fault.InvalidFields("unknown fields in the merge patch: "+strings.Join(names, ", "), fields)
+	return pm, fault.InvalidFields("unknown fields in the merge patch: "+strings.Join(names, ", "), fields)
+}
+
+// patchMembersOf is a merge patch's top-level members and, when its metadata is an object,
+// metadata's, as checkPatchMembers read them (parseMetadataPatch reads them again from here).
+type patchMembersOf struct {
+	top, meta map[string]json.RawMessage
 }
 
 // pointerToken escapes one JSON pointer reference token (RFC 6901).
@@ -153,20 +158,14 @@ type stringsPatch struct {
 	keys      map[string]*string
 }
 
-// parseMetadataPatch reads patch as a metadataPatch; false when it is anything else (then
-// mergePatchObject applies it, with its errors). It expects checkPatchMembers to have
-// passed.
-func parseMetadataPatch(patch []byte) (metadataPatch, bool) {
+// parseMetadataPatch reads a patch, given as checkPatchMembers read it, as a metadataPatch;
+// false when it is anything else (then mergePatchObject applies it, with its errors).
+func parseMetadataPatch(pm patchMembersOf) (metadataPatch, bool) {
 	var mp metadataPatch
-	var top map[string]json.RawMessage
-	if json.Unmarshal(patch, &top) != nil || len(top) != 1 || top["metadata"] == nil {
+	if len(pm.top) != 1 || pm.top["metadata"] == nil || pm.meta == nil {
 		return mp, false
 	}
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(top["metadata"], &meta) != nil || meta == nil {
-		return mp, false
-	}
-	for k, raw := range meta {
+	for k, raw := range pm.meta {
 		var ok bool
 		switch k {
 		case "labels":

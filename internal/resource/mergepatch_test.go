@@ -124,7 +124,9 @@ func TestMetadataPatchIsAMergePatch(t *testing.T) {
 	}
 	for _, cur := range curs {
 		for _, patch := range direct {
-			mp, ok := parseMetadataPatch([]byte(patch))
+			members, err := checkPatchMembers([]byte(patch))
+			require.NoError(t, err, patch)
+			mp, ok := parseMetadataPatch(members)
 			require.True(t, ok, patch)
 			before, err := json.Marshal(cur)
 			require.NoError(t, err)
@@ -138,7 +140,9 @@ func TestMetadataPatchIsAMergePatch(t *testing.T) {
 		}
 	}
 	for _, patch := range general {
-		_, ok := parseMetadataPatch([]byte(patch))
+		members, err := checkPatchMembers([]byte(patch))
+		require.NoError(t, err, patch)
+		_, ok := parseMetadataPatch(members)
 		require.False(t, ok, patch)
 	}
 }

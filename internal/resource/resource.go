@@ -1291,8 +1291,14 @@ func (s *Service) Replace(ctx context.Context, ref Ref, obj api.Object) (api.Obj
 // annotations) and spec, under the row lock, so concurrent patches compose instead of
 // overwriting each other. A resourceVersion in the patch is a precondition.
 func (s *Service) Patch(ctx context.Context, ref Ref, patch []byte) (api.Object, error) {
-	if err := checkPatchMembers(patch); err != nil {
+	members, err := checkPatchMembers(patch)
+	if err != nil {
 		return api.Object{}, err
+	}
+	if meta, ok := parseMetadataPatch(members); ok {
+		return s.update(ctx, ref, meta.resourceVersion, func(cur api.Object) (api.Object, error) {
+			return meta.apply(cur), nil
+		})
 	}
 	var pre struct {
 		Metadata struct {
@@ -1302,11 +1308,7 @@ func (s *Service) Patch(ctx context.Context, ref Ref, patch []byte) (api.Object,
 	if err := json.Unmarshal(patch, &pre); err != nil {
 		return api.Object{}, fault.Invalid("/metadata", "the merge patch's metadata must be an object: %v", err)
 	}
-	meta, direct := parseMetadataPatch(patch)
 	return s.update(ctx, ref, pre.Metadata.ResourceVersion, func(cur api.Object) (api.Object, error) {
-		if direct {
-			return meta.apply(cur), nil
-		}
 		return mergePatchObject(cur, patch)
 	})
 }
