@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"strconv"
 	"testing"
 	"testing/fstest"
@@ -32,23 +30,8 @@ type schemaReplica struct {
 
 func openSchemaReplica(t *testing.T, url string) *schemaReplica {
 	t.Helper()
-	ctx := context.Background()
-	d, err := db.Open(ctx, db.Options{URL: url, MaxConns: 4, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	t.Cleanup(d.Close)
-	kinds := kind.NewService(d)
-	res := resource.NewService(d)
-	res.UseSchemas(kinds)
-	hub := resource.NewHub(res, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	hub.PollInterval = time.Hour
-	ix := hub.ServeLists()
-	patient(ix)
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); hub.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	waitReady(t, ix)
-	return &schemaReplica{res: res, kinds: kinds, ix: ix}
+	r := openReplicaWithSchemas(t, url, patient)
+	return &schemaReplica{res: r.svc, kinds: r.kinds, ix: r.ix}
 }
 
 // catchUp makes r's list index apply every change committed so far (a list waits for it).

@@ -18,6 +18,7 @@ import (
 	"github.com/stratahq/strata/api"
 	"github.com/stratahq/strata/internal/auth"
 	"github.com/stratahq/strata/internal/db"
+	"github.com/stratahq/strata/internal/kind"
 	"github.com/stratahq/strata/internal/metadata"
 	"github.com/stratahq/strata/internal/pgtest"
 	"github.com/stratahq/strata/internal/resource"
@@ -39,10 +40,11 @@ RETURNING resource_version;
 // replica is one strata replica over a shared database: its own pool, service and change
 // poller, with the list index on.
 type replica struct {
-	db  *db.DB
-	svc *resource.Service
-	hub *resource.Hub
-	ix  *resource.Index
+	db    *db.DB
+	svc   *resource.Service
+	hub   *resource.Hub
+	ix    *resource.Index
+	kinds *kind.Service // with openReplicaWithSchemas only
 }
 
 // openReplica opens a replica over the database at url. The poller only polls, once an
@@ -51,11 +53,28 @@ type replica struct {
 // loaded, unless tune set a byte bound of 1 (which no index fits).
 func openReplica(t *testing.T, url string, tune func(ix *resource.Index)) *replica {
 	t.Helper()
+	return openReplicaWith(t, url, tune, false)
+}
+
+// openReplicaWithSchemas is openReplica with the schema registry wired in (kinds with JSON
+// schemas, and their revisions checked on writes from the index's copies).
+func openReplicaWithSchemas(t *testing.T, url string, tune func(ix *resource.Index)) *replica {
+	t.Helper()
+	return openReplicaWith(t, url, tune, true)
+}
+
+func openReplicaWith(t *testing.T, url string, tune func(ix *resource.Index), schemas bool) *replica {
+	t.Helper()
 	ctx := context.Background()
 	d, err := db.Open(ctx, db.Options{URL: url, MaxConns: 4, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	svc := resource.NewService(d)
+	var kinds *kind.Service
+	if schemas {
+		kinds = kind.NewService(d)
+		svc.UseSchemas(kinds)
+	}
 	hub := resource.NewHub(svc, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	hub.PollInterval = time.Hour
 	ix := hub.ServeLists()
@@ -69,7 +88,7 @@ func openReplica(t *testing.T, url string, tune func(ix *resource.Index)) *repli
 	if ix.MaxBytes > 1 {
 		waitReady(t, ix)
 	}
-	return &replica{db: d, svc: svc, hub: hub, ix: ix}
+	return &replica{db: d, svc: svc, hub: hub, ix: ix, kinds: kinds}
 }
 
 // patient lets lists wait for the index as long as a loaded test machine may need, for tests
